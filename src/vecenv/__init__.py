@@ -1,0 +1,33 @@
+"""vecenv: step many copies of a Gymnasium environment as one batched environment.
+
+In one process (``backend="serial"``), across the cores of a machine (``"process"``,
+``"thread"``) or across a Ray cluster (``"ray"``), behind gymnasium's vector API
+(:class:`VectorEnv`) and Stable-Baselines3's VecEnv API (:mod:`vecenv.sb3`).
+"""
+
+from vecenv.backends import SerialVectorEnv, SyncVectorEnv
+from vecenv.engine import SpaceMismatchError, VectorEnv
+from vecenv.errors import (
+    ClosedEnvironmentError,
+    EnvError,
+    StepTimeoutError,
+    VecEnvError,
+    WorkerDiedError,
+)
+from vecenv.make import available_backends, make
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ClosedEnvironmentError",
+    "EnvError",
+    "SerialVectorEnv",
+    "SpaceMismatchError",
+    "StepTimeoutError",
+    "SyncVectorEnv",
+    "VecEnvError",
+    "VectorEnv",
+    "WorkerDiedError",
+    "available_backends",
+    "make",
+]

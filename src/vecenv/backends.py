@@ -1,0 +1,45 @@
+"""The vector env classes users build: one per transport, all sharing the engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+import gymnasium as gym
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from vecenv.engine import VectorEnv
+from vecenv.transports import SerialTransport
+
+__all__ = ["SerialVectorEnv", "SyncVectorEnv"]
+
+
+class SerialVectorEnv(VectorEnv):
+    """Steps every env in the caller's process, one after the other.
+
+    The fastest choice for cheap envs on one core, and the reference the other backends are
+    tested against. Same constructor as ``gymnasium.vector.SyncVectorEnv``; ``envs`` gives the
+    sub-env objects.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        copy: bool = True,
+        observation_mode: str | tuple[spaces.Space, spaces.Space] = "same",
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        *,
+        batch_size: int | None = None,
+    ) -> None:
+        super().__init__(
+            env_fns,
+            SerialTransport(),
+            num_workers=1,
+            batch_size=batch_size,
+            copy=copy,
+            observation_mode=observation_mode,
+            autoreset_mode=autoreset_mode,
+        )
+
+
+#: Drop-in name for ``gymnasium.vector.SyncVectorEnv``.
+SyncVectorEnv = SerialVectorEnv

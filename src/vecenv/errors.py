@@ -1,0 +1,123 @@
+"""Errors raised by vecenv: what failed, where, and why.
+
+Every error a sub-environment or worker causes is a :class:`VecEnvError`, so a training loop
+can catch one type. Errors about the caller's own input are ordinary ``ValueError`` /
+``TypeError`` subclasses raised before anything is sent to a worker.
+"""
+
+from __future__ import annotations
+
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+
+__all__ = [
+    "AlreadyPendingCallError",
+    "ClosedEnvironmentError",
+    "EnvError",
+    "NoAsyncCallError",
+    "StepTimeoutError",
+    "VecEnvError",
+    "WorkerDiedError",
+]
+
+
+class VecEnvError(RuntimeError):
+    """Base class of the failures that happen inside sub-environments or their workers."""
+
+
+class EnvError(VecEnvError):
+    """A sub-environment raised an exception.
+
+    Attributes:
+        env_index: index of the failing env in the vector env.
+        worker: index of the worker (env group) that held it.
+        method: what was running (``"step"``, ``"reset"``, ``"call:name"`` ...).
+        exc_type: qualified name of the original exception type.
+        exc_message: ``str()`` of the original exception.
+        remote_traceback: the original traceback text, as formatted where it was raised.
+        original: the original exception object when it could be carried over, else ``None``
+            (it is also chained as ``__cause__``).
+    """
+
+    def __init__(
+        self,
+        env_index: int,
+        worker: int,
+        method: str,
+        exc_type: str,
+        exc_message: str,
+        remote_traceback: str,
+        original: BaseException | None = None,
+    ) -> None:
+        self.env_index = env_index
+        self.worker = worker
+        self.method = method
+        self.exc_type = exc_type
+        self.exc_message = exc_message
+        self.remote_traceback = remote_traceback
+        self.original = original
+        super().__init__(
+            f"env {env_index} (worker {worker}) raised {exc_type} in {method}: {exc_message}\n"
+            f"--- original traceback ---\n{remote_traceback.rstrip()}"
+        )
+
+    def __reduce__(self):  # keep the fields when the error crosses a process boundary
+        return (
+            type(self),
+            (
+                self.env_index,
+                self.worker,
+                self.method,
+                self.exc_type,
+                self.exc_message,
+                self.remote_traceback,
+                self.original,
+            ),
+        )
+
+
+class WorkerDiedError(VecEnvError):
+    """A worker ended without being asked to (crash, ``os._exit``, signal, out of memory)."""
+
+    def __init__(self, worker: int, env_indices: list[int], exitcode: int | None, detail: str = ""):
+        self.worker = worker
+        self.env_indices = list(env_indices)
+        self.exitcode = exitcode
+        how = describe_exitcode(exitcode)
+        msg = f"worker {worker} holding envs {self.env_indices} died ({how})"
+        if detail:
+            msg += f": {detail}"
+        super().__init__(msg)
+
+    def __reduce__(self):
+        return (type(self), (self.worker, self.env_indices, self.exitcode))
+
+
+class StepTimeoutError(VecEnvError, TimeoutError):
+    """A sub-environment took longer than ``step_timeout`` seconds."""
+
+    def __init__(self, env_indices: list[int], worker: int | None, timeout: float, method: str = "step"):
+        self.env_indices = list(env_indices)
+        self.worker = worker
+        self.timeout = timeout
+        self.method = method
+        where = f" (worker {worker})" if worker is not None else ""
+        super().__init__(
+            f"envs {self.env_indices}{where} did not finish {method} within {timeout:g} s"
+        )
+
+    def __reduce__(self):
+        return (type(self), (self.env_indices, self.worker, self.timeout, self.method))
+
+
+def describe_exitcode(exitcode: int | None) -> str:
+    """Say in words how a process ended: ``exit code 3`` or ``killed by SIGSEGV``."""
+    import signal
+
+    if exitcode is None:
+        return "exit status unknown"
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"

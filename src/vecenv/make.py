@@ -1,0 +1,130 @@
+"""``vecenv.make``: one call from an env id or factory to a vector env on any backend."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode
+
+from vecenv.engine import VectorEnv, parse_autoreset_mode
+
+__all__ = ["BACKENDS", "available_backends", "make", "usable_cores"]
+
+#: backend name -> "module:Class"; a backend whose class does not exist yet is reported clearly.
+BACKENDS: dict[str, str] = {
+    "serial": "vecenv.backends:SerialVectorEnv",
+    "thread": "vecenv.backends:ThreadVectorEnv",
+    "process": "vecenv.backends:ProcessVectorEnv",
+    "ray": "vecenv.backends:RayVectorEnv",
+}
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (affinity-aware)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _backend_class(name: str) -> type[VectorEnv]:
+    module, _, cls = BACKENDS[name].partition(":")
+    found = getattr(importlib.import_module(module), cls, None)
+    if found is None:
+        raise NotImplementedError(
+            f"backend {name!r} is not available in this version of vecenv yet; "
+            f"use one of {available_backends()}"
+        )
+    return found
+
+
+def available_backends() -> list[str]:
+    """Backends this installation can build (an optional extra may still be missing)."""
+    out = []
+    for name, target in BACKENDS.items():
+        module, _, cls = target.partition(":")
+        if getattr(importlib.import_module(module), cls, None) is not None:
+            out.append(name)
+    return out
+
+
+def _make_from_id(env_id: str, env_kwargs: dict, wrappers: Sequence[Callable]) -> gym.Env:
+    return _wrap(gym.make(env_id, **env_kwargs), wrappers)
+
+
+def _make_from_callable(fn: Callable[..., gym.Env], env_kwargs: dict, wrappers: Sequence[Callable]) -> gym.Env:
+    return _wrap(fn(**env_kwargs), wrappers)
+
+
+def _wrap(env: gym.Env, wrappers: Sequence[Callable]) -> gym.Env:
+    for wrapper in wrappers:
+        env = wrapper(env)
+    return env
+
+
+def make(
+    env: str | Callable[..., gym.Env] | Sequence[Callable[[], gym.Env]],
+    num_envs: int | None = None,
+    *,
+    backend: str = "auto",
+    autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+    env_kwargs: dict[str, Any] | None = None,
+    wrappers: Sequence[Callable[[gym.Env], gym.Env]] | None = None,
+    **backend_kwargs: Any,
+) -> VectorEnv:
+    """Build a vector env of ``num_envs`` copies of ``env``.
+
+    Args:
+        env: a registered env id (``"CartPole-v1"``), a callable returning an env (called with
+            ``**env_kwargs``), or a list of callables (then ``num_envs`` is its length).
+        num_envs: how many copies (default 1; for a list, its length).
+        backend: ``"serial"``, ``"thread"``, ``"process"``, ``"ray"`` or ``"auto"`` (processes
+            when more than one core is usable and the backend exists, else serial).
+        autoreset_mode: ``"next_step"`` (default), ``"same_step"``, ``"disabled"`` or the enum.
+        env_kwargs: keyword arguments for ``gym.make`` or the factory.
+        wrappers: callables applied in order to each env after it is made.
+        **backend_kwargs: passed to the backend's class (``copy``, ``num_workers``, ...).
+    """
+    mode = parse_autoreset_mode(autoreset_mode)
+    if backend != "auto" and backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}: expected one of {['auto', *BACKENDS]}")
+    env_kwargs = dict(env_kwargs or {})
+    wrappers = list(wrappers or [])
+    spec = None
+    if isinstance(env, str):
+        spec = gym.spec(env)  # raises gymnasium's clear error for an unknown id
+        n = _num_envs(num_envs)
+        env_fns = [partial(_make_from_id, env, env_kwargs, wrappers)] * n
+    elif callable(env):
+        n = _num_envs(num_envs)
+        env_fns = [partial(_make_from_callable, env, env_kwargs, wrappers)] * n
+    elif isinstance(env, Sequence) and env and all(callable(f) for f in env):
+        if num_envs is not None and num_envs != len(env):
+            raise ValueError(f"num_envs={num_envs} but {len(env)} env callables were given")
+        if env_kwargs:
+            raise ValueError("env_kwargs is for an env id or a single factory, not a list of callables")
+        env_fns = [partial(_make_from_callable, fn, {}, wrappers) for fn in env] if wrappers else list(env)
+    else:
+        raise TypeError(
+            f"env: expected a registered env id, a callable returning an env, or a non-empty list of "
+            f"callables, got {env!r:.100}"
+        )
+    if backend == "auto":
+        backend = "process" if usable_cores() > 1 and "process" in available_backends() else "serial"
+    envs = _backend_class(backend)(env_fns, autoreset_mode=mode, **backend_kwargs)
+    if spec is not None:
+        envs.spec = spec
+    return envs
+
+
+def _num_envs(num_envs: int | None) -> int:
+    if num_envs is None:
+        return 1
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs: expected an int >= 1, got {num_envs!r}")
+    return num_envs

@@ -1,0 +1,318 @@
+"""Batch buffers: storage for ``n`` items of any Gymnasium space, one array per leaf.
+
+A :class:`BatchBuffer` mirrors the structure of a space. Fixed-shape leaves (Box, Discrete,
+MultiDiscrete, MultiBinary) are numpy arrays of shape ``(n, *leaf.shape)`` that can live in any
+memory (shared memory for the process transport); every other leaf (Text, Graph, Sequence, a
+user's own Space) is an object array that a transport ships by value. Dict and Tuple spaces nest.
+
+Workers write one env's item into one row (:meth:`BatchBuffer.write`); the engine reads the whole
+batch or some rows in the layout gymnasium's ``batch_space`` gives (dict of arrays, tuple of
+arrays, tuple of items for custom spaces).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+__all__ = ["BatchBuffer", "Leaf", "StepBuffers", "is_fixed_leaf"]
+
+_FIXED = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+_ALIGN = 64
+
+
+def is_fixed_leaf(space: spaces.Space) -> bool:
+    """True for spaces whose items are fixed-shape numeric arrays (shared-memory friendly)."""
+    return isinstance(space, _FIXED)
+
+
+@dataclass
+class Leaf:
+    """One leaf of a space: where it sits (``path``), its space, and its storage."""
+
+    path: tuple[str | int, ...]
+    space: spaces.Space
+    array: np.ndarray
+    fixed: bool
+
+    @property
+    def name(self) -> str:
+        return "".join(f"[{p!r}]" for p in self.path)
+
+
+def _leaf_shape_dtype(space: spaces.Space) -> tuple[tuple[int, ...], np.dtype]:
+    if isinstance(space, spaces.Discrete):
+        return (), np.dtype(space.dtype)
+    return tuple(space.shape), np.dtype(space.dtype)
+
+
+def _walk(space: spaces.Space, path: tuple = ()):
+    """Yield (path, leaf_space) in a fixed order, and describe the tree shape."""
+    if type(space) is spaces.Dict:
+        for key, sub in space.spaces.items():
+            yield from _walk(sub, path + (key,))
+    elif type(space) is spaces.Tuple:
+        for i, sub in enumerate(space.spaces):
+            yield from _walk(sub, path + (i,))
+    else:
+        yield path, space
+
+
+class BatchBuffer:
+    """Storage for ``n`` items of ``space``, one array per leaf.
+
+    Args:
+        space: the space of ONE item (e.g. ``single_observation_space``).
+        n: number of rows.
+        memory: optional writable buffer (``memoryview``, ``mmap``, ``RawArray``...) of at least
+            :meth:`nbytes` bytes that the fixed leaves are laid out in; ``None`` allocates with numpy.
+        offset: byte offset of this buffer inside ``memory``.
+    """
+
+    def __init__(self, space: spaces.Space, n: int, memory: Any = None, offset: int = 0) -> None:
+        self.space = space
+        self.n = n
+        self.leaves: list[Leaf] = []
+        pos = offset
+        for path, leaf_space in _walk(space):
+            if is_fixed_leaf(leaf_space):
+                shape, dtype = _leaf_shape_dtype(leaf_space)
+                if memory is None:
+                    array = np.zeros((n, *shape), dtype=dtype)
+                else:
+                    pos = _aligned(pos)
+                    count = n * int(np.prod(shape, dtype=np.int64))
+                    array = np.frombuffer(memory, dtype=dtype, count=count, offset=pos)
+                    array = array.reshape((n, *shape))
+                    pos += array.nbytes
+                self.leaves.append(Leaf(path, leaf_space, array, True))
+            else:
+                self.leaves.append(Leaf(path, leaf_space, np.full(n, None, dtype=object), False))
+        self._tree = _tree(space, iter(range(len(self.leaves))))
+        self.has_objects = any(not leaf.fixed for leaf in self.leaves)
+        self._single_array = (
+            self.leaves[0].array if len(self.leaves) == 1 and self._tree == 0 else None
+        )
+
+    # ----------------------------------------------------------------- layout
+    @staticmethod
+    def nbytes(space: spaces.Space, n: int) -> int:
+        """Bytes of shared memory the fixed leaves of ``n`` items need (with alignment)."""
+        pos = 0
+        for _, leaf_space in _walk(space):
+            if is_fixed_leaf(leaf_space):
+                shape, dtype = _leaf_shape_dtype(leaf_space)
+                pos = _aligned(pos) + n * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return _aligned(pos)
+
+    def rows(self, start: int, stop: int) -> BatchBuffer:
+        """A buffer over rows ``start:stop`` that shares this buffer's memory."""
+        view = object.__new__(BatchBuffer)
+        view.space = self.space
+        view.n = stop - start
+        view.leaves = [Leaf(lf.path, lf.space, lf.array[start:stop], lf.fixed) for lf in self.leaves]
+        view._tree = self._tree
+        view.has_objects = self.has_objects
+        view._single_array = view.leaves[0].array if self._single_array is not None else None
+        return view
+
+    # ----------------------------------------------------------------- writing
+    def write(self, i: int, item: Any) -> None:
+        """Store one item (a single env's observation or action) in row ``i``."""
+        if self._single_array is not None:
+            self._single_array[i] = item
+            return
+        _write(self._tree, self.leaves, i, item)
+
+    def get_objects(self) -> list[np.ndarray] | None:
+        """The object leaves' contents, for a transport to ship (``None`` when all fixed)."""
+        if not self.has_objects:
+            return None
+        return [leaf.array.copy() for leaf in self.leaves if not leaf.fixed]
+
+    def set_objects(self, objects: list[np.ndarray] | None, rows: Any = slice(None)) -> None:
+        """Store object-leaf contents shipped by :meth:`get_objects` into ``rows``."""
+        if objects is None:
+            return
+        it = iter(objects)
+        for leaf in self.leaves:
+            if not leaf.fixed:
+                leaf.array[rows] = next(it)
+
+    def assign(self, batch: Any, rows: Any = None, what: str = "actions") -> None:
+        """Validate ``batch`` (a batched value for ``len(rows)`` items) and store it.
+
+        Raises ``ValueError``/``TypeError`` naming the leaf, the expected shape and dtype, and
+        what was given, before anything is written.
+        """
+        k = self.n if rows is None else len(rows)
+        values = []
+        _collect(self._tree, self.leaves, batch, k, what, values)
+        for leaf, value in zip(self.leaves, values, strict=True):
+            if rows is None:
+                leaf.array[...] = value
+            else:
+                leaf.array[rows] = value
+
+    # ----------------------------------------------------------------- reading
+    def read(self, copy: bool = True) -> Any:
+        """All rows in gymnasium's batched layout."""
+        if self._single_array is not None:
+            return self._single_array.copy() if copy else self._single_array
+        return _read(self._tree, self.leaves, slice(None), copy)
+
+    def read_rows(self, rows: Sequence[int] | np.ndarray) -> Any:
+        """Some rows (always a copy), in gymnasium's batched layout."""
+        return _read(self._tree, self.leaves, np.asarray(rows, dtype=np.intp), True)
+
+    def item(self, i: int) -> Any:
+        """Row ``i`` as a single item (views into the buffer for array leaves)."""
+        if self._single_array is not None:
+            return self._single_array[i]
+        return _item(self._tree, self.leaves, i)
+
+
+def _aligned(pos: int) -> int:
+    return (pos + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+# The tree is an int (leaf index), ("dict", [(key, tree)...]) or ("tuple", [tree...]).
+def _tree(space: spaces.Space, counter) -> Any:
+    if type(space) is spaces.Dict:
+        return ("dict", [(k, _tree(s, counter)) for k, s in space.spaces.items()])
+    if type(space) is spaces.Tuple:
+        return ("tuple", [_tree(s, counter) for s in space.spaces])
+    return next(counter)
+
+
+def _write(tree: Any, leaves: list[Leaf], i: int, item: Any) -> None:
+    if isinstance(tree, int):
+        leaves[tree].array[i] = item
+    elif tree[0] == "dict":
+        for key, sub in tree[1]:
+            _write(sub, leaves, i, item[key])
+    else:
+        for sub, part in zip(tree[1], item, strict=True):
+            _write(sub, leaves, i, part)
+
+
+def _read(tree: Any, leaves: list[Leaf], rows: Any, copy: bool) -> Any:
+    if isinstance(tree, int):
+        leaf = leaves[tree]
+        data = leaf.array[rows]
+        if not leaf.fixed:
+            return tuple(data)
+        return data.copy() if copy and isinstance(rows, slice) else data
+    if tree[0] == "dict":
+        return {key: _read(sub, leaves, rows, copy) for key, sub in tree[1]}
+    return tuple(_read(sub, leaves, rows, copy) for sub in tree[1])
+
+
+def _item(tree: Any, leaves: list[Leaf], i: int) -> Any:
+    if isinstance(tree, int):
+        return leaves[tree].array[i]
+    if tree[0] == "dict":
+        return {key: _item(sub, leaves, i) for key, sub in tree[1]}
+    return tuple(_item(sub, leaves, i) for sub in tree[1])
+
+
+def _collect(tree: Any, leaves: list[Leaf], value: Any, k: int, where: str, out: list) -> None:
+    """Check a batched value against the tree and append each leaf's array to ``out``."""
+    if isinstance(tree, int):
+        out.append(_check_leaf(leaves[tree], value, k, where))
+    elif tree[0] == "dict":
+        keys = [key for key, _ in tree[1]]
+        if not isinstance(value, Mapping):
+            raise TypeError(f"{where}: expected a dict with keys {keys}, got {type(value).__name__}")
+        if set(value.keys()) != set(keys):
+            raise ValueError(f"{where}: expected a dict with keys {keys}, got keys {list(value.keys())}")
+        for key, sub in tree[1]:
+            _collect(sub, leaves, value[key], k, f"{where}[{key!r}]", out)
+    else:
+        subs = tree[1]
+        if not isinstance(value, (tuple, list)) or len(value) != len(subs):
+            got = f"length {len(value)}" if isinstance(value, (tuple, list)) else type(value).__name__
+            raise TypeError(f"{where}: expected a tuple of {len(subs)} parts, got {got}")
+        for i, (sub, part) in enumerate(zip(subs, value, strict=True)):
+            _collect(sub, leaves, part, k, f"{where}[{i}]", out)
+
+
+def _check_leaf(leaf: Leaf, value: Any, k: int, where: str) -> Any:
+    if not leaf.fixed:
+        if not isinstance(value, (tuple, list, np.ndarray)) or len(value) != k:
+            got = f"{len(value)} items" if hasattr(value, "__len__") else type(value).__name__
+            raise ValueError(f"{where}: expected a sequence of {k} items of {leaf.space}, got {got}")
+        out = np.empty(k, dtype=object)
+        out[:] = list(value)
+        return out
+    expected_shape = (k, *leaf.array.shape[1:])
+    try:
+        array = np.asarray(value)
+    except Exception as exc:  # ragged lists and the like
+        raise ValueError(
+            f"{where}: expected an array of shape {expected_shape} for {leaf.space}, got {value!r:.80} ({exc})"
+        ) from None
+    if array.shape != expected_shape:
+        raise ValueError(
+            f"{where}: expected shape {expected_shape} ({k} envs x {leaf.space}), got shape {array.shape}"
+        )
+    want = leaf.array.dtype
+    kind = array.dtype.kind
+    ok = kind in "biu" if want.kind in "biu" else kind in "biuf"
+    if not ok:
+        need = "integer" if want.kind in "biu" else "numeric"
+        raise TypeError(
+            f"{where}: expected {need} values for {leaf.space} (dtype {want}), got dtype {array.dtype}"
+        )
+    return array
+
+
+class StepBuffers:
+    """Everything one step writes: observations, actions, rewards and the two episode flags.
+
+    Built once per vector env; a worker gets :meth:`rows` for the envs it holds, so it writes its
+    results in place. ``memory`` (optional) is one block of :meth:`nbytes` bytes that every fixed
+    array is laid out in, for transports that share memory across processes.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        n: int,
+        memory: Any = None,
+    ) -> None:
+        self.n = n
+        obs_bytes = BatchBuffer.nbytes(observation_space, n)
+        act_bytes = BatchBuffer.nbytes(action_space, n)
+        self.observations = BatchBuffer(observation_space, n, memory, 0)
+        self.actions = BatchBuffer(action_space, n, memory, obs_bytes)
+        flags = obs_bytes + act_bytes
+        if memory is None:
+            self.rewards = np.zeros(n, dtype=np.float64)
+            self.terminations = np.zeros(n, dtype=np.bool_)
+            self.truncations = np.zeros(n, dtype=np.bool_)
+        else:
+            self.rewards = np.frombuffer(memory, np.float64, n, flags)
+            self.terminations = np.frombuffer(memory, np.bool_, n, flags + 8 * n)
+            self.truncations = np.frombuffer(memory, np.bool_, n, flags + 9 * n)
+
+    @staticmethod
+    def nbytes(observation_space: spaces.Space, action_space: spaces.Space, n: int) -> int:
+        """Size of the memory block that holds every fixed array of ``n`` envs."""
+        return BatchBuffer.nbytes(observation_space, n) + BatchBuffer.nbytes(action_space, n) + 10 * n
+
+    def rows(self, start: int, stop: int) -> StepBuffers:
+        """The buffers of envs ``start:stop``, sharing memory with these."""
+        view = object.__new__(StepBuffers)
+        view.n = stop - start
+        view.observations = self.observations.rows(start, stop)
+        view.actions = self.actions.rows(start, stop)
+        view.rewards = self.rewards[start:stop]
+        view.terminations = self.terminations[start:stop]
+        view.truncations = self.truncations[start:stop]
+        return view

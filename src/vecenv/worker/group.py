@@ -1,0 +1,254 @@
+"""The env group: k sub-environments stepped in a loop, writing results straight into buffers.
+
+Every transport runs the same :class:`EnvGroup` (in the caller's process, in a thread, in a worker
+process or in a Ray actor); a transport only delivers commands to it and carries its small replies
+back. Stepping, autoreset and info collection therefore live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from vecenv.errors import EnvError
+from vecenv.spaces import StepBuffers
+
+__all__ = ["EnvDescription", "EnvGroup", "InfoEntry"]
+
+_NEXT = AutoresetMode.NEXT_STEP
+_SAME = AutoresetMode.SAME_STEP
+
+
+class InfoEntry(NamedTuple):
+    """What one env reports besides its arrays: its info, and the episode it just finished.
+
+    ``ended``/``final_obs``/``final_info`` are used in SAME_STEP mode only: the finished episode's
+    last observation and step info, while ``info`` is then the reset info of the new episode.
+    """
+
+    index: int
+    info: dict
+    ended: bool = False
+    final_obs: Any = None
+    final_info: dict | None = None
+
+
+class EnvDescription(NamedTuple):
+    """The facts about one sub-env the engine needs to build the batched spaces."""
+
+    observation_space: Any
+    action_space: Any
+    metadata: dict
+    render_mode: str | None
+
+
+def _get_attr(env: Any, name: str) -> Any:
+    getter = getattr(env, "get_wrapper_attr", None)
+    return getter(name) if getter is not None else getattr(env, name)
+
+
+def _set_attr(env: Any, name: str, value: Any) -> None:
+    setter = getattr(env, "set_wrapper_attr", None)
+    if setter is not None:
+        setter(name, value)
+    else:
+        setattr(env, name, value)
+
+
+class EnvGroup:
+    """Owns envs ``start .. start+k-1`` of a vector env and runs commands on them.
+
+    Args:
+        env_fns: one callable per env, each returning a fresh gymnasium ``Env``.
+        start: global index of the first env (errors and infos name global indices).
+        worker: index of the worker that runs this group (named in errors).
+        autoreset_mode: NEXT_STEP, SAME_STEP or DISABLED, as gymnasium defines them.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        start: int,
+        worker: int,
+        autoreset_mode: AutoresetMode,
+    ) -> None:
+        self.start = start
+        self.worker = worker
+        self.autoreset_mode = autoreset_mode
+        self.envs: list[Any] = []
+        for j, fn in enumerate(env_fns):
+            try:
+                self.envs.append(fn())
+            except Exception as exc:
+                self.close()
+                raise self._error(j, "env_fn()", exc) from exc
+        self.buffers: StepBuffers | None = None
+        self.ship_objects = False
+        self._needs_reset = np.zeros(len(self.envs), dtype=np.bool_)
+
+    # ----------------------------------------------------------------- setup
+    def describe(self) -> list[EnvDescription]:
+        """Spaces, metadata and render mode of each env, for the engine's checks."""
+        return [
+            EnvDescription(e.observation_space, e.action_space, dict(e.metadata), e.render_mode)
+            for e in self.envs
+        ]
+
+    def attach(self, buffers: StepBuffers, ship_objects: bool = False) -> None:
+        """Give the group its rows of the batch buffers.
+
+        ``ship_objects``: return the contents of object (custom-space) leaves with each reply,
+        for transports whose buffers are not the caller's own memory.
+        """
+        self.buffers = buffers
+        self.ship_objects = ship_objects and buffers.observations.has_objects
+
+    def _error(self, j: int, method: str, exc: BaseException) -> EnvError:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        kind = type(exc)
+        return EnvError(
+            self.start + j, self.worker, method, f"{kind.__module__}.{kind.__qualname__}".removeprefix("builtins."),
+            str(exc), text, exc,
+        )
+
+    def _ids(self, ids: Sequence[int] | None) -> Sequence[int]:
+        return range(len(self.envs)) if ids is None else ids
+
+    def _objects(self) -> list | None:
+        return self.buffers.observations.get_objects() if self.ship_objects else None
+
+    # ----------------------------------------------------------------- stepping
+    def reset(
+        self,
+        seeds: Sequence[int | None] | None = None,
+        options: dict | None = None,
+        ids: Sequence[int] | None = None,
+    ) -> tuple[list[InfoEntry], list | None]:
+        """Reset envs ``ids`` (local indices; all when ``None``), env ``j`` with ``seeds[j]``."""
+        b = self.buffers
+        entries: list[InfoEntry] = []
+        for j in self._ids(ids):
+            seed = None if seeds is None else seeds[j]
+            try:
+                obs, info = self.envs[j].reset(seed=seed, options=options)
+            except Exception as exc:
+                raise self._error(j, "reset", exc) from exc
+            b.observations.write(j, obs)
+            b.terminations[j] = False
+            b.truncations[j] = False
+            self._needs_reset[j] = False
+            if info:
+                entries.append(InfoEntry(self.start + j, info))
+        return entries, self._objects()
+
+    def step(self, ids: Sequence[int] | None = None) -> tuple[list[InfoEntry], list | None]:
+        """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer."""
+        b = self.buffers
+        obs_buf, actions = b.observations, b.actions
+        rewards, terms, truncs = b.rewards, b.terminations, b.truncations
+        needs_reset = self._needs_reset
+        mode = self.autoreset_mode
+        entries: list[InfoEntry] = []
+        for j in self._ids(ids):
+            env = self.envs[j]
+            try:
+                if mode is _NEXT and needs_reset[j]:
+                    obs, info = env.reset()
+                    rewards[j] = 0.0
+                    terms[j] = False
+                    truncs[j] = False
+                    needs_reset[j] = False
+                else:
+                    obs, reward, terminated, truncated, info = env.step(actions.item(j))
+                    rewards[j] = reward
+                    terms[j] = terminated
+                    truncs[j] = truncated
+                    if terminated or truncated:
+                        if mode is _SAME:
+                            final_obs, final_info = obs, info
+                            obs, info = env.reset()
+                            obs_buf.write(j, obs)
+                            entries.append(InfoEntry(self.start + j, info, True, final_obs, final_info))
+                            continue
+                        needs_reset[j] = True
+            except Exception as exc:
+                raise self._error(j, "step", exc) from exc
+            obs_buf.write(j, obs)
+            if info:
+                entries.append(InfoEntry(self.start + j, info))
+        return entries, self._objects()
+
+    # ----------------------------------------------------------------- other calls
+    def call(self, name: str, args: tuple, kwargs: dict, ids: Sequence[int] | None = None) -> list:
+        """gymnasium's ``call``: call ``name`` if it is callable, else return its value."""
+        out = []
+        for j in self._ids(ids):
+            try:
+                attr = _get_attr(self.envs[j], name)
+                out.append(attr(*args, **kwargs) if callable(attr) else attr)
+            except Exception as exc:
+                raise self._error(j, f"call({name!r})", exc) from exc
+        return out
+
+    def get_attr(self, name: str, ids: Sequence[int] | None = None) -> list:
+        """The attribute ``name`` of each env, looked up through its wrappers (never called)."""
+        out = []
+        for j in self._ids(ids):
+            try:
+                out.append(_get_attr(self.envs[j], name))
+            except Exception as exc:
+                raise self._error(j, f"get_attr({name!r})", exc) from exc
+        return out
+
+    def set_attr(self, name: str, values: Sequence[Any], ids: Sequence[int] | None = None) -> None:
+        """Set ``name`` on each env (through its wrappers), env ``ids[k]`` to ``values[k]``."""
+        for j, value in zip(self._ids(ids), values, strict=True):
+            try:
+                _set_attr(self.envs[j], name, value)
+            except Exception as exc:
+                raise self._error(j, f"set_attr({name!r})", exc) from exc
+
+    def apply(self, fn: Callable[..., Any], args: tuple, ids: Sequence[int] | None = None) -> list:
+        """Run ``fn(env, *args)`` on each selected env and return the results."""
+        out = []
+        for j in self._ids(ids):
+            try:
+                out.append(fn(self.envs[j], *args))
+            except Exception as exc:
+                raise self._error(j, f"apply({getattr(fn, '__name__', fn)!r})", exc) from exc
+        return out
+
+    def render(self, ids: Sequence[int] | None = None) -> list:
+        """Each env's ``render()`` result."""
+        out = []
+        for j in self._ids(ids):
+            try:
+                out.append(self.envs[j].render())
+            except Exception as exc:
+                raise self._error(j, "render", exc) from exc
+        return out
+
+    def close(self) -> None:
+        """Close every env, even when one of them fails to close."""
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:
+                pass
+        self.envs = []
+
+    # ----------------------------------------------------------------- dispatch
+    def handle(self, command: str, payload: tuple) -> Any:
+        """Run ``command`` (a method name above) with ``payload`` as positional arguments."""
+        if command not in _COMMANDS:
+            raise ValueError(f"unknown env-group command {command!r}")
+        return getattr(self, command)(*payload)
+
+
+_COMMANDS = frozenset(
+    {"describe", "reset", "step", "call", "get_attr", "set_attr", "apply", "render", "close"}
+)
