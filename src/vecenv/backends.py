@@ -43,3 +43,8 @@ class SerialVectorEnv(VectorEnv):
 
 #: Drop-in name for ``gymnasium.vector.SyncVectorEnv``.
 SyncVectorEnv = SerialVectorEnv
+
+# Other backends register here as they land (each lives in its transport's module):
+# from vecenv.transports.process import AsyncVectorEnv, ProcessVectorEnv
+# from vecenv.transports.thread import ThreadVectorEnv
+# from vecenv.transports.ray import RayVectorEnv
