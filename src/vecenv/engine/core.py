@@ -279,7 +279,7 @@ class VectorEnv(gym.vector.VectorEnv):
     # ================================================================ results
     def _results(self, timeout: float | None, method: str) -> tuple:
         n, bs = self.num_envs, self.batch_size
-        self._gather(bs if bs < n else n, timeout, method)
+        self._gather(bs if bs < n else None, timeout, method)
         b = self._buffers
         if bs == n:
             self._ready.clear()
@@ -317,10 +317,13 @@ class VectorEnv(gym.vector.VectorEnv):
             infos,
         )
 
-    def _gather(self, count: int, timeout: float | None, method: str) -> None:
-        """Collect replies until ``count`` envs are ready; drain everything on an error."""
+    def _gather(self, count: int | None, timeout: float | None, method: str) -> None:
+        """Collect replies until ``count`` envs are ready (every reply when ``None``).
+
+        On an error every other worker's reply is drained first, then the error is raised.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
-        while len(self._ready) < count:
+        while self._in_flight if count is None else len(self._ready) < count:
             if not self._in_flight:
                 raise NoAsyncCallError(f"Calling `{method}` with no envs in flight.", method)
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -424,7 +427,9 @@ class VectorEnv(gym.vector.VectorEnv):
             self._in_flight[w] = (command, np.empty(0, dtype=np.int64))
         self._pending = "call"
         results = self._wait_calls(None, command)
-        flat = [x for w in sorted(results) for x in (results[w] or [])]
+        if command == "set_attr":
+            return []
+        flat = [x for w in sorted(results) for x in results[w]]
         out: list = [None] * len(ids)
         for pos, value in zip(order, flat, strict=True):
             out[pos] = value

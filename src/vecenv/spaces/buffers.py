@@ -95,7 +95,9 @@ class BatchBuffer:
         self._tree = _tree(space, iter(range(len(self.leaves))))
         self.has_objects = any(not leaf.fixed for leaf in self.leaves)
         self._single_array = (
-            self.leaves[0].array if len(self.leaves) == 1 and self._tree == 0 else None
+            self.leaves[0].array
+            if len(self.leaves) == 1 and self._tree == 0 and self.leaves[0].fixed
+            else None
         )
 
     # ----------------------------------------------------------------- layout
@@ -257,8 +259,10 @@ def _check_leaf(leaf: Leaf, value: Any, k: int, where: str) -> Any:
             f"{where}: expected an array of shape {expected_shape} for {leaf.space}, got {value!r:.80} ({exc})"
         ) from None
     if array.shape != expected_shape:
+        source = "" if isinstance(value, np.ndarray) else f" from a {type(value).__name__}"
         raise ValueError(
-            f"{where}: expected shape {expected_shape} ({k} envs x {leaf.space}), got shape {array.shape}"
+            f"{where}: expected shape {expected_shape} ({k} envs x {leaf.space}), "
+            f"got shape {array.shape}{source}"
         )
     want = leaf.array.dtype
     kind = array.dtype.kind
