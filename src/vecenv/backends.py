@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+
 import gymnasium as gym
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
@@ -29,6 +30,9 @@ class SerialVectorEnv(VectorEnv):
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         *,
         batch_size: int | None = None,
+        on_error: str = "raise",
+        max_restarts: int = 3,
+        restart_window: float = 60.0,
     ) -> None:
         super().__init__(
             env_fns,
@@ -38,6 +42,9 @@ class SerialVectorEnv(VectorEnv):
             copy=copy,
             observation_mode=observation_mode,
             autoreset_mode=autoreset_mode,
+            on_error=on_error,
+            max_restarts=max_restarts,
+            restart_window=restart_window,
         )
 
 

@@ -60,6 +60,9 @@ class VectorEnv(gym.vector.VectorEnv):
         copy: bool = True,
         observation_mode: str | tuple[spaces.Space, spaces.Space] = "same",
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        on_error: str = "raise",
+        max_restarts: int = 3,
+        restart_window: float = 60.0,
     ) -> None:
         self.closed = True  # until started, so that __del__ and close() have nothing to do
         self._transport = transport
@@ -72,11 +75,22 @@ class VectorEnv(gym.vector.VectorEnv):
         self.batch_size = n if batch_size is None else _check_count("batch_size", batch_size, n)
         self.num_workers = min(_check_count("num_workers", num_workers, None), n)
         self.backend = transport.name
+        if on_error not in ("raise", "restart"):
+            raise ValueError(f"on_error: expected 'raise' or 'restart', got {on_error!r}")
+        if isinstance(max_restarts, bool) or not isinstance(max_restarts, int) or max_restarts < 0:
+            raise ValueError(f"max_restarts: expected an int >= 0, got {max_restarts!r}")
+        if not isinstance(restart_window, (int, float)) or restart_window <= 0:
+            raise ValueError(f"restart_window: expected seconds > 0, got {restart_window!r}")
+        self.on_error = on_error
+        self.max_restarts = max_restarts
+        self.restart_window = float(restart_window)
 
         self._partition = split_envs(n, self.num_workers)
         self._worker_of = np.repeat(
             np.arange(self.num_workers), [stop - start for start, stop in self._partition]
         )
+        self._in_flight: dict[int, tuple[str, np.ndarray]] = {}  # worker -> (command, env ids)
+        self._pending: str | None = None  # "reset" | "step" | "call", gymnasium's async state
         descriptions = transport.start(self.env_fns, self._partition, self.autoreset_mode)
         self.closed = False
         try:
@@ -85,6 +99,11 @@ class VectorEnv(gym.vector.VectorEnv):
                 self.single_observation_space, self.single_action_space, n
             )
             transport.attach(self._buffers)
+            if on_error != "raise":
+                for w in range(self.num_workers):
+                    transport.submit(w, "configure", (on_error, max_restarts, self.restart_window))
+                    self._in_flight[w] = ("configure", np.empty(0, dtype=np.int64))
+                self._wait_calls(None, "configure")
         except BaseException:
             self.close()
             raise
@@ -92,12 +111,9 @@ class VectorEnv(gym.vector.VectorEnv):
         self._has_reset = False
         self._needs_reset = np.zeros(n, dtype=np.bool_)  # DISABLED mode: ended, not yet reset
         self._busy = np.zeros(n, dtype=np.bool_)  # in flight, or ready but not yet returned
-        self._in_flight: dict[int, tuple[str, np.ndarray]] = {}  # worker -> (command, env ids)
         self._deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
         self._ready: deque[int] = deque()
         self._held: dict[int, InfoEntry] = {}
-        self._pending: str | None = None  # "reset" | "step" | "call", gymnasium's async state
-        self._call_results: dict[int, list] = {}
 
     # ================================================================ setup
     def _setup_spaces(self, descriptions: list[EnvDescription], observation_mode: Any) -> None:
@@ -380,7 +396,6 @@ class VectorEnv(gym.vector.VectorEnv):
         self._check_open()
         self._check_idle("call_async")
         _check_name(name)
-        self._call_results = {}
         for w in range(self.num_workers):
             self._transport.submit(w, "call", (name, args, kwargs, None))
             self._in_flight[w] = ("call", np.empty(0, dtype=np.int64))

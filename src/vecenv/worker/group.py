@@ -7,7 +7,10 @@ back. Stepping, autoreset and info collection therefore live here and nowhere el
 
 from __future__ import annotations
 
+import copy
+import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -79,6 +82,11 @@ class EnvGroup:
         self.start = start
         self.worker = worker
         self.autoreset_mode = autoreset_mode
+        self.env_fns = list(env_fns)
+        self.on_error = "raise"
+        self.max_restarts = 3
+        self.restart_window = 60.0
+        self._restarts: list[deque[float]] = [deque() for _ in self.env_fns]
         self.envs: list[Any] = []
         for j, fn in enumerate(env_fns):
             try:
@@ -106,6 +114,42 @@ class EnvGroup:
         """
         self.buffers = buffers
         self.ship_objects = ship_objects and buffers.observations.has_objects
+
+    def configure(self, on_error: str, max_restarts: int, restart_window: float) -> None:
+        """Set the failure policy: ``"raise"``, or ``"restart"`` a failed env from its env_fn
+        (at most ``max_restarts`` times per env within ``restart_window`` seconds)."""
+        self.on_error = on_error
+        self.max_restarts = max_restarts
+        self.restart_window = restart_window
+
+    def _recover(self, j: int, method: str, exc: BaseException) -> str:
+        """Rebuild env ``j`` after it raised, or raise its error when the policy says so.
+
+        Returns the reason ("Type: message") to report in the infos.
+        """
+        err = self._error(j, method, exc)
+        if self.on_error != "restart":
+            raise err from exc
+        now = time.monotonic()
+        recent = self._restarts[j]
+        while recent and now - recent[0] > self.restart_window:
+            recent.popleft()
+        if len(recent) >= self.max_restarts:
+            err.args = (
+                f"{err.args[0]}\n(env {self.start + j} was already restarted {len(recent)} times "
+                f"in {self.restart_window:g} s, the most on_error='restart' allows)",
+            )
+            raise err from exc
+        recent.append(now)
+        try:
+            self.envs[j].close()
+        except Exception:
+            pass
+        try:
+            self.envs[j] = self.env_fns[j]()
+        except Exception as exc2:
+            raise self._error(j, "env_fn() while restarting", exc2) from exc2
+        return f"{err.exc_type}: {err.exc_message}"
 
     def _error(self, j: int, method: str, exc: BaseException) -> EnvError:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -136,7 +180,12 @@ class EnvGroup:
             try:
                 obs, info = self.envs[j].reset(seed=seed, options=options)
             except Exception as exc:
-                raise self._error(j, "reset", exc) from exc
+                reason = self._recover(j, "reset", exc)
+                try:
+                    obs, info = self.envs[j].reset(seed=seed, options=options)
+                except Exception as exc2:
+                    raise self._error(j, "reset after a restart", exc2) from exc2
+                info = {**info, "restarted": True, "restart_reason": reason}
             b.observations.write(j, obs)
             b.terminations[j] = False
             b.truncations[j] = False
@@ -176,11 +225,36 @@ class EnvGroup:
                             continue
                         needs_reset[j] = True
             except Exception as exc:
-                raise self._error(j, "step", exc) from exc
+                entries.append(self._restart_in_step(j, exc))
+                continue
             obs_buf.write(j, obs)
             if info:
                 entries.append(InfoEntry(self.start + j, info))
         return entries, self._objects()
+
+    def _restart_in_step(self, j: int, exc: BaseException) -> InfoEntry:
+        """Env ``j`` failed in step: rebuild it and end its episode as a truncation.
+
+        The row keeps the last good observation. SAME_STEP resets the new env at once (that
+        observation becomes ``final_obs``); NEXT_STEP resets it on the next step; DISABLED
+        leaves the reset to the caller, as for any episode end.
+        """
+        reason = self._recover(j, "step", exc)
+        b = self.buffers
+        b.rewards[j] = 0.0
+        b.terminations[j] = False
+        b.truncations[j] = True
+        report = {"restarted": True, "restart_reason": reason}
+        if self.autoreset_mode is _SAME:
+            final_obs = copy.deepcopy(b.observations.item(j))
+            try:
+                obs, info = self.envs[j].reset()
+            except Exception as exc2:
+                raise self._error(j, "reset after a restart", exc2) from exc2
+            b.observations.write(j, obs)
+            return InfoEntry(self.start + j, {**info, **report}, True, final_obs, dict(report))
+        self._needs_reset[j] = True
+        return InfoEntry(self.start + j, report)
 
     # ----------------------------------------------------------------- other calls
     def call(self, name: str, args: tuple, kwargs: dict, ids: Sequence[int] | None = None) -> list:
@@ -250,5 +324,5 @@ class EnvGroup:
 
 
 _COMMANDS = frozenset(
-    {"describe", "reset", "step", "call", "get_attr", "set_attr", "apply", "render", "close"}
+    {"describe", "configure", "reset", "step", "call", "get_attr", "set_attr", "apply", "render", "close"}
 )
