@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import make_backend
 
 import vecenv
+from helpers import make_backend
 from vecenv.testing import FaultyEnv
 
 pytestmark = pytest.mark.timeout(60)
