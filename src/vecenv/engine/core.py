@@ -91,6 +91,8 @@ class VectorEnv(gym.vector.VectorEnv):
         )
         self._in_flight: dict[int, tuple[str, np.ndarray]] = {}  # worker -> (command, env ids)
         self._pending: str | None = None  # "reset" | "step" | "call", gymnasium's async state
+        self._call_results: dict[int, Any] = {}  # replies of the pending call so far, per worker
+        self._call_error: BaseException | None = None
         descriptions = transport.start(self.env_fns, self._partition, self.autoreset_mode)
         self.closed = False
         try:
@@ -286,6 +288,27 @@ class VectorEnv(gym.vector.VectorEnv):
             raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.", "step_async")
         return self._results(timeout, "step_wait")
 
+    # The SB3 layer reads each env's report as it came (exact Python types, no batching).
+    def _step_entries(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[InfoEntry]]:
+        """:meth:`step` returning the per-env :class:`InfoEntry` list instead of batched infos."""
+        self._require_full_batches("_step_entries")
+        self.send(actions)
+        return self._results(None, "step_wait", raw=True)
+
+    def _reset_entries(
+        self, seed: int | Sequence[int | None] | None = None, options: dict | None = None
+    ) -> tuple[Any, list[InfoEntry]]:
+        """:meth:`reset` returning the per-env :class:`InfoEntry` list instead of batched infos."""
+        self._require_full_batches("_reset_entries")
+        self.reset_async(seed=seed, options=options)
+        obs, _, _, _, entries = self._results(None, "reset_wait", raw=True)
+        self._has_reset = True
+        return obs, entries
+
+    def _require_full_batches(self, method: str) -> None:
+        if self.batch_size < self.num_envs:
+            raise ValueError(f"{method} needs batch_size == num_envs")
+
     def _refuse_ended(self, ended: np.ndarray) -> None:
         raise ValueError(
             f"envs {ended.tolist()} finished their episodes and autoreset_mode is DISABLED: reset them "
@@ -293,7 +316,7 @@ class VectorEnv(gym.vector.VectorEnv):
         )
 
     # ================================================================ results
-    def _results(self, timeout: float | None, method: str) -> tuple:
+    def _results(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
         n, bs = self.num_envs, self.batch_size
         self._gather(bs if bs < n else None, timeout, method)
         b = self._buffers
@@ -310,7 +333,7 @@ class VectorEnv(gym.vector.VectorEnv):
                 b.rewards.copy(),
                 b.terminations.copy(),
                 b.truncations.copy(),
-                batch_infos(entries, n),
+                entries if raw else batch_infos(entries, n),
             )
         take = np.array([self._ready.popleft() for _ in range(bs)], dtype=np.int64)
         rows = {int(i): r for r, i in enumerate(take)}
@@ -411,8 +434,7 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def _wait_calls(self, timeout: float | None, method: str) -> dict[int, Any]:
         deadline = None if timeout is None else time.monotonic() + timeout
-        results: dict[int, Any] = {}
-        error: BaseException | None = None
+        results = self._call_results  # kept across a timed-out wait: the call stays pending
         while self._in_flight:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             ready = self._transport.ready(list(self._in_flight), left)
@@ -425,8 +447,10 @@ class VectorEnv(gym.vector.VectorEnv):
                 try:
                     results[w] = self._transport.fetch(w)
                 except BaseException as exc:
-                    error = error or exc
+                    self._call_error = self._call_error or exc
         self._pending = None
+        self._call_results = {}
+        error, self._call_error = self._call_error, None
         if error is not None:
             raise error
         return results

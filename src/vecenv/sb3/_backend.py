@@ -1,0 +1,253 @@
+"""How the SB3 layer reaches the sub-environments of a gymnasium-API vector env.
+
+Three kinds of vector env are handled, best first:
+
+* vecenv's own engine (``apply``/``_step_entries``): every attribute request runs as one
+  ``apply`` of a module-level function in the env's worker, giving SB3's exact semantics;
+* any vector env whose ``unwrapped`` holds an in-process ``envs`` list (gymnasium's
+  ``SyncVectorEnv``): the functions run directly on the sub-envs;
+* any other gymnasium ``VectorEnv`` (e.g. ``AsyncVectorEnv``): its ``get_attr``/``call``/
+  ``set_attr``, which address all envs at once.
+
+It also turns gymnasium's batched info dicts back into one dict per env.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+# --------------------------------------------------------------------------- functions run per env
+# Module-level so they pickle by reference when sent to worker processes.
+
+
+def get_wrapper_attr(env: gym.Env, name: str) -> Any:
+    """``name`` on the first wrapper (or the env) that has it, like SB3's ``get_attr``."""
+    return env.get_wrapper_attr(name)
+
+
+def has_wrapper_attr(env: gym.Env, name: str) -> bool:
+    try:
+        env.get_wrapper_attr(name)
+    except AttributeError:
+        return False
+    return True
+
+
+def call_wrapper_method(env: gym.Env, name: str, args: tuple, kwargs: dict) -> Any:
+    method = env.get_wrapper_attr(name)
+    if not callable(method):
+        raise TypeError(f"env_method({name!r}): the attribute is a {type(method).__name__}, not callable")
+    return method(*args, **kwargs)
+
+
+def set_wrapper_attr(env: gym.Env, name: str, value: Any) -> None:
+    """Set ``name`` where it is defined in the wrapper chain (on the outermost wrapper if nowhere)."""
+    setter = getattr(env, "set_wrapper_attr", None)
+    if setter is None:
+        setattr(env, name, value)
+        return
+    try:
+        setter(name, value, force=True)
+    except TypeError:  # gymnasium < 1.1 has no ``force``
+        setter(name, value)
+
+
+def unwrapped_id(env: gym.Env) -> int:
+    return id(env.unwrapped)
+
+
+ClassRef = Any  # a class, or (module, qualname) resolved in the worker
+
+
+def class_ref(cls: type) -> ClassRef:
+    """Refer to a class by name when possible, so workers need not import its module (SB3/torch)."""
+    if "<locals>" in cls.__qualname__:
+        return cls
+    return (cls.__module__, cls.__qualname__)
+
+
+def _resolve(ref: ClassRef) -> type | None:
+    if isinstance(ref, type):
+        return ref
+    module_name, qualname = ref
+    obj: Any = sys.modules.get(module_name)  # not loaded here => no instance can exist here
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, type) else None
+
+
+# SB3's gymnasium Monitor and vecenv's are interchangeable for env_is_wrapped.
+_MONITORS = (("stable_baselines3.common.monitor", "Monitor"), ("vecenv.sb3.monitor", "Monitor"))
+
+
+def is_wrapped(env: gym.Env, ref: ClassRef) -> bool:
+    """Whether ``env``'s gymnasium wrapper chain contains the referenced wrapper class."""
+    wanted = _resolve(ref)
+    classes: list[type] = [wanted] if wanted is not None else []
+    if wanted is not None and (wanted.__module__, wanted.__qualname__) in _MONITORS:
+        classes += [c for c in map(_resolve, _MONITORS) if c is not None]
+    if not classes:
+        return False
+    target = tuple(classes)
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, target):
+            return True
+        env = env.env
+    return False
+
+
+# --------------------------------------------------------------------------- access strategies
+class SubEnvAttributeError(AttributeError):
+    """A sub-environment lacks the requested attribute (the message names the env)."""
+
+
+def _caused_by_attribute_error(exc: BaseException) -> bool:
+    original = getattr(exc, "original", None)
+    if isinstance(original, AttributeError) or isinstance(exc.__cause__, AttributeError):
+        return True
+    return str(getattr(exc, "exc_type", "")).rsplit(".", 1)[-1] == "AttributeError"
+
+
+class SubEnvAccess:
+    """Run per-env requests on selected sub-envs of a vector env, whatever its kind."""
+
+    def __init__(self, venv: Any) -> None:
+        root = getattr(venv, "unwrapped", venv)
+        self.venv = venv
+        self.num_envs: int = venv.num_envs
+        self._envs: Sequence[gym.Env] | None = None
+        self._apply: Callable[..., list] | None = None
+        if callable(getattr(type(root), "apply", None)):
+            self._apply = root.apply  # vecenv engine: apply(fn, *args, indices=...)
+            self.kind = "engine"
+        elif isinstance(getattr(root, "envs", None), (list, tuple)):
+            self._envs = root.envs
+            self.kind = "in_process"
+        else:
+            self.kind = "generic"
+
+    @property
+    def can_apply(self) -> bool:
+        return self.kind != "generic"
+
+    def apply(self, fn: Callable[..., Any], indices: list[int], *args: Any) -> list[Any]:
+        """``[fn(env_i, *args) for i in indices]``, run where the envs live."""
+        if self._apply is not None:
+            try:
+                return list(self._apply(fn, *args, indices=indices))
+            except AttributeError:
+                raise
+            except Exception as exc:
+                # vecenv reports sub-env failures as EnvError (naming the env); keep SB3's
+                # contract that a missing attribute is an AttributeError.
+                if _caused_by_attribute_error(exc):
+                    raise SubEnvAttributeError(str(exc)) from exc
+                raise
+        if self._envs is not None:
+            envs = self._envs
+            return [fn(envs[i], *args) for i in indices]
+        raise NotImplementedError(
+            f"{type(self.venv).__name__} gives no per-env access; this request needs a vecenv or "
+            "in-process vector env"
+        )
+
+    def _all(self, indices: list[int]) -> bool:
+        return sorted(indices) == list(range(self.num_envs))
+
+    def get_attr(self, name: str, indices: list[int]) -> list[Any]:
+        if self.can_apply:
+            return self.apply(get_wrapper_attr, indices, name)
+        values = list(self.venv.get_attr(name))  # note: gymnasium calls callable attributes
+        return [values[i] for i in indices]
+
+    def has_attr(self, name: str) -> bool:
+        indices = list(range(self.num_envs))
+        if self.can_apply:
+            return all(self.apply(has_wrapper_attr, indices, name))
+        try:
+            self.venv.get_attr(name)
+        except AttributeError:
+            return False
+        return True
+
+    def set_attr(self, name: str, value: Any, indices: list[int]) -> None:
+        if self.can_apply:
+            self.apply(set_wrapper_attr, indices, name, value)
+            return
+        if not self._all(indices):
+            raise NotImplementedError(
+                f"set_attr on a subset of envs is not available for {type(self.venv).__name__}"
+            )
+        values = [value] * self.num_envs
+        self.venv.set_attr(name, values)
+
+    def call(self, name: str, indices: list[int], args: tuple, kwargs: dict) -> list[Any]:
+        if self.can_apply:
+            return self.apply(call_wrapper_method, indices, name, args, kwargs)
+        if not self._all(indices):
+            raise NotImplementedError(
+                f"env_method on a subset of envs is not available for {type(self.venv).__name__}"
+            )
+        results = list(self.venv.call(name, *args, **kwargs))
+        return [results[i] for i in indices]
+
+    def is_wrapped(self, wrapper_class: type, indices: list[int]) -> list[bool]:
+        if self.can_apply:
+            return self.apply(is_wrapped, indices, class_ref(wrapper_class))
+        return [False] * len(indices)  # the wrapper chain cannot be inspected
+
+
+# --------------------------------------------------------------------------- info un-batching
+_FINAL_KEYS = frozenset(("final_obs", "_final_obs", "final_info", "_final_info"))
+
+
+def unbatch_info(infos: dict[str, Any], index: int, skip: frozenset[str] = frozenset()) -> dict:
+    """The info dict of env ``index`` from gymnasium's batched infos (``_key`` masks, nested dicts)."""
+    out: dict[str, Any] = {}
+    for key, value in infos.items():
+        if key in skip:
+            continue
+        mask = infos.get("_" + key)
+        if mask is None:
+            if key.startswith("_") and key[1:] in infos:
+                continue  # a mask, not data
+            mask_set = True  # unmasked data (some wrappers write plain lists)
+        else:
+            mask_set = bool(mask[index])
+        if not mask_set:
+            continue
+        if isinstance(value, dict):
+            out[key] = unbatch_info(value, index)
+        else:
+            item = value[index]
+            out[key] = item.item() if isinstance(item, np.generic) else item
+    return out
+
+
+def unbatch_step_infos(
+    infos: dict[str, Any], num_envs: int, ended: np.ndarray
+) -> tuple[list[dict], list[tuple[int, Any, dict]]]:
+    """Split SAME_STEP batched infos into per-env dicts and ``(index, final_obs, final_info)``
+    for every env whose episode ended (its per-env dict is then the new episode's reset info)."""
+    if not infos:
+        per_env: list[dict] = [{} for _ in range(num_envs)]
+    else:
+        per_env = [unbatch_info(infos, i, _FINAL_KEYS) for i in range(num_envs)]
+    finals: list[tuple[int, Any, dict]] = []
+    if ended.any():
+        final_obs = infos.get("final_obs")
+        final_info = infos.get("final_info", {})
+        for i in np.flatnonzero(ended):
+            i = int(i)
+            if final_obs is None:
+                raise RuntimeError(
+                    "An episode ended but the vector env reported no 'final_obs' info; "
+                    "is it really in SAME_STEP autoreset mode?"
+                )
+            finals.append((i, final_obs[i], unbatch_info(final_info, i) if final_info else {}))
+    return per_env, finals

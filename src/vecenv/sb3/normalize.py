@@ -1,0 +1,267 @@
+"""Running normalization of observations and rewards: :class:`VecNormalize`."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from vecenv.sb3._spaces import is_image_space
+from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
+from vecenv.sb3.running_mean_std import RunningMeanStd
+
+__all__ = ["VecNormalize"]
+
+
+class VecNormalize(VecEnvWrapper):
+    """Normalize observations by their running mean/std, and rewards by the running std of the
+    discounted return; SB3's constructor, attributes and pickle-based ``save``/``load``.
+
+    :param training: update the statistics (set False for evaluation)
+    :param norm_obs: normalize observations
+    :param norm_reward: normalize rewards
+    :param clip_obs: clip normalized observations to ``[-clip_obs, clip_obs]``
+    :param clip_reward: clip normalized rewards to ``[-clip_reward, clip_reward]``
+    :param gamma: discount of the return whose std scales the rewards
+    :param epsilon: added to variances before the square root
+    :param norm_obs_keys: for Dict spaces, which keys to normalize (default: all)
+    """
+
+    obs_rms: RunningMeanStd | dict[str, RunningMeanStd]
+
+    def __init__(
+        self,
+        venv: VecEnv,
+        training: bool = True,
+        norm_obs: bool = True,
+        norm_reward: bool = True,
+        clip_obs: float = 10.0,
+        clip_reward: float = 10.0,
+        gamma: float = 0.99,
+        epsilon: float = 1e-8,
+        norm_obs_keys: list[str] | None = None,
+    ) -> None:
+        VecEnvWrapper.__init__(self, venv)
+        self.norm_obs = norm_obs
+        self.norm_obs_keys = norm_obs_keys
+        if norm_obs:
+            self._sanity_checks()
+            # Normalized images are floats in [-clip, clip]; say so, so that SB3 does not
+            # treat them as uint8 images (and so its image checks fail loudly).
+            if isinstance(self.observation_space, spaces.Dict):
+                self.observation_space = copy.deepcopy(self.observation_space)
+                self.obs_spaces = self.observation_space.spaces
+                self.obs_rms = {
+                    key: RunningMeanStd(shape=self.obs_spaces[key].shape)
+                    for key in self.norm_obs_keys  # type: ignore[union-attr]
+                }
+                for key in self.obs_rms:
+                    if is_image_space(self.obs_spaces[key]):
+                        self.observation_space.spaces[key] = spaces.Box(
+                            -clip_obs, clip_obs, self.obs_spaces[key].shape, np.float32
+                        )
+            else:
+                self.obs_rms = RunningMeanStd(shape=self.observation_space.shape)
+                if is_image_space(self.observation_space):
+                    self.observation_space = spaces.Box(
+                        -clip_obs, clip_obs, self.observation_space.shape, np.float32
+                    )
+        self.ret_rms = RunningMeanStd(shape=())
+        self.clip_obs = clip_obs
+        self.clip_reward = clip_reward
+        self.returns = np.zeros(self.num_envs)
+        self.gamma = gamma
+        self.epsilon = epsilon
+        self.training = training
+        self.norm_reward = norm_reward
+        self.old_obs: VecEnvObs = np.array([])
+        self.old_reward = np.array([])
+
+    def _sanity_checks(self) -> None:
+        """Only Box observations (or Box entries of a Dict) can be normalized."""
+        space = self.observation_space
+        if isinstance(space, spaces.Dict):
+            if self.norm_obs_keys is None:
+                self.norm_obs_keys = list(space.spaces.keys())
+            for key in self.norm_obs_keys:
+                if not isinstance(space.spaces[key], spaces.Box):
+                    raise ValueError(
+                        f"VecNormalize can only normalize Box observations, but key {key!r} is "
+                        f"{space.spaces[key]}; pass the keys to normalize as norm_obs_keys."
+                    )
+        elif isinstance(space, spaces.Box):
+            if self.norm_obs_keys is not None:
+                raise ValueError("norm_obs_keys applies only to Dict observation spaces")
+        else:
+            raise ValueError(
+                f"VecNormalize supports Box and Dict observation spaces, not {space}"
+            )
+
+    # ----------------------------------------------------------------- pickling
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the wrapped venv (often unpicklable) and values derived from it."""
+        state = self.__dict__.copy()
+        for key in ("venv", "class_attributes", "returns"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "norm_obs_keys" not in state and isinstance(state.get("observation_space"), spaces.Dict):
+            state["norm_obs_keys"] = list(state["observation_space"].spaces.keys())
+        self.__dict__.update(state)
+        self.venv = None  # type: ignore[assignment]  # set_venv() attaches one
+
+    def set_venv(self, venv: VecEnv) -> None:
+        """Attach a venv to an unpickled instance; its observation shapes must match."""
+        if self.venv is not None:
+            raise ValueError("This VecNormalize already wraps a venv")
+        self.venv = venv
+        self.num_envs = venv.num_envs
+        self.class_attributes = frozenset(dir(type(self)))
+        self.render_mode = venv.render_mode
+        _check_same_shapes(self.observation_space, venv.observation_space)
+        self.returns = np.zeros(self.num_envs)
+
+    # ----------------------------------------------------------------- stepping
+    def step_wait(self) -> VecEnvStepReturn:
+        obs, rewards, dones, infos = self.venv.step_wait()
+        self.old_obs = obs
+        self.old_reward = rewards
+        if self.training and self.norm_obs:
+            self._update_obs_rms(obs)
+        obs = self.normalize_obs(obs)
+        if self.training:
+            self.returns = self.returns * self.gamma + rewards
+            self.ret_rms.update(self.returns)
+        rewards = self.normalize_reward(rewards)
+        for i in np.flatnonzero(dones):
+            if "terminal_observation" in infos[i]:
+                infos[i]["terminal_observation"] = self.normalize_obs(infos[i]["terminal_observation"])
+        self.returns[dones] = 0
+        return obs, rewards, dones, infos
+
+    def reset(self) -> VecEnvObs:
+        obs = self.venv.reset()
+        self.old_obs = obs
+        self.returns = np.zeros(self.num_envs)
+        if self.training and self.norm_obs:
+            self._update_obs_rms(obs)
+        return self.normalize_obs(obs)
+
+    def _update_obs_rms(self, obs: Any) -> None:
+        if isinstance(self.obs_rms, dict):
+            for key, rms in self.obs_rms.items():
+                rms.update(obs[key])
+        else:
+            self.obs_rms.update(obs)
+
+    # ----------------------------------------------------------------- transforms
+    def _normalize_obs(self, obs: np.ndarray, obs_rms: RunningMeanStd) -> np.ndarray:
+        scaled = (obs - obs_rms.mean) / np.sqrt(obs_rms.var + self.epsilon)
+        return np.clip(scaled, -self.clip_obs, self.clip_obs)
+
+    def _unnormalize_obs(self, obs: np.ndarray, obs_rms: RunningMeanStd) -> np.ndarray:
+        return obs * np.sqrt(obs_rms.var + self.epsilon) + obs_rms.mean
+
+    def normalize_obs(self, obs: VecEnvObs) -> VecEnvObs:
+        """Normalize with the current statistics (float32), without updating them."""
+        if not self.norm_obs:
+            return copy.deepcopy(obs)
+        if isinstance(obs, dict) and isinstance(self.obs_rms, dict):
+            out = dict(obs)
+            for key in self.norm_obs_keys:  # type: ignore[union-attr]
+                out[key] = self._normalize_obs(obs[key], self.obs_rms[key]).astype(np.float32)
+            return out
+        return self._normalize_obs(obs, self.obs_rms).astype(np.float32)  # type: ignore[arg-type]
+
+    def normalize_reward(self, reward: np.ndarray) -> np.ndarray:
+        """Scale rewards by the return's running std (float32), without updating it."""
+        if self.norm_reward:
+            reward = np.clip(
+                reward / np.sqrt(self.ret_rms.var + self.epsilon), -self.clip_reward, self.clip_reward
+            )
+        return np.asarray(reward).astype(np.float32)
+
+    def unnormalize_obs(self, obs: VecEnvObs) -> VecEnvObs:
+        """Invert :meth:`normalize_obs` (up to clipping)."""
+        if not self.norm_obs:
+            return copy.deepcopy(obs)
+        if isinstance(obs, dict) and isinstance(self.obs_rms, dict):
+            out = dict(obs)
+            for key in self.norm_obs_keys:  # type: ignore[union-attr]
+                out[key] = self._unnormalize_obs(obs[key], self.obs_rms[key])
+            return out
+        return self._unnormalize_obs(obs, self.obs_rms)  # type: ignore[arg-type]
+
+    def unnormalize_reward(self, reward: np.ndarray) -> np.ndarray:
+        """Invert :meth:`normalize_reward` (up to clipping)."""
+        if self.norm_reward:
+            return reward * np.sqrt(self.ret_rms.var + self.epsilon)
+        return reward
+
+    def get_original_obs(self) -> VecEnvObs:
+        """The unnormalized observations of the last step or reset."""
+        return copy.deepcopy(self.old_obs)
+
+    def get_original_reward(self) -> np.ndarray:
+        """The unnormalized rewards of the last step."""
+        return self.old_reward.copy()
+
+    # ----------------------------------------------------------------- persistence
+    @staticmethod
+    def load(load_path: str, venv: VecEnv) -> VecNormalize:
+        """Load statistics and settings saved by :meth:`save` and wrap ``venv`` with them.
+
+        Files written by SB3's ``VecNormalize.save`` load too (SB3 must be installed to read them).
+        """
+        with open(load_path, "rb") as file:
+            loaded = pickle.load(file)
+        if not isinstance(loaded, VecNormalize):
+            loaded = _from_foreign(loaded)
+        loaded.set_venv(venv)
+        return loaded
+
+    def save(self, save_path: str) -> None:
+        """Pickle the statistics and settings (not the wrapped venv) to ``save_path``."""
+        with open(save_path, "wb") as file:
+            pickle.dump(self, file)
+
+
+def _check_same_shapes(expected: spaces.Space, actual: spaces.Space) -> None:
+    if isinstance(expected, spaces.Dict) and isinstance(actual, spaces.Dict):
+        if expected.spaces.keys() != actual.spaces.keys():
+            raise ValueError(f"Observation keys differ: {list(expected.spaces)} vs {list(actual.spaces)}")
+        for key in expected.spaces:
+            _check_same_shapes(expected.spaces[key], actual.spaces[key])
+    elif expected.shape != actual.shape:
+        raise ValueError(f"Observation shapes differ: saved {expected.shape}, venv {actual.shape}")
+
+
+def _convert_rms(rms: Any) -> RunningMeanStd:
+    out = RunningMeanStd(shape=np.shape(rms.mean))
+    out.mean = np.array(rms.mean, dtype=np.float64)
+    out.var = np.array(rms.var, dtype=np.float64)
+    out.count = float(rms.count)
+    return out
+
+
+def _from_foreign(obj: Any) -> VecNormalize:
+    """Turn an unpickled SB3 ``VecNormalize`` into ours (same attribute names)."""
+    if type(obj).__name__ != "VecNormalize" or not hasattr(obj, "ret_rms"):
+        raise TypeError(f"Not a VecNormalize statistics file (found {type(obj).__name__})")
+    state = dict(obj.__dict__)
+    state.pop("venv", None)
+    state.pop("class_attributes", None)
+    state.pop("returns", None)
+    rms = state.get("obs_rms")
+    if isinstance(rms, dict):
+        state["obs_rms"] = {key: _convert_rms(value) for key, value in rms.items()}
+    elif rms is not None:
+        state["obs_rms"] = _convert_rms(rms)
+    state["ret_rms"] = _convert_rms(state["ret_rms"])
+    ours = VecNormalize.__new__(VecNormalize)
+    ours.__setstate__(state)
+    return ours

@@ -1,0 +1,290 @@
+"""SB3's concrete vector envs over vecenv's engine: :class:`DummyVecEnv`, :class:`SubprocVecEnv`,
+and :func:`from_vector_env`, which adapts any gymnasium-API vector env to SB3's API.
+
+The gymnasium-API env must auto-reset in SAME_STEP mode, which is SB3's convention: the step
+that ends an episode already returns the first observation of the next one, with the last
+observation in ``infos[i]["terminal_observation"]`` and the reset info in ``reset_infos[i]``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from vecenv.sb3 import _backend
+from vecenv.sb3._spaces import assign_rows, copy_obs
+from vecenv.sb3.base import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
+
+__all__ = ["DummyVecEnv", "SubprocVecEnv", "VectorEnvAdapter", "from_vector_env"]
+
+
+def _is_same_step(mode: Any) -> bool:
+    # Accept gymnasium's AutoresetMode, its value ("SameStep") or "same_step".
+    text = str(getattr(mode, "value", mode)).replace("_", "").replace("-", "").lower()
+    return text == "samestep"
+
+
+class VectorEnvAdapter(VecEnv):
+    """SB3's :class:`VecEnv` API over a gymnasium-API vector env in SAME_STEP autoreset mode.
+
+    Takes ownership of ``venv``: closing the adapter closes it.
+    """
+
+    def __init__(self, venv: Any) -> None:
+        mode = getattr(venv, "metadata", {}).get("autoreset_mode")
+        if not _is_same_step(mode):
+            raise ValueError(
+                f"The SB3 API needs a vector env that auto-resets in the same step, but this one's "
+                f"autoreset_mode is {mode!r}. Create it with autoreset_mode=\"same_step\" "
+                "(gymnasium: autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)."
+            )
+        batch_size = getattr(venv, "batch_size", None)
+        if batch_size is not None and batch_size < venv.num_envs:
+            raise ValueError(
+                f"The SB3 API steps every env at once, but this vector env returns batches of "
+                f"{batch_size} of its {venv.num_envs} envs (async mode); create it with "
+                "batch_size=None or batch_size=num_envs."
+            )
+        self.venv = venv
+        self._access = _backend.SubEnvAccess(venv)
+        # Fast path: vecenv's engine reports raw per-env infos, so nothing is batched and undone.
+        self._fast = getattr(venv, "unwrapped", None) is venv and callable(
+            getattr(type(venv), "_step_entries", None)
+        )
+        self._actions: Any = None
+        self._waiting = False
+        self._has_reset = False
+        self.closed = False
+        super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
+        try:
+            sub_metadata = self._access.get_attr("metadata", [0])[0]
+        except Exception:  # noqa: BLE001 - metadata is optional for exotic envs
+            sub_metadata = None
+        if isinstance(sub_metadata, dict):
+            self.metadata = sub_metadata
+
+    # ----------------------------------------------------------------- reset / step
+    def reset(self) -> VecEnvObs:
+        """Reset all envs with the pending seeds and options (then forget them)."""
+        seeds: list[int | None] | None = list(self._seeds)
+        if all(s is None for s in seeds):
+            seeds = None
+        groups: list[tuple[dict, list[int]]] = []
+        for i, opts in enumerate(self._options):
+            for group_opts, members in groups:
+                if group_opts == opts:
+                    members.append(i)
+                    break
+            else:
+                groups.append((opts, [i]))
+        if len(groups) == 1:
+            obs, self.reset_infos = self._reset_call(seeds, dict(groups[0][0]) or None)
+        else:
+            # Different options per env: one masked reset per distinct options dict. The very
+            # first reset resets every env (with the largest group's options) so that vector envs
+            # which cannot mask a reset before a full one (gymnasium's SyncVectorEnv) work too.
+            groups.sort(key=lambda group: -len(group[1]))
+            reset_infos: list[dict] = [{} for _ in range(self.num_envs)]
+            obs = None
+            for k, (opts, members) in enumerate(groups):
+                mask = np.zeros(self.num_envs, dtype=bool)
+                mask[members] = True
+                if k == 0 and not self._has_reset:
+                    part, infos = self._reset_call(seeds, dict(opts) or None)
+                else:
+                    part, infos = self._reset_call(seeds, {**opts, "reset_mask": mask})
+                if obs is None:
+                    obs = copy_obs(part)
+                else:
+                    assign_rows(obs, part, mask)
+                for i in members:
+                    reset_infos[i] = infos[i]
+            self.reset_infos = reset_infos
+        self._has_reset = True
+        self._reset_seeds()
+        self._reset_options()
+        self._waiting = False
+        return obs
+
+    def _reset_call(self, seeds: list | None, options: dict | None) -> tuple[Any, list[dict]]:
+        if self._fast:
+            obs, entries = self.venv._reset_entries(seed=seeds, options=options)
+            infos: list[dict] = [{} for _ in range(self.num_envs)]
+            for entry in entries:
+                infos[entry.index] = dict(entry.info)
+            return obs, infos
+        obs, batched = self.venv.reset(seed=seeds, options=options)
+        per_env, _ = _backend.unbatch_step_infos(
+            batched, self.num_envs, np.zeros(self.num_envs, dtype=bool)
+        )
+        return obs, per_env
+
+    def step_async(self, actions: np.ndarray) -> None:
+        if isinstance(actions, (list, tuple)) and not isinstance(
+            self.action_space, (spaces.Tuple, spaces.Dict)
+        ):
+            actions = np.asarray(actions)
+        self._actions = actions
+        self._waiting = True
+
+    def step_wait(self) -> VecEnvStepReturn:
+        if not self._waiting:
+            raise RuntimeError("step_wait() called without a pending step_async()")
+        self._waiting = False
+        actions, self._actions = self._actions, None
+        n = self.num_envs
+        if self._fast:
+            obs, rewards, terms, truncs, entries = self.venv._step_entries(actions)
+            infos: list[dict[str, Any]] = [{} for _ in range(n)]
+            finals = []
+            for entry in entries:
+                if entry.ended:
+                    infos[entry.index] = dict(entry.final_info or {})
+                    self.reset_infos[entry.index] = dict(entry.info or {})
+                    finals.append((entry.index, entry.final_obs))
+                elif entry.info:
+                    infos[entry.index] = dict(entry.info)
+        else:
+            obs, rewards, terms, truncs, batched = self.venv.step(actions)
+            ended = np.logical_or(terms, truncs)
+            per_env, final_list = _backend.unbatch_step_infos(batched, n, ended)
+            infos = per_env
+            finals = []
+            for i, final_obs, final_info in final_list:
+                self.reset_infos[i] = infos[i]
+                infos[i] = final_info
+                finals.append((i, final_obs))
+        terms = np.asarray(terms, dtype=bool)
+        truncs = np.asarray(truncs, dtype=bool)
+        dones = terms | truncs
+        time_limit = (truncs & ~terms).tolist()
+        for i in range(n):
+            infos[i]["TimeLimit.truncated"] = time_limit[i]
+        for i, final_obs in finals:
+            infos[i]["terminal_observation"] = copy_obs(final_obs)
+        return obs, np.asarray(rewards, dtype=np.float32), dones, infos
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.venv.close()
+
+    # ----------------------------------------------------------------- per-env requests
+    def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
+        return self._access.get_attr(attr_name, self._get_indices(indices))
+
+    def has_attr(self, attr_name: str) -> bool:
+        return self._access.has_attr(attr_name)
+
+    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+        self._access.set_attr(attr_name, value, self._get_indices(indices))
+
+    def env_method(
+        self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any
+    ) -> list[Any]:
+        return self._access.call(method_name, self._get_indices(indices), method_args, method_kwargs)
+
+    def env_is_wrapped(
+        self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
+    ) -> list[bool]:
+        return self._access.is_wrapped(wrapper_class, self._get_indices(indices))
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        if self.render_mode != "rgb_array":
+            import warnings
+
+            warnings.warn(
+                f"get_images() needs render_mode='rgb_array', but it is {self.render_mode!r}",
+                stacklevel=2,
+            )
+            return [None] * self.num_envs
+        return self.env_method("render")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_envs={self.num_envs}, venv={self.venv!r})"
+
+
+def from_vector_env(envs: Any) -> VectorEnvAdapter:
+    """Adapt a gymnasium-API vector env (vecenv's, gymnasium's, or one wrapped by gymnasium vector
+    wrappers) to SB3's :class:`VecEnv` API. It must use ``autoreset_mode="same_step"``."""
+    return VectorEnvAdapter(envs)
+
+
+def _core() -> Any:
+    import vecenv
+
+    return vecenv
+
+
+class DummyVecEnv(VectorEnvAdapter):
+    """SB3's ``DummyVecEnv``: all envs stepped one after another in this process.
+
+    Built on ``vecenv.SerialVectorEnv``; ``envs`` lists the sub-environments.
+    """
+
+    def __init__(self, env_fns: list[Callable[[], gym.Env]]) -> None:
+        venv = _make_serial(list(env_fns))
+        access = _backend.SubEnvAccess(venv)
+        ids = access.apply(_backend.unwrapped_id, list(range(venv.num_envs)))
+        if len(set(ids)) != len(ids):
+            venv.close()
+            raise ValueError(
+                "Two env_fns returned the same environment instance; each must create a new env "
+                "(e.g. `lambda: gym.make(id)`, not `lambda: env`)."
+            )
+        super().__init__(venv)
+
+    @property
+    def envs(self) -> list[gym.Env]:
+        """The sub-environments, in order."""
+        root = self.venv.unwrapped
+        return list(root.envs)
+
+
+def _make_serial(env_fns: list[Callable[[], gym.Env]]) -> Any:
+    return _core().SerialVectorEnv(env_fns, autoreset_mode="same_step")
+
+
+_START_METHODS = ("fork", "spawn", "forkserver")
+
+
+class SubprocVecEnv(VectorEnvAdapter):
+    """SB3's ``SubprocVecEnv`` on vecenv's multiprocess shared-memory engine.
+
+    ``start_method`` is "fork", "spawn" or "forkserver" (default: the engine's choice). Extra
+    keywords go to ``vecenv.ProcessVectorEnv``, e.g. ``num_workers`` (envs per process are
+    ``num_envs / num_workers``; SB3 always uses one process per env).
+    """
+
+    def __init__(
+        self,
+        env_fns: list[Callable[[], gym.Env]],
+        start_method: str | None = None,
+        **vecenv_kwargs: Any,
+    ) -> None:
+        if start_method is not None:
+            if start_method not in _START_METHODS:
+                raise ValueError(
+                    f"start_method must be one of {_START_METHODS} (or None), got {start_method!r}"
+                )
+            if start_method not in mp.get_all_start_methods():
+                raise ValueError(f"start_method {start_method!r} is not available on this platform")
+        process_cls = getattr(_core(), "ProcessVectorEnv", None)
+        if process_cls is None:
+            raise NotImplementedError(
+                "SubprocVecEnv needs vecenv's process backend (vecenv.ProcessVectorEnv), which is "
+                "not available yet; use DummyVecEnv meanwhile."
+            )
+        vecenv_kwargs.setdefault("autoreset_mode", "same_step")
+        venv = process_cls(list(env_fns), context=start_method, **vecenv_kwargs)
+        try:
+            super().__init__(venv)
+        except BaseException:
+            venv.close()
+            raise

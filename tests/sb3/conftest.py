@@ -1,0 +1,8 @@
+"""Fixtures for the vecenv.sb3 tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
