@@ -1,0 +1,309 @@
+"""What ``vecenv bench`` measures: vecenv's backends and the installed peer libraries.
+
+A :class:`Contender` builds a :class:`Driver` for one env and ``num_envs``; every driver steps
+its vector env in the same tight loop with the same pre-generated actions, so the only thing
+that differs between contenders is the vector env itself.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import multiprocessing
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.vector.utils import batch_space
+
+import vecenv
+from vecenv.bench.envs import EnvTarget
+
+__all__ = [
+    "PEERS",
+    "Contender",
+    "Driver",
+    "OPT_IN_BACKENDS",
+    "action_pool",
+    "default_backends",
+    "missing_backend_dependency",
+    "peer_contender",
+    "peer_unavailable",
+    "vecenv_contender",
+]
+
+#: peer name -> what it is (for --help and docs)
+PEERS: dict[str, str] = {
+    "gym-sync": "gymnasium.vector.SyncVectorEnv",
+    "gym-async": "gymnasium.vector.AsyncVectorEnv",
+    "sb3-dummy": "stable_baselines3 DummyVecEnv",
+    "sb3-subproc": "stable_baselines3 SubprocVecEnv",
+    "envpool": "envpool (gymnasium API)",
+}
+
+#: peer name -> the module it needs
+_PEER_MODULES = {"sb3-dummy": "stable_baselines3", "sb3-subproc": "stable_baselines3", "envpool": "envpool"}
+#: vecenv backend -> the optional module it needs
+_BACKEND_MODULES = {"ray": "ray"}
+
+#: distinct action batches pre-generated per measurement (cycled through)
+POOL_SIZE = 64
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def peer_unavailable(name: str) -> str | None:
+    """Why peer ``name`` cannot run here (None when it can)."""
+    module = _PEER_MODULES.get(name)
+    if module and not _installed(module):
+        return f"{module} is not installed (pip install {module.replace('_', '-')})"
+    return None
+
+
+def missing_backend_dependency(name: str) -> str | None:
+    """Why vecenv backend ``name`` cannot run here although its class exists (None when it can)."""
+    module = _BACKEND_MODULES.get(name)
+    if module and not _installed(module):
+        return f"backend {name!r} needs {module} (pip install 'vecenv[{module}]')"
+    return None
+
+
+#: backends run only when named (``--backends ray``): starting a local Ray instance takes
+#: seconds and its daemons share the cores with the other contenders
+OPT_IN_BACKENDS = ("ray",)
+
+
+def default_backends() -> list[str]:
+    """The vecenv backends measured or checked when none are named."""
+    return [
+        b for b in vecenv.available_backends()
+        if b not in OPT_IN_BACKENDS and missing_backend_dependency(b) is None
+    ]
+
+
+def action_pool(action_space: gym.Space, rows: int, seed: int, size: int = POOL_SIZE) -> list[Any]:
+    """``size`` batches of ``rows`` random actions, reproducible from ``seed``."""
+    space = batch_space(action_space, rows)
+    space.seed(seed)
+    return [space.sample() for _ in range(size)]
+
+
+class Driver:
+    """One built vector env, stepped in a tight loop; subclasses adapt each library's API."""
+
+    #: env steps one loop iteration makes
+    per_iteration: int
+    #: processes or threads stepping the envs (None when unknown)
+    num_workers: int | None
+
+    def __init__(self, envs: Any, actions: list[Any], per_iteration: int, num_workers: int | None):
+        self.envs = envs
+        self.actions = actions
+        self.per_iteration = per_iteration
+        self.num_workers = num_workers
+
+    def reset(self, seed: int) -> None:
+        """Reset every env, env ``i`` with ``seed + i``."""
+        self.envs.reset(seed=seed)
+
+    def run(self, iterations: int, deadline: float) -> int:
+        """Step until ``iterations`` steps are done or ``deadline`` (perf_counter) passes."""
+        step, actions, k, now = self.envs.step, self.actions, len(self.actions), time.perf_counter
+        i = 0
+        while i < iterations:
+            step(actions[i % k])
+            i += 1
+            if now() >= deadline:
+                break
+        return i
+
+    def close(self) -> None:
+        """Close the vector env (errors while closing are ignored: a failure is reported already)."""
+        try:
+            self.envs.close()
+        except Exception:
+            pass
+
+
+class _BatchDriver(Driver):
+    """vecenv's async-batch mode: ``send`` to the envs the last ``recv`` returned."""
+
+    def reset(self, seed: int) -> None:
+        _, infos = self.envs.reset(seed=seed)
+        self._ids = infos["env_id"]
+
+    def run(self, iterations: int, deadline: float) -> int:
+        send, recv, actions, k = self.envs.send, self.envs.recv, self.actions, len(self.actions)
+        now, ids, i = time.perf_counter, self._ids, 0
+        while i < iterations:
+            send(actions[i % k], ids)
+            ids = recv()[4]["env_id"]
+            i += 1
+            if now() >= deadline:
+                break
+        self._ids = ids
+        return i
+
+
+class _SB3Driver(Driver):
+    """Stable-Baselines3's VecEnv API: ``seed`` then ``reset``; 4-tuple steps."""
+
+    def reset(self, seed: int) -> None:
+        self.envs.seed(seed)
+        self.envs.reset()
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One thing to measure: a vecenv backend (optionally in async-batch mode) or a peer."""
+
+    #: label in tables and JSON: ``vecenv/serial``, ``vecenv/process[b=4]``, ``gym-sync``...
+    name: str
+    #: ``"vecenv"`` or ``"peer"``
+    kind: str
+    #: vecenv backend name, or the peer's name
+    backend: str
+    batch_size: int | None = None
+    #: extra keyword arguments for the vecenv backend
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def build(self, target: EnvTarget, num_envs: int, seed: int) -> Driver:
+        """Build the vector env and its driver (the caller closes it)."""
+        builder = _BUILDERS[self.backend] if self.kind == "peer" else _build_vecenv
+        return builder(self, target, num_envs, seed)
+
+    def supports(self, target: EnvTarget) -> str | None:
+        """Why this contender cannot run ``target`` (None when it can)."""
+        if self.backend == "envpool":
+            if target.gym_id is None or target.kwargs:
+                return "envpool runs its own registered ids only"
+            import envpool
+
+            if target.gym_id not in envpool.list_all_envs():
+                return f"envpool has no {target.gym_id}"
+        return None
+
+
+def vecenv_contender(backend: str, batch_size: int | None = None, **options: Any) -> Contender:
+    """A contender for vecenv backend ``backend``."""
+    name = f"vecenv/{backend}" + (f"[b={batch_size}]" if batch_size else "")
+    return Contender(name, "vecenv", backend, batch_size, tuple(sorted(options.items())))
+
+
+def peer_contender(name: str) -> Contender:
+    """A contender for peer ``name`` (one of :data:`PEERS`)."""
+    if name not in PEERS:
+        raise ValueError(f"unknown peer {name!r}: expected one of {list(PEERS)}")
+    return Contender(name, "peer", name)
+
+
+# ==================================================================== builders
+def _guarded(make: Callable[[], Any], finish: Callable[[Any], Driver]) -> Driver:
+    """``finish(make())``, closing what ``make`` built if ``finish`` fails."""
+    envs = make()
+    try:
+        return finish(envs)
+    except BaseException:
+        try:
+            envs.close()
+        except Exception:
+            pass
+        raise
+
+
+def _build_vecenv(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
+    kwargs = dict(c.options)
+    if c.batch_size:
+        kwargs["batch_size"] = c.batch_size
+    env_fns = [target.env_fn] * n
+
+    def finish(envs: vecenv.VectorEnv) -> Driver:
+        rows = c.batch_size or n
+        actions = action_pool(envs.single_action_space, rows, seed)
+        cls = _BatchDriver if c.batch_size else Driver
+        return cls(envs, actions, rows, getattr(envs, "num_workers", None))
+
+    return _guarded(lambda: vecenv.make(env_fns, backend=c.backend, **kwargs), finish)
+
+
+def _build_gym_sync(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
+    return _guarded(
+        lambda: gym.vector.SyncVectorEnv([target.env_fn] * n),
+        lambda envs: Driver(envs, action_pool(envs.single_action_space, n, seed), n, 1),
+    )
+
+
+def _build_gym_async(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
+    return _guarded(
+        lambda: gym.vector.AsyncVectorEnv([target.env_fn] * n),
+        lambda envs: Driver(envs, action_pool(envs.single_action_space, n, seed), n, n),
+    )
+
+
+def _build_sb3_dummy(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    return _guarded(
+        lambda: DummyVecEnv([target.env_fn] * n),
+        lambda envs: _SB3Driver(envs, action_pool(envs.action_space, n, seed), n, 1),
+    )
+
+
+def sb3_start_method() -> str:
+    """The start method used for SB3's SubprocVecEnv: the one gymnasium's AsyncVectorEnv gets.
+
+    (SB3 would pick forkserver, whose workers each re-import torch; the default context keeps
+    the two process-per-env peers comparable and the suite short.)
+    """
+    return multiprocessing.get_start_method()
+
+
+def _build_sb3_subproc(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    return _guarded(
+        lambda: SubprocVecEnv([target.env_fn] * n, start_method=sb3_start_method()),
+        lambda envs: _SB3Driver(envs, action_pool(envs.action_space, n, seed), n, n),
+    )
+
+
+def _build_envpool(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
+    import envpool
+
+    class _EnvPoolDriver(Driver):
+        def reset(self, seed: int) -> None:
+            self.envs.reset()
+
+    return _guarded(
+        lambda: envpool.make_gymnasium(target.gym_id, num_envs=n, seed=seed),
+        lambda envs: _EnvPoolDriver(envs, action_pool(envs.action_space, n, seed), n, None),
+    )
+
+
+_BUILDERS: dict[str, Callable[[Contender, EnvTarget, int, int], Driver]] = {
+    "gym-sync": _build_gym_sync,
+    "gym-async": _build_gym_async,
+    "sb3-dummy": _build_sb3_dummy,
+    "sb3-subproc": _build_sb3_subproc,
+    "envpool": _build_envpool,
+}
+
+
+def iterations_for(env_steps: int | None, per_iteration: int) -> int:
+    """Loop iterations that make at least ``env_steps`` env steps (unbounded when None)."""
+    if env_steps is None:
+        return 2**62
+    return max(1, math.ceil(env_steps / per_iteration))
+
+
+def first_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` — short enough for a table cell."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

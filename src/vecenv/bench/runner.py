@@ -1,0 +1,274 @@
+"""Measuring: build each contender, step it for a budget, and keep every round.
+
+Contenders are interleaved round-robin (every contender of a cell once per round, the starting
+contender rotating) and summarised by the median of the rounds, since machines are noisy.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from vecenv.bench.contenders import Contender, first_line, iterations_for
+from vecenv.bench.envs import BUSY_ID, EnvTarget
+
+__all__ = [
+    "DEFAULT_SUITE",
+    "BenchConfig",
+    "BenchRun",
+    "Progress",
+    "Result",
+    "Round",
+    "measure",
+    "run_bench",
+]
+
+#: env -> num_envs sweep of the default suite (sized to finish in a few minutes on 2 cores)
+DEFAULT_SUITE: dict[str, list[int]] = {"CartPole-v1": [2, 8, 16], BUSY_ID: [8]}
+#: sweep for an env named on the command line without ``--num-envs``
+DEFAULT_SWEEP: list[int] = [2, 8, 16]
+
+
+@dataclass
+class Round:
+    """One measurement."""
+
+    env_steps: int
+    seconds: float
+    setup_seconds: float
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.env_steps / self.seconds if self.seconds > 0 else math.inf
+
+
+@dataclass
+class Result:
+    """Every round of one contender on one env at one ``num_envs``."""
+
+    env: str
+    num_envs: int
+    contender: Contender
+    num_workers: int | None = None
+    rounds: list[Round] = field(default_factory=list)
+    #: why it failed (``Type: message``); its finished rounds are kept
+    error: str | None = None
+    #: why it was not run at all
+    skipped: str | None = None
+    vs_gym_sync: float | None = None
+    vs_gym_async: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.skipped is None and bool(self.rounds)
+
+    @property
+    def median(self) -> float | None:
+        """Median env steps per second over the rounds (None when it failed)."""
+        return statistics.median(r.steps_per_s for r in self.rounds) if self.ok else None
+
+
+@dataclass
+class BenchConfig:
+    """What to measure and for how long."""
+
+    envs: list[EnvTarget]
+    contenders: list[Contender]
+    #: num_envs sweep for every env; None gives :data:`DEFAULT_SUITE`'s (or :data:`DEFAULT_SWEEP`)
+    num_envs: list[int] | None = None
+    #: env steps per measurement (rounded up to whole vector steps) ...
+    steps: int | None = None
+    #: ... or seconds per measurement (the default, 1 s, when neither is given)
+    seconds: float | None = None
+    rounds: int = 3
+    seed: int = 0
+    #: vector steps before the clock starts
+    warmup: int = 5
+
+    def sweep(self, target: EnvTarget) -> list[int]:
+        """The ``num_envs`` values to measure ``target`` at."""
+        if self.num_envs:
+            return list(self.num_envs)
+        return list(DEFAULT_SUITE.get(target.name, DEFAULT_SWEEP))
+
+    def budget(self) -> tuple[int | None, float | None]:
+        """``(env_steps, seconds)``: exactly one is set."""
+        if self.steps is None and self.seconds is None:
+            return None, 1.0
+        return self.steps, self.seconds
+
+
+@dataclass
+class BenchRun:
+    """All results of a run, in table order, plus how the run went."""
+
+    config: BenchConfig
+    results: list[Result]
+    wall_seconds: float = 0.0
+    interrupted: bool = False
+
+
+class Progress(Protocol):
+    """What :func:`run_bench` reports to while it runs."""
+
+    def start(self, total: int) -> None: ...
+    def update(self, description: str) -> None: ...
+    def advance(self, result: Result, round_: Round | None) -> None: ...
+    def stop(self) -> None: ...
+
+
+def measure(
+    contender: Contender,
+    target: EnvTarget,
+    num_envs: int,
+    *,
+    steps: int | None = None,
+    seconds: float | None = 1.0,
+    seed: int = 0,
+    warmup: int = 5,
+) -> tuple[Round, int | None]:
+    """Build, reset(seed), warm up, then time stepping with pre-generated actions; always close.
+
+    Returns the round and the number of workers the vector env used.
+    """
+    t_build = time.perf_counter()
+    driver = contender.build(target, num_envs, seed)
+    try:
+        driver.reset(seed)
+        if warmup > 0:
+            driver.run(warmup, math.inf)
+        setup = time.perf_counter() - t_build
+        iterations = iterations_for(steps, driver.per_iteration)
+        t0 = time.perf_counter()
+        done = driver.run(iterations, t0 + seconds if seconds else math.inf)
+        elapsed = time.perf_counter() - t0
+    finally:
+        driver.close()
+    return Round(done * driver.per_iteration, elapsed, setup), driver.num_workers
+
+
+def run_bench(config: BenchConfig, progress: Progress | None = None) -> BenchRun:
+    """Measure every contender on every env and ``num_envs`` of ``config``.
+
+    A contender that raises is marked failed (with the reason) and skipped for the remaining
+    rounds of that cell; the others go on. Ctrl-C stops the run and returns what was measured.
+    """
+    steps, seconds = config.budget()
+    cells: list[tuple[EnvTarget, int, list[Result]]] = []
+    for target in config.envs:
+        for n in config.sweep(target):
+            row = [Result(target.name, n, c) for c in config.contenders]
+            for result in row:
+                if result.contender.batch_size and result.contender.batch_size >= n:
+                    result.skipped = f"batch size {result.contender.batch_size} >= num_envs {n}"
+                else:
+                    result.skipped = _unsupported(result.contender, target)
+            cells.append((target, n, row))
+
+    total = sum(config.rounds for _, _, row in cells for r in row if r.skipped is None)
+    run = BenchRun(config, [r for _, _, row in cells for r in row])
+    if progress is not None:
+        progress.start(total)
+    t_start = time.perf_counter()
+    stop_ray = _start_ray(config.contenders)
+    try:
+        for target, n, row in cells:
+            for k in range(config.rounds):
+                for result in _rotate(row, k):
+                    if result.skipped is not None:
+                        continue
+                    if result.error is not None:  # failed in an earlier round: count it as done
+                        if progress is not None:
+                            progress.advance(result, None)
+                        continue
+                    if progress is not None:
+                        progress.update(
+                            f"{target.name} n={n} {result.contender.name} "
+                            f"(round {k + 1}/{config.rounds})"
+                        )
+                    try:
+                        round_, workers = measure(
+                            result.contender, target, n,
+                            steps=steps, seconds=seconds, seed=config.seed, warmup=config.warmup,
+                        )
+                    except Exception as exc:
+                        result.error = first_line(exc)
+                        round_ = None
+                    else:
+                        result.rounds.append(round_)
+                        result.num_workers = workers
+                    if progress is not None:
+                        progress.advance(result, round_)
+    except KeyboardInterrupt:
+        run.interrupted = True
+    finally:
+        if stop_ray:
+            _stop_ray()
+        if progress is not None:
+            progress.stop()
+    run.wall_seconds = time.perf_counter() - t_start
+    add_ratios(run.results)
+    return run
+
+
+def _start_ray(contenders: Sequence[Contender]) -> bool:
+    """Start Ray once for the whole run when a ray contender is measured (True if we started it).
+
+    Otherwise each measurement would start and stop a local Ray instance (seconds each).
+    """
+    if not any(c.kind == "vecenv" and c.backend == "ray" for c in contenders):
+        return False
+    try:
+        import ray
+    except ImportError:
+        return False  # each ray measurement then fails with the backend's own message
+    if ray.is_initialized():
+        return False
+    ray.init(include_dashboard=False, log_to_driver=False)
+    return True
+
+
+def _stop_ray() -> None:
+    import ray
+
+    ray.shutdown()
+
+
+def add_ratios(results: Sequence[Result]) -> None:
+    """Set each result's ``vs_gym_sync`` / ``vs_gym_async`` from the medians of its cell."""
+    base: dict[tuple[str, int, str], float] = {}
+    for r in results:
+        if r.contender.kind == "peer" and r.contender.backend in ("gym-sync", "gym-async"):
+            m = r.median
+            if m:
+                base[(r.env, r.num_envs, r.contender.backend)] = m
+    for r in results:
+        m = r.median
+        sync = base.get((r.env, r.num_envs, "gym-sync"))
+        asyn = base.get((r.env, r.num_envs, "gym-async"))
+        r.vs_gym_sync = m / sync if m is not None and sync else None
+        r.vs_gym_async = m / asyn if m is not None and asyn else None
+
+
+def _rotate(row: list[Result], k: int) -> list[Result]:
+    k %= max(1, len(row))
+    return row[k:] + row[:k]
+
+
+def _unsupported(contender: Contender, target: EnvTarget) -> str | None:
+    try:
+        return contender.supports(target)
+    except Exception as exc:  # e.g. the peer's own import fails
+        return first_line(exc)
+
+
+def summary(run: BenchRun) -> dict[str, Any]:
+    """Counts for a one-line summary."""
+    ok = sum(r.ok for r in run.results)
+    failed = sum(r.error is not None for r in run.results)
+    skipped = sum(r.skipped is not None for r in run.results)
+    return {"ok": ok, "failed": failed, "skipped": skipped, "wall_seconds": run.wall_seconds}

@@ -1,0 +1,395 @@
+"""The ``vecenv`` command: ``vecenv bench`` (throughput side by side) and ``vecenv check`` (env doctor).
+
+Exit codes: 0 success; 1 ``check`` found problems; 2 bad usage (the message, on stderr, names
+the option and what was expected); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """Bad command-line usage: reported on stderr, exit code 2."""
+
+    def __init__(self, message: str, usage: str | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+class _Exit(Exception):
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises instead of exiting, so ``main`` returns the exit code."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self.format_usage())
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            sys.stderr.write(message)
+        raise _Exit(status)
+
+
+# ==================================================================== argument types
+def _int_list(option: str, text: str) -> list[int]:
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise UsageError(
+            f"{option}: expected a comma-separated list of positive integers such as 2,8,16, got {text!r}"
+        )
+    return sorted(dict.fromkeys(values))
+
+
+def _name_list(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _positive(option: str, value: float | int | None, kind: str = "an integer") -> None:
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise UsageError(f"{option}: expected {kind} > 0, got {value!r}")
+
+
+def _env_kwargs(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--env-kwargs: expected a JSON object such as '{{\"step_cost_us\": 500}}' ({exc})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--env-kwargs: expected a JSON object, got {text!r}")
+    return value
+
+
+def _output_path(option: str, path: str | None) -> Path | None:
+    if path is None:
+        return None
+    p = Path(path)
+    if not p.parent.exists():
+        raise UsageError(f"{option}: folder {str(p.parent)!r} does not exist")
+    if p.is_dir():
+        raise UsageError(f"{option}: {path!r} is a folder, expected a file name")
+    return p
+
+
+def _resolve_envs(names: Sequence[str], kwargs: dict[str, Any]) -> list[Any]:
+    from vecenv.bench.envs import EnvArgumentError, resolve_env
+
+    out = []
+    for name in names:
+        try:
+            out.append(resolve_env(name, kwargs))
+        except EnvArgumentError as exc:
+            raise UsageError(f"env: {exc}") from None
+    return out
+
+
+def _backends(option: str, text: str | None) -> list[str]:
+    """The vecenv backends to run: every usable one by default; named ones checked."""
+    import vecenv
+    from vecenv.bench.contenders import default_backends, missing_backend_dependency
+    from vecenv.make import BACKENDS
+
+    available = vecenv.available_backends()
+    if text is None:
+        return default_backends()
+    names = _name_list(text)
+    if names == ["none"]:
+        return []
+    if not names:
+        raise UsageError(f"{option}: expected a comma-separated list of backends from {', '.join(BACKENDS)}")
+    for name in names:
+        if name not in BACKENDS:
+            raise UsageError(
+                f"{option}: unknown backend {name!r}; expected names from {', '.join(BACKENDS)} "
+                f"(available here: {', '.join(available)})"
+            )
+        if name not in available:
+            raise UsageError(
+                f"{option}: backend {name!r} is not available in this installation of vecenv "
+                f"(available: {', '.join(available)})"
+            )
+        missing = missing_backend_dependency(name)
+        if missing:
+            raise UsageError(f"{option}: {missing}")
+    return list(dict.fromkeys(names))
+
+
+def _peers(text: str | None) -> list[str]:
+    from vecenv.bench.contenders import PEERS, peer_unavailable
+
+    if text is None:
+        return [p for p in PEERS if peer_unavailable(p) is None]
+    names = _name_list(text)
+    if names == ["none"]:
+        return []
+    if not names:
+        raise UsageError(f"--compare: expected a comma-separated list from {', '.join(PEERS)}, or none")
+    for name in names:
+        if name not in PEERS:
+            raise UsageError(f"--compare: unknown peer {name!r}; expected names from {', '.join(PEERS)}, or none")
+        why = peer_unavailable(name)
+        if why:
+            raise UsageError(f"--compare: {name} cannot run: {why}")
+    return list(dict.fromkeys(names))
+
+
+# ==================================================================== parser
+_BENCH_EPILOG = """\
+columns of the table:
+  steps/s      env steps per second (num_envs per vector step), median over the rounds
+  ±            half the spread between the fastest and slowest round, relative to the median
+  × gym Sync   the median divided by gymnasium SyncVectorEnv's on the same env and num_envs
+  × gym Async  the same against gymnasium AsyncVectorEnv
+  workers      processes or threads the vector env used (1 = in the calling process)
+
+examples:
+  vecenv bench                                    # the default suite (a few minutes)
+  vecenv bench CartPole-v1 --num-envs 4,16 --backends serial,process --compare gym-async
+  vecenv bench vecenv/VariableBusy-v0 --num-envs 16 --batch-size 8 --backends process
+  vecenv bench mypkg.envs:make_env --seconds 2 --rounds 5 --json out.json --plot out.png
+"""
+
+_CHECK_EPILOG = """\
+checks: the factory pickles and works in a spawned process; every copy has the same spaces;
+observations stay inside the observation space; reset(seed) and steps repeat under a seed; info
+values keep their types; every backend runs the env and agrees with serial. Then it recommends a
+backend from the step cost, the observation size and (with the thread backend) whether threads
+run faster than serial.
+
+exit codes: 0 no problem, 1 problems found, 2 bad usage
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``vecenv`` argument parser (``bench`` and ``check`` subcommands)."""
+    from vecenv.make import BACKENDS
+
+    peers = "gym-sync, gym-async, sb3-dummy, sb3-subproc, envpool"
+    parser = _Parser(
+        prog="vecenv",
+        description="vecenv: step many copies of a Gymnasium environment as one batched environment.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    bench = sub.add_parser(
+        "bench",
+        help="measure env steps per second of every backend next to gymnasium and SB3",
+        description=(
+            "Measure env steps per second of vecenv's backends side by side with gymnasium's "
+            "SyncVectorEnv/AsyncVectorEnv, SB3's DummyVecEnv/SubprocVecEnv and EnvPool (those "
+            "installed), interleaving the contenders over several rounds and reporting medians. "
+            "With no env given, runs the default suite: CartPole-v1 at num_envs 2, 8, 16 and "
+            "the busy env (vecenv/Busy-v0: 84x84x4 uint8 frames, 100 µs of CPU per step) at 8."
+        ),
+        epilog=_BENCH_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bench.add_argument(
+        "envs", nargs="*", metavar="ENV",
+        help="gymnasium env ids (e.g. CartPole-v1, vecenv/Busy-v0) or module:callable factories "
+             "(default: the default suite)",
+    )
+    bench.add_argument(
+        "--num-envs", metavar="LIST",
+        help="comma-separated num_envs to sweep, e.g. 2,8,16 (default: 2,8,16; 8 for the busy env)",
+    )
+    bench.add_argument(
+        "--backends", metavar="LIST",
+        help=f"vecenv backends to run, from {', '.join(BACKENDS)}, or none "
+             "(default: every available one but ray, which runs only when named)",
+    )
+    budget = bench.add_mutually_exclusive_group()
+    budget.add_argument("--steps", type=int, metavar="N", help="env steps per measurement")
+    budget.add_argument("--seconds", type=float, metavar="S", help="seconds per measurement (default 0.75)")
+    bench.add_argument(
+        "--batch-size", type=int, metavar="B",
+        help="also run every vecenv backend in async-batch mode: send() to the B envs the last "
+             "recv() returned (B must be below every num_envs)",
+    )
+    bench.add_argument(
+        "--compare", metavar="LIST",
+        help=f"peers to compare with, from {peers}, or none (default: every installed one)",
+    )
+    bench.add_argument("--rounds", type=int, default=None, metavar="R", help="rounds per contender; medians reported (default 5)")
+    bench.add_argument("--seed", type=int, default=0, help="reset seed (env i gets seed + i) and action seed (default 0)")
+    bench.add_argument("--warmup", type=int, default=5, metavar="N", help="vector steps before the clock starts (default 5)")
+    bench.add_argument("--env-kwargs", metavar="JSON", help="keyword arguments for every env, as a JSON object")
+    bench.add_argument("--json", metavar="PATH", help="write every round, the machine and versions as JSON")
+    bench.add_argument("--plot", metavar="PATH", help="write a PNG of steps/s vs num_envs (needs matplotlib: pip install 'vecenv[bench]')")
+    bench.add_argument("--quiet", "-q", action="store_true", help="no progress output; print only the table")
+
+    check = sub.add_parser(
+        "check",
+        help="run an env briefly through every backend and report what would go wrong",
+        description=(
+            "Run ENV briefly through every available backend and report, in plain words, what "
+            "would break or silently corrupt a long vectorized run, plus the step cost, the "
+            "observation size and the backend to use."
+        ),
+        epilog=_CHECK_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument("env", metavar="ENV", help="a gymnasium env id or a module:callable factory")
+    check.add_argument("--num-envs", type=int, default=4, metavar="N", help="copies to build (default 4, at least 2)")
+    check.add_argument("--steps", type=int, default=200, metavar="N", help="steps per rollout and per backend (default 200)")
+    check.add_argument(
+        "--backends", metavar="LIST",
+        help=f"vecenv backends to run, from {', '.join(BACKENDS)}, or none "
+             "(default: every available one but ray, which runs only when named)",
+    )
+    check.add_argument("--seed", type=int, default=0, help="seed for resets and actions (default 0)")
+    check.add_argument("--env-kwargs", metavar="JSON", help="keyword arguments for the env, as a JSON object")
+    check.add_argument("--no-spawn", action="store_true", help="skip building the env in a spawned process")
+    check.add_argument("--json", metavar="PATH", help="write the findings as JSON")
+    check.add_argument("--quiet", "-q", action="store_true", help="print only problems and the verdict")
+    return parser
+
+
+# ==================================================================== commands
+def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from vecenv.bench.contenders import peer_contender, vecenv_contender
+    from vecenv.bench.report import (
+        MissingExtraError,
+        make_progress,
+        print_table,
+        require_matplotlib,
+        write_json,
+        write_plot,
+    )
+    from vecenv.bench.runner import DEFAULT_SUITE, BenchConfig, run_bench
+
+    _positive("--steps", args.steps)
+    _positive("--seconds", args.seconds, "a number")
+    _positive("--rounds", args.rounds)
+    _positive("--batch-size", args.batch_size)
+    if args.warmup < 0:
+        raise UsageError(f"--warmup: expected an integer >= 0, got {args.warmup}")
+    num_envs = _int_list("--num-envs", args.num_envs) if args.num_envs is not None else None
+    backends = _backends("--backends", args.backends)
+    peers = _peers(args.compare)
+    if not backends and not peers:
+        raise UsageError("nothing to measure: --backends none and --compare none")
+    json_path = _output_path("--json", args.json)
+    plot_path = _output_path("--plot", args.plot)
+    if plot_path is not None:
+        try:
+            require_matplotlib()
+        except MissingExtraError as exc:
+            raise UsageError(str(exc)) from None
+    kwargs = _env_kwargs(args.env_kwargs)
+    targets = _resolve_envs(args.envs or list(DEFAULT_SUITE), kwargs)
+    if args.batch_size is not None:
+        if not backends:
+            raise UsageError("--batch-size: async-batch mode is for vecenv backends, but --backends is none")
+        sweeps = num_envs or [n for t in targets for n in DEFAULT_SUITE.get(t.name, [2, 8, 16])]
+        if args.batch_size >= min(sweeps):
+            raise UsageError(
+                f"--batch-size: {args.batch_size} must be smaller than every num_envs "
+                f"(smallest is {min(sweeps)}); pass --num-envs with larger values"
+            )
+    contenders = [vecenv_contender(b) for b in backends]
+    if args.batch_size is not None:
+        contenders += [vecenv_contender(b, args.batch_size) for b in backends]
+    contenders += [peer_contender(p) for p in peers]
+    config = BenchConfig(
+        envs=targets,
+        contenders=contenders,
+        num_envs=num_envs,
+        steps=args.steps,
+        seconds=args.seconds if args.seconds is not None else (None if args.steps else 0.75),
+        rounds=args.rounds or 5,
+        seed=args.seed,
+        warmup=args.warmup,
+    )
+    run = run_bench(config, make_progress(args.quiet))
+    print_table(run)
+    if not args.quiet:
+        ok = sum(r.ok for r in run.results)
+        failed = sum(r.error is not None for r in run.results)
+        print(f"\n{ok} measured, {failed} failed, in {run.wall_seconds:.0f} s", file=sys.stderr)
+    if json_path is not None:
+        write_json(run, json_path, ["vecenv", *argv])
+        if not args.quiet:
+            print(f"wrote {json_path}", file=sys.stderr)
+    if plot_path is not None:
+        write_plot(run, plot_path)
+        if not args.quiet:
+            print(f"wrote {plot_path}", file=sys.stderr)
+    if run.interrupted:
+        print("vecenv bench: interrupted; the table shows what was measured", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def _check(args: argparse.Namespace) -> int:
+    from vecenv.bench.check import check_env, format_report, report_to_json
+
+    if args.num_envs < 2:
+        raise UsageError(f"--num-envs: expected an integer >= 2 (copies are compared), got {args.num_envs}")
+    _positive("--steps", args.steps)
+    backends = _backends("--backends", args.backends)
+    json_path = _output_path("--json", args.json)
+    kwargs = _env_kwargs(args.env_kwargs)
+    (target,) = _resolve_envs([args.env], kwargs)
+    report = check_env(
+        target, num_envs=args.num_envs, steps=args.steps, seed=args.seed,
+        backends=backends, spawn=not args.no_spawn,
+    )
+    if args.quiet:
+        for f in report.problems:
+            print(f"PROBLEM  {f.message}")
+        print(format_report(report).splitlines()[-1])
+    else:
+        print(format_report(report))
+    if json_path is not None:
+        json_path.write_text(json.dumps(report_to_json(report), indent=2) + "\n", encoding="utf-8")
+    return EXIT_PROBLEMS if report.problems else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``vecenv`` command with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        if args.command == "bench":
+            return _bench(args, argv)
+        return _check(args)
+    except _Exit as exc:
+        return exc.code
+    except UsageError as exc:
+        command = next((a for a in argv if a in ("bench", "check")), None)
+        if exc.usage:
+            sys.stderr.write(exc.usage)
+        prog = f"vecenv {command}" if command else "vecenv"
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("vecenv: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
