@@ -5,7 +5,12 @@ In one process (``backend="serial"``), across the cores of a machine (``"process
 (:class:`VectorEnv`) and Stable-Baselines3's VecEnv API (:mod:`vecenv.sb3`).
 """
 
-from vecenv.backends import SerialVectorEnv, SyncVectorEnv
+from vecenv.backends import (
+    AsyncVectorEnv,
+    ProcessVectorEnv,
+    SerialVectorEnv,
+    SyncVectorEnv,
+)
 from vecenv.engine import SpaceMismatchError, VectorEnv
 from vecenv.errors import (
     ClosedEnvironmentError,
@@ -19,8 +24,10 @@ from vecenv.make import available_backends, make
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncVectorEnv",
     "ClosedEnvironmentError",
     "EnvError",
+    "ProcessVectorEnv",
     "SerialVectorEnv",
     "SpaceMismatchError",
     "StepTimeoutError",

@@ -11,7 +11,7 @@ from gymnasium.vector import AutoresetMode
 from vecenv.engine import VectorEnv
 from vecenv.transports import SerialTransport
 
-__all__ = ["SerialVectorEnv", "SyncVectorEnv"]
+__all__ = ["AsyncVectorEnv", "ProcessVectorEnv", "SerialVectorEnv", "SyncVectorEnv"]
 
 
 class SerialVectorEnv(VectorEnv):
@@ -52,6 +52,6 @@ class SerialVectorEnv(VectorEnv):
 SyncVectorEnv = SerialVectorEnv
 
 # Other backends register here as they land (each lives in its transport's module):
-# from vecenv.transports.process import AsyncVectorEnv, ProcessVectorEnv
+from vecenv.transports.process import AsyncVectorEnv, ProcessVectorEnv  # noqa: E402
+# from vecenv.transports.ray_actors import RayVectorEnv
 # from vecenv.transports.thread import ThreadVectorEnv
-# from vecenv.transports.ray import RayVectorEnv

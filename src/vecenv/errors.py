@@ -72,6 +72,7 @@ class EnvError(VecEnvError):
                 self.remote_traceback,
                 self.original,
             ),
+            {"args": self.args},  # the message, including any note added after construction
         )
 
 

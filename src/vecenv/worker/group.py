@@ -162,8 +162,12 @@ class EnvGroup:
     def _ids(self, ids: Sequence[int] | None) -> Sequence[int]:
         return range(len(self.envs)) if ids is None else ids
 
-    def _objects(self) -> list | None:
-        return self.buffers.observations.get_objects() if self.ship_objects else None
+    def _objects(self, ids: Sequence[int] | None = None) -> list | None:
+        """Object-leaf rows of envs ``ids`` (all when ``None``) when the group ships them."""
+        if not self.ship_objects:
+            return None
+        objects = self.buffers.observations.get_objects()
+        return objects if ids is None else [leaf[np.asarray(ids, dtype=np.intp)] for leaf in objects]
 
     # ----------------------------------------------------------------- stepping
     def reset(
@@ -192,7 +196,7 @@ class EnvGroup:
             self._needs_reset[j] = False
             if info:
                 entries.append(InfoEntry(self.start + j, info))
-        return entries, self._objects()
+        return entries, self._objects(ids)
 
     def step(self, ids: Sequence[int] | None = None) -> tuple[list[InfoEntry], list | None]:
         """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer."""
@@ -230,7 +234,7 @@ class EnvGroup:
             obs_buf.write(j, obs)
             if info:
                 entries.append(InfoEntry(self.start + j, info))
-        return entries, self._objects()
+        return entries, self._objects(ids)
 
     def _restart_in_step(self, j: int, exc: BaseException) -> InfoEntry:
         """Env ``j`` failed in step: rebuild it and end its episode as a truncation.
