@@ -39,4 +39,26 @@ def no_leaks():
 @pytest.fixture(params=backends_under_test())
 def backend(request) -> str:
     """Each backend this installation can build."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_local")
     return request.param
+
+
+@pytest.fixture(scope="session")
+def _ray_session():
+    """Shut down at the end of the session the local Ray that ``ray_local`` started."""
+    yield
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+@pytest.fixture
+def ray_local(_ray_session):
+    """A local 2-CPU Ray, started once and shared (so ray tests do not pay ~5 s each)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    return ray

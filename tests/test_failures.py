@@ -89,3 +89,120 @@ def test_policy_arguments_are_checked():
         vecenv.SerialVectorEnv([FaultyEnv], on_error="ignore")
     with pytest.raises(ValueError, match="max_restarts"):
         vecenv.SerialVectorEnv([FaultyEnv], on_error="restart", max_restarts=-1)
+
+
+# ---------------------------------------------------------------- workers that die or hang
+class OnceFaulty:
+    """env_fn whose first env (across processes: a marker file) has ``fault``; later ones are fine."""
+
+    def __init__(self, marker, fault: str, at: int = 3) -> None:
+        self.marker = str(marker)
+        self.fault = fault
+        self.at = at
+
+    def __call__(self) -> FaultyEnv:
+        import os
+
+        try:
+            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            return FaultyEnv()
+        os.close(fd)
+        return FaultyEnv(self.fault, at=self.at)
+
+
+WORKER_BACKENDS = ["process"]
+
+
+@pytest.fixture(params=WORKER_BACKENDS)
+def worker_backend(request):
+    if request.param not in vecenv.available_backends():
+        pytest.skip(f"{request.param} backend not available")
+    return request.param
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("fault", ["exit", "segfault"])
+def test_dead_worker_is_reported_with_its_envs(worker_backend, fault):
+    import time
+
+    fns = [FaultyEnv, FaultyEnv, fault_at(fault, 2), FaultyEnv]
+    with make_backend(worker_backend, fns, num_workers=2) as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(4, int))
+        t0 = time.monotonic()
+        with pytest.raises(vecenv.WorkerDiedError) as info:
+            envs.step(np.zeros(4, int))
+        assert time.monotonic() - t0 < 5
+        err = info.value
+        assert err.worker == 1 and err.env_indices == [2, 3]
+        expected = "exit code 3" if fault == "exit" else "killed by SIGSEGV"
+        assert expected in str(err)
+        with pytest.raises(vecenv.WorkerDiedError):  # and keeps saying so
+            envs.step(np.zeros(4, int))
+
+
+@pytest.mark.timeout(60)
+def test_step_timeout_raises_naming_the_stuck_envs(worker_backend):
+    import time
+
+    fns = [FaultyEnv, fault_at("hang", 2)]
+    with make_backend(worker_backend, fns, num_workers=2, step_timeout=0.5) as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(2, int))
+        t0 = time.monotonic()
+        with pytest.raises(vecenv.StepTimeoutError, match=r"envs \[1\] \(worker 1\) did not finish step within 0.5 s") as info:
+            envs.step(np.zeros(2, int))
+        assert isinstance(info.value, TimeoutError)
+        assert 0.4 < time.monotonic() - t0 < 5
+        with pytest.raises(vecenv.WorkerDiedError, match="worker 1"):  # the stuck worker was ended
+            envs.step(np.zeros(2, int))
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
+@pytest.mark.parametrize("fault", ["segfault", "hang", "sigkill"])
+def test_restart_replaces_a_dead_or_hung_worker(worker_backend, tmp_path, fault, mode):
+    import os
+    import signal
+
+    flaky = OnceFaulty(tmp_path / "marker", "hang" if fault == "hang" else "segfault" if fault == "segfault" else None, at=3)
+    fns = [FaultyEnv, FaultyEnv, flaky, FaultyEnv]
+    ref = vecenv.SerialVectorEnv([FaultyEnv] * 4, autoreset_mode=mode)
+    with make_backend(worker_backend, fns, num_workers=2, on_error="restart", step_timeout=1.0,
+                      autoreset_mode=mode) as envs:
+        envs.reset(seed=0)
+        ref.reset(seed=0)
+        acts = np.zeros(4, int)
+        for _ in range(2):
+            envs.step(acts)
+            ref.step(acts)
+        if fault == "sigkill":
+            os.kill(envs.processes[1].pid, signal.SIGKILL)
+        obs, rew, term, trunc, infos = envs.step(acts)
+        want = ref.step(acts)
+        assert trunc.tolist() == [False, False, True, True]
+        assert infos["_restarted"].tolist() == [False, False, True, True]
+        reason = infos["restart_reason"][2]
+        assert ("StepTimeoutError" if fault == "hang" else "WorkerDiedError") in reason
+        assert np.array_equal(obs[:2], want[0][:2]) and rew[:2].tolist() == want[1][:2].tolist()
+        if mode == "same_step":
+            assert infos["_final_obs"].tolist() == [False, False, True, True]
+        if mode == "disabled":
+            envs.reset(options={"reset_mask": np.array([False, False, True, True])})
+        for _ in range(3):  # the run goes on
+            out = envs.step(acts)
+        assert not out[3].any()
+        assert envs.get_attr("steps")[:2] == (6, 6)
+    ref.close()
+
+
+@pytest.mark.timeout(60)
+def test_worker_crash_loop_becomes_an_error(worker_backend):
+    fns = [FaultyEnv, fault_at("exit", 1)]
+    with make_backend(worker_backend, fns, num_workers=2, on_error="restart", max_restarts=1,
+                      autoreset_mode="same_step") as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(2, int))  # worker 1 dies; restarted (1 of 1)
+        with pytest.raises(vecenv.WorkerDiedError, match="already restarted 1 times"):
+            envs.step(np.zeros(2, int))

@@ -56,11 +56,12 @@ def _child_pids() -> set[int]:
 def no_stray_processes():
     """No worker (multiprocessing-managed or not) and no /dev/shm entry outlives a test."""
     shm_before = set(os.listdir("/dev/shm"))
+    children_before = _child_pids()  # e.g. a session-wide local Ray's processes
     yield
     deadline = time.monotonic() + 5
-    while (_child_pids() or multiprocessing.active_children()) and time.monotonic() < deadline:
+    while (_child_pids() - children_before or multiprocessing.active_children()) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not _child_pids(), "a worker process outlived its test"
+    assert not _child_pids() - children_before, "a worker process outlived its test"
     assert not multiprocessing.active_children()
     assert set(os.listdir("/dev/shm")) <= shm_before, "a shared-memory segment outlived its test"
 

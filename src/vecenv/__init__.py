@@ -8,8 +8,10 @@ In one process (``backend="serial"``), across the cores of a machine (``"process
 from vecenv.backends import (
     AsyncVectorEnv,
     ProcessVectorEnv,
+    RayVectorEnv,
     SerialVectorEnv,
     SyncVectorEnv,
+    ThreadVectorEnv,
 )
 from vecenv.engine import SpaceMismatchError, VectorEnv
 from vecenv.errors import (
@@ -28,10 +30,12 @@ __all__ = [
     "ClosedEnvironmentError",
     "EnvError",
     "ProcessVectorEnv",
+    "RayVectorEnv",
     "SerialVectorEnv",
     "SpaceMismatchError",
     "StepTimeoutError",
     "SyncVectorEnv",
+    "ThreadVectorEnv",
     "VecEnvError",
     "VectorEnv",
     "WorkerDiedError",

@@ -53,5 +53,5 @@ SyncVectorEnv = SerialVectorEnv
 
 # Other backends register here as they land (each lives in its transport's module):
 from vecenv.transports.process import AsyncVectorEnv, ProcessVectorEnv  # noqa: E402
-# from vecenv.transports.ray_actors import RayVectorEnv
-# from vecenv.transports.thread import ThreadVectorEnv
+from vecenv.transports.ray_actors import RayVectorEnv  # noqa: E402, F401
+from vecenv.transports.thread import ThreadVectorEnv  # noqa: E402, F401

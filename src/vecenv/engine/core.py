@@ -8,6 +8,7 @@ the transport they pass in.
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import time
 from collections import deque
@@ -23,11 +24,28 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from vecenv.engine.infos import batch_infos
 from vecenv.engine.modes import parse_autoreset_mode
-from vecenv.errors import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from vecenv.errors import (
+    AlreadyPendingCallError,
+    ClosedEnvironmentError,
+    NoAsyncCallError,
+    StepTimeoutError,
+    VecEnvError,
+    WorkerDiedError,
+)
 from vecenv.transports.base import Transport, split_envs
 from vecenv.worker import EnvDescription, InfoEntry
 
 __all__ = ["SpaceMismatchError", "VectorEnv"]
+
+
+_NO_IDS = np.empty(0, dtype=np.int64)
+
+
+class _Overdue(Exception):
+    """Internal: these workers overran ``step_timeout``."""
+
+    def __init__(self, workers: list[int]) -> None:
+        self.workers = workers
 
 
 class SpaceMismatchError(ValueError, RuntimeError):
@@ -63,6 +81,7 @@ class VectorEnv(gym.vector.VectorEnv):
         on_error: str = "raise",
         max_restarts: int = 3,
         restart_window: float = 60.0,
+        step_timeout: float | None = None,
     ) -> None:
         self.closed = True  # until started, so that __del__ and close() have nothing to do
         self._transport = transport
@@ -81,9 +100,20 @@ class VectorEnv(gym.vector.VectorEnv):
             raise ValueError(f"max_restarts: expected an int >= 0, got {max_restarts!r}")
         if not isinstance(restart_window, (int, float)) or restart_window <= 0:
             raise ValueError(f"restart_window: expected seconds > 0, got {restart_window!r}")
+        if step_timeout is not None:
+            if isinstance(step_timeout, bool) or not isinstance(step_timeout, (int, float)) or step_timeout <= 0:
+                raise ValueError(f"step_timeout: expected seconds > 0 or None, got {step_timeout!r}")
+            if not transport.can_end_workers:
+                raise ValueError(
+                    f"step_timeout needs a backend that can end a stuck worker (process, ray); "
+                    f"the {transport.name} backend cannot"
+                )
         self.on_error = on_error
         self.max_restarts = max_restarts
         self.restart_window = float(restart_window)
+        self.step_timeout = None if step_timeout is None else float(step_timeout)
+        self._worker_restarts: dict[int, deque[float]] = {}
+        self._sent_at: dict[int, float] = {}
 
         self._partition = split_envs(n, self.num_workers)
         self._worker_of = np.repeat(
@@ -103,8 +133,7 @@ class VectorEnv(gym.vector.VectorEnv):
             transport.attach(self._buffers)
             if on_error != "raise":
                 for w in range(self.num_workers):
-                    transport.submit(w, "configure", (on_error, max_restarts, self.restart_window))
-                    self._in_flight[w] = ("configure", np.empty(0, dtype=np.int64))
+                    self._submit(w, "configure", (on_error, max_restarts, self.restart_window), _NO_IDS)
                 self._wait_calls(None, "configure")
         except BaseException:
             self.close()
@@ -359,28 +388,61 @@ class VectorEnv(gym.vector.VectorEnv):
     def _gather(self, count: int | None, timeout: float | None, method: str) -> None:
         """Collect replies until ``count`` envs are ready (every reply when ``None``).
 
-        On an error every other worker's reply is drained first, then the error is raised.
+        A worker that died or overran ``step_timeout`` is restarted under
+        ``on_error="restart"``; otherwise every other worker's reply is drained and the error
+        raised.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while self._in_flight if count is None else len(self._ready) < count:
             if not self._in_flight:
                 raise NoAsyncCallError(f"Calling `{method}` with no envs in flight.", method)
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = self._transport.ready(list(self._in_flight), left)
-            if not ready and deadline is not None and time.monotonic() >= deadline:
-                raise multiprocessing.TimeoutError(
-                    f"The call to `{method}` has timed out after {timeout} second(s)."
-                )
+            try:
+                ready = self._wait_ready(deadline, timeout, method)
+            except _Overdue as late:
+                for w in late.workers:
+                    _, gids = self._in_flight.pop(w)
+                    err = StepTimeoutError(gids.tolist(), w, self.step_timeout, method.removesuffix("_wait"))
+                    self._worker_failed(w, gids, err)
+                continue
             for w in ready:
-                self._take_reply(w, method)
+                self._take_reply(w)
 
-    def _take_reply(self, w: int, method: str) -> None:
+    def _wait_ready(self, deadline: float | None, timeout: float | None, method: str) -> list[int]:
+        """Workers with a reply, waiting until one has, the caller's deadline, or a step deadline."""
+        workers = list(self._in_flight)
+        now = time.monotonic()
+        left = None if deadline is None else max(0.0, deadline - now)
+        if self.step_timeout is not None:
+            due = min(self._sent_at[w] for w in workers) + self.step_timeout
+            left = max(0.0, due - now) if left is None else min(left, max(0.0, due - now))
+        ready = self._transport.ready(workers, left)
+        if ready:
+            return ready
+        now = time.monotonic()
+        if self.step_timeout is not None:
+            late = [w for w in workers if now - self._sent_at[w] >= self.step_timeout]
+            if late:
+                raise _Overdue(late)
+        if deadline is not None and now >= deadline:
+            raise multiprocessing.TimeoutError(
+                f"The call to `{method}` has timed out after {timeout} second(s)."
+            )
+        return []
+
+    def _take_reply(self, w: int) -> None:
         command, gids = self._in_flight.pop(w)
         try:
             entries, objects = self._transport.fetch(w)
+        except WorkerDiedError as exc:
+            self._worker_failed(w, gids, exc)
+            return
         except BaseException:
             self._drain()
             raise
+        self._accept(w, gids, entries, objects)
+
+    def _accept(self, w: int, gids: np.ndarray, entries: list[InfoEntry], objects: Any) -> None:
+        """Take a worker's results for ``gids``: they are ready to be returned."""
         self._buffers.observations.set_objects(objects, gids)
         for entry in entries:
             self._held[entry.index] = entry
@@ -390,12 +452,78 @@ class VectorEnv(gym.vector.VectorEnv):
             ids = np.array(sorted(deferred), dtype=np.int64)
             self._submit(w, "step", (ids - self._partition[w][0],), ids)
 
+    def _worker_failed(self, w: int, gids: np.ndarray, error: VecEnvError) -> None:
+        """A worker died or hung while running a step or reset for ``gids``."""
+        if self.on_error == "restart" and self._count_restart(w, error):
+            self._restart_worker(w, gids, error)
+            return
+        if isinstance(error, StepTimeoutError):
+            self._transport.terminate(w)
+        self._drain()
+        raise error
+
+    def _count_restart(self, w: int, error: VecEnvError) -> bool:
+        now = time.monotonic()
+        recent = self._worker_restarts.setdefault(w, deque())
+        while recent and now - recent[0] > self.restart_window:
+            recent.popleft()
+        if len(recent) >= self.max_restarts:
+            error.args = (
+                f"{error.args[0]}\n(worker {w} was already restarted {len(recent)} times in "
+                f"{self.restart_window:g} s, the most on_error='restart' allows)",
+            )
+            return False
+        recent.append(now)
+        return True
+
+    def _restart_worker(self, w: int, gids: np.ndarray, error: VecEnvError) -> None:
+        """Replace worker ``w`` with a fresh one and end the episodes of ``gids`` as truncations.
+
+        The rows keep the last observation the old worker wrote. SAME_STEP resets the new envs
+        at once (that observation becomes ``final_obs``); NEXT_STEP resets them on their next
+        step; DISABLED leaves the reset to the caller, as after any episode end.
+        """
+        b = self._buffers
+        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
+        finals = {int(i): copy.deepcopy(b.observations.item(int(i))) for i in gids} if same_step else {}
+        self._transport.restart(w)
+        start, stop = self._partition[w]
+        if self.on_error != "raise":
+            self._transport.submit(w, "configure", (self.on_error, self.max_restarts, self.restart_window))
+            self._fetch_now(w)
+        report = {"restarted": True, "restart_reason": f"{type(error).__name__}: {error.args[0]}"}
+        if same_step:
+            self._transport.submit(w, "reset", (None, None, None))
+            entries, objects = self._fetch_now(w)
+            b.observations.set_objects(objects, np.arange(start, stop))
+            infos = {e.index: e.info for e in entries}
+            made = [InfoEntry(i, {**infos.get(i, {}), **report}, True, finals[i], dict(report)) for i in finals]
+        else:
+            made = [InfoEntry(int(i), dict(report)) for i in gids]
+        b.rewards[gids] = 0.0  # after the reset above, which clears the flags of its rows
+        b.terminations[gids] = False
+        b.truncations[gids] = True
+        self._accept(w, gids, made, None)
+
+    def _fetch_now(self, w: int) -> Any:
+        """Wait for ``w``'s reply to a command sent outside the in-flight bookkeeping."""
+        while not self._transport.ready([w], self.step_timeout):
+            self._transport.terminate(w)
+            raise StepTimeoutError(list(range(*self._partition[w])), w, self.step_timeout, "restart")
+        return self._transport.fetch(w)
+
     def _drain(self) -> None:
-        """After a failure: wait out every other worker's reply, so none arrives a step late."""
+        """After a failure: wait out every other worker's reply, so none arrives a step late.
+
+        A worker that does not answer within ``step_timeout`` is ended.
+        """
         for w in list(self._in_flight):
             self._in_flight.pop(w)
             try:
-                self._transport.fetch(w) if self._transport.ready([w], None) else None
+                if self._transport.ready([w], self.step_timeout):
+                    self._transport.fetch(w)
+                else:
+                    self._transport.terminate(w)
             except BaseException:
                 pass
         self._deferred.clear()
@@ -407,6 +535,7 @@ class VectorEnv(gym.vector.VectorEnv):
     def _submit(self, w: int, command: str, payload: tuple, gids: np.ndarray) -> None:
         self._transport.submit(w, command, payload)
         self._in_flight[w] = (command, gids)
+        self._sent_at[w] = time.monotonic()
 
     # ================================================================ calls
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -420,8 +549,7 @@ class VectorEnv(gym.vector.VectorEnv):
         self._check_idle("call_async")
         _check_name(name)
         for w in range(self.num_workers):
-            self._transport.submit(w, "call", (name, args, kwargs, None))
-            self._in_flight[w] = ("call", np.empty(0, dtype=np.int64))
+            self._submit(w, "call", (name, args, kwargs, None), _NO_IDS)
         self._pending = "call"
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
@@ -436,12 +564,16 @@ class VectorEnv(gym.vector.VectorEnv):
         deadline = None if timeout is None else time.monotonic() + timeout
         results = self._call_results  # kept across a timed-out wait: the call stays pending
         while self._in_flight:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = self._transport.ready(list(self._in_flight), left)
-            if not ready and deadline is not None and time.monotonic() >= deadline:
-                raise multiprocessing.TimeoutError(
-                    f"The call to `{method}` has timed out after {timeout} second(s)."
-                )
+            try:
+                ready = self._wait_ready(deadline, timeout, method)
+            except _Overdue as late:
+                for w in late.workers:
+                    self._in_flight.pop(w)
+                    self._transport.terminate(w)
+                    self._call_error = self._call_error or StepTimeoutError(
+                        list(range(*self._partition[w])), w, self.step_timeout, method.removesuffix("_wait")
+                    )
+                continue
             for w in ready:
                 self._in_flight.pop(w)
                 try:
@@ -462,8 +594,7 @@ class VectorEnv(gym.vector.VectorEnv):
         ids = np.arange(self.num_envs) if indices is None else self._check_env_ids(indices)
         order = np.argsort(ids, kind="stable")
         for w, local, gids in self._by_worker(ids[order]):
-            self._transport.submit(w, command, payload(local, gids))
-            self._in_flight[w] = (command, np.empty(0, dtype=np.int64))
+            self._submit(w, command, payload(local, gids), _NO_IDS)
         self._pending = "call"
         results = self._wait_calls(None, command)
         if command == "set_attr":

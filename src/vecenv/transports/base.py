@@ -43,6 +43,8 @@ class Transport(ABC):
 
     #: short name used by ``vecenv.make(backend=...)`` and in reprs
     name: str = "transport"
+    #: whether :meth:`terminate` and :meth:`restart` work (needed for ``step_timeout``)
+    can_end_workers: bool = False
     num_workers: int
     partition: list[tuple[int, int]]
 
@@ -80,6 +82,15 @@ class Transport(ABC):
     @abstractmethod
     def close(self, timeout: float | None = None) -> None:
         """Close every env and end every worker; idempotent, returns in bounded time."""
+
+    def terminate(self, worker: int) -> None:
+        """End ``worker`` now (it overran ``step_timeout``); later commands to it fail."""
+        raise NotImplementedError(f"the {self.name} backend cannot end a worker")
+
+    def restart(self, worker: int) -> None:
+        """Replace ``worker`` with a fresh one: a new group built from the same env_fns, attached
+        to the same buffer rows (its envs not yet reset)."""
+        raise NotImplementedError(f"the {self.name} backend cannot restart a worker")
 
     @property
     def envs(self) -> list[Any]:

@@ -332,6 +332,7 @@ class ProcessTransport(Transport):
         else:
             self.main_spin = self.worker_spin = max(0.0, float(self.spin_us)) * 1e-6
         payloads = self._env_fn_payloads(env_fns)  # fails before any worker starts
+        self._start_args = (list(env_fns), payloads, autoreset_mode)  # kept for restart()
         self._seq = [0] * self.num_workers
         _LIVE.add(self)
         try:
@@ -373,7 +374,7 @@ class ProcessTransport(Transport):
             out.append(data)
         return out
 
-    def _start_worker(self, w, start, stop, env_fns, payloads, autoreset_mode) -> None:
+    def _start_worker(self, w, start, stop, env_fns, payloads, autoreset_mode, replace=False) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             if payloads is None:
@@ -395,6 +396,15 @@ class ProcessTransport(Transport):
         finally:
             child.close()
         parent.setblocking(False)
+        if replace:
+            old = self.processes[w]
+            self.processes[w], self.socks[w] = process, parent
+            self.fds[w], self.sentinels[w] = parent.fileno(), process.sentinel
+            try:
+                old.close()
+            except ValueError:
+                pass
+            return
         self.processes.append(process)
         self.socks.append(parent)
         self.fds.append(parent.fileno())
@@ -422,18 +432,49 @@ class ProcessTransport(Transport):
     def attach(self, buffers: StepBuffers) -> None:
         if buffers is not self._buffers:
             raise ValueError("ProcessTransport.attach needs the buffers its allocate() returned")
-        obs_space, act_space, n, size, ctrl_off, mask_off = self._layout
-        for w, (start, stop) in enumerate(self.partition):
-            data = cloudpickle.dumps(
-                (obs_space, act_space, n, start, stop, size, ctrl_off, self.num_workers, mask_off),
-                _PROTOCOL,
-            )
-            self._write(w, OP_ATTACH + len(data).to_bytes(8, "little"))
-            self._send_fds(w, data, self._block.fd)
-            self._waiting.add(w)
+        for w in range(self.num_workers):
+            self._send_attach(w)
         for w in range(self.num_workers):
             self.fetch(w)
-        self._block.close_fd()
+        # the descriptor stays open until close(): a restarted worker maps the same block
+
+    def _send_attach(self, w: int) -> None:
+        obs_space, act_space, n, size, ctrl_off, mask_off = self._layout
+        start, stop = self.partition[w]
+        data = cloudpickle.dumps(
+            (obs_space, act_space, n, start, stop, size, ctrl_off, self.num_workers, mask_off),
+            _PROTOCOL,
+        )
+        self._write(w, OP_ATTACH + len(data).to_bytes(8, "little"))
+        self._send_fds(w, data, self._block.fd)
+        self._waiting.add(w)
+
+    # ------------------------------------------------------------ failures
+    can_end_workers = True
+
+    def terminate(self, worker: int) -> None:
+        """Kill ``worker`` (SIGKILL: a hung env may ignore anything gentler)."""
+        process = self.processes[worker]
+        if process.exitcode is None:
+            process.kill()
+            process.join(2.0)
+        self._waiting.discard(worker)
+        self._mark_dead(worker)
+
+    def restart(self, worker: int) -> None:
+        """Start a new worker process for ``worker``'s envs, mapped onto the same rows."""
+        self.terminate(worker)
+        env_fns, payloads, autoreset_mode = self._start_args
+        old_sock = self.socks[worker]
+        start, stop = self.partition[worker]
+        self._start_worker(worker, start, stop, env_fns, payloads, autoreset_mode, replace=True)
+        old_sock.close()
+        self._dead.pop(worker, None)
+        self._pollers.clear()
+        self._waiting.add(worker)
+        self.fetch(worker)  # the new group's description
+        self._send_attach(worker)
+        self.fetch(worker)
 
     def _send_fds(self, w: int, data: bytes, fd: int) -> None:
         sock = self.socks[w]
@@ -568,6 +609,8 @@ class ProcessTransport(Transport):
                 data = os.read(fd, 1)
             except BlockingIOError:
                 data = None
+            except ConnectionResetError:  # the worker died with data unread
+                raise EOFError from None
             if data is not None:
                 if not data:
                     raise EOFError
@@ -706,7 +749,8 @@ class ProcessVectorEnv(VectorEnv):
             memory that stay valid until the next step/recv.
         daemon: make the workers daemonic (ended when the main process exits).
         observation_mode, autoreset_mode: as in gymnasium.
-        on_error, max_restarts, restart_window: the failure policy (see :class:`vecenv.VectorEnv`).
+        on_error, max_restarts, restart_window, step_timeout: the failure policy (see
+            :class:`vecenv.VectorEnv`).
         spin_us: how long each side spins before blocking in the kernel (default: 50 when every
             process has its own core, else 0).
     """
@@ -726,6 +770,7 @@ class ProcessVectorEnv(VectorEnv):
         on_error: str = "raise",
         max_restarts: int = 3,
         restart_window: float = 60.0,
+        step_timeout: float | None = None,
         spin_us: float | None = None,
     ) -> None:
         self.shared_memory = shared_memory
@@ -748,6 +793,7 @@ class ProcessVectorEnv(VectorEnv):
             on_error=on_error,
             max_restarts=max_restarts,
             restart_window=restart_window,
+            step_timeout=step_timeout,
         )
 
     @property
@@ -780,6 +826,7 @@ class AsyncVectorEnv(ProcessVectorEnv):
         on_error: str = "raise",
         max_restarts: int = 3,
         restart_window: float = 60.0,
+        step_timeout: float | None = None,
         spin_us: float | None = None,
     ) -> None:
         if worker is not None:
@@ -805,6 +852,7 @@ class AsyncVectorEnv(ProcessVectorEnv):
             on_error=on_error,
             max_restarts=max_restarts,
             restart_window=restart_window,
+            step_timeout=step_timeout,
             spin_us=spin_us,
         )
 

@@ -96,7 +96,9 @@ class EnvGroup:
                 raise self._error(j, "env_fn()", exc) from exc
         self.buffers: StepBuffers | None = None
         self.ship_objects = False
-        self._needs_reset = np.zeros(len(self.envs), dtype=np.bool_)
+        # fresh envs need a reset before their first step (NEXT_STEP does it by itself; this is
+        # what a restarted worker relies on, as the engine always resets a new vector env first)
+        self._needs_reset = np.ones(len(self.envs), dtype=np.bool_)
 
     # ----------------------------------------------------------------- setup
     def describe(self) -> list[EnvDescription]:

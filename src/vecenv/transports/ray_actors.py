@@ -1,0 +1,379 @@
+"""Ray transport: env groups as Ray actors, on this machine or across a cluster.
+
+Each worker is one Ray actor holding a :class:`~vecenv.worker.detached.DetachedGroup` (an
+unchanged env group over buffers of its own). A command is one actor call that carries the
+actions it needs; its reply carries the rows it wrote, which :meth:`RayTransport.fetch` copies
+into the caller's batch buffers. :meth:`RayTransport.ready` is ``ray.wait`` on the in-flight
+calls, so async batches (``batch_size < num_envs``) take the actors that answer first.
+
+The module is named ``ray_actors`` so it never shadows the ``ray`` package; ``ray`` itself is
+imported only when a :class:`RayVectorEnv` is built.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import traceback
+import warnings
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
+
+import cloudpickle
+import gymnasium as gym
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from vecenv.engine import VectorEnv
+from vecenv.errors import EnvError, WorkerDiedError
+from vecenv.spaces import StepBuffers
+from vecenv.transports.base import Transport
+from vecenv.worker import EnvDescription
+from vecenv.worker.detached import DetachedGroup, command_inputs, store_outputs
+
+__all__ = ["RayTransport", "RayVectorEnv"]
+
+_CLOSE_TIMEOUT = 5.0
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError(
+            "the 'ray' backend needs Ray: pip install 'vecenv[ray]' (or pip install 'ray>=2.9')"
+        ) from exc
+    return ray
+
+
+# ------------------------------------------------------------------ Ray ownership
+# Ray is shut down by the last vecenv env that relies on a Ray that vecenv itself started; a Ray
+# the user started (ray.init, or a cluster joined before vecenv) is never shut down by vecenv.
+_lock = threading.Lock()
+_generation = 0  # counts the Rays vecenv started; 0 while none of ours is running
+_users = 0
+
+
+def _acquire_ray(address: str | None, init_kwargs: dict[str, Any]) -> int:
+    """Make sure Ray is initialised; return the generation of vecenv's Ray this env uses, or 0."""
+    global _generation, _users
+    ray = _import_ray()
+    with _lock:
+        if not ray.is_initialized():
+            ray.init(address=address, **{"include_dashboard": False, **init_kwargs})
+            _generation, _users = _generation + 1, 0
+        elif _users == 0:  # someone else's Ray (or ours was shut down by hand): never ours to stop
+            return 0
+        _users += 1
+        return _generation
+
+
+def _release_ray(generation: int) -> None:
+    """The env that used vecenv's Ray ``generation`` is done; the last one shuts Ray down."""
+    global _users
+    ray = _import_ray()
+    with _lock:
+        if generation != _generation or _users <= 0:
+            return  # that Ray is gone already
+        _users -= 1
+        if _users == 0 and ray.is_initialized():
+            ray.shutdown()
+
+
+# ------------------------------------------------------------------ the actor
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` if it can travel back to the driver, else a copy that can (traceback kept)."""
+    try:
+        cloudpickle.dumps(exc)
+        return exc
+    except Exception:
+        pass
+    if isinstance(exc, EnvError):
+        return EnvError(exc.env_index, exc.worker, exc.method, exc.exc_type, exc.exc_message,
+                        exc.remote_traceback, None)
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return RuntimeError(f"{type(exc).__qualname__}: {exc}\n--- original traceback ---\n{text}")
+
+
+class _GroupActor:
+    """The body of one Ray actor: one detached env group."""
+
+    def __init__(self) -> None:
+        self.group: DetachedGroup | None = None
+
+    def start(self, fns_blob: bytes, start: int, worker: int, mode: AutoresetMode,
+              driver_path: list[str]) -> tuple[bool, Any]:
+        # Let env_fns that refer to the driver's modules (by reference) unpickle here too.
+        for entry in reversed(driver_path):
+            if entry and entry not in sys.path and os.path.isdir(entry):
+                sys.path.insert(0, entry)
+        try:
+            env_fns = cloudpickle.loads(fns_blob)
+        except Exception as exc:
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            kind = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
+            return False, EnvError(start, worker, "unpickling env_fns on the Ray worker", kind,
+                                   str(exc), text, None)
+        try:
+            self.group = DetachedGroup(env_fns, start, worker, mode)
+            return True, self.group.describe()
+        except BaseException as exc:
+            return False, _portable(exc)
+
+    def attach(self, observation_space: spaces.Space, action_space: spaces.Space) -> None:
+        self.group.attach(observation_space, action_space)
+
+    def handle(self, command: str, payload: tuple, inputs: Any) -> tuple[bool, Any]:
+        try:
+            return True, self.group.handle(command, payload, inputs)
+        except BaseException as exc:  # delivered by fetch(), like every transport's errors
+            return False, _portable(exc)
+
+    def close(self) -> None:
+        if self.group is not None:
+            self.group.close()
+            self.group = None
+
+
+_actor_class: Any = None
+
+
+def _remote_actor(ray: Any) -> Any:
+    global _actor_class
+    if _actor_class is None:
+        _actor_class = ray.remote(_GroupActor)
+    return _actor_class
+
+
+# ------------------------------------------------------------------ the transport
+class RayTransport(Transport):
+    """Runs each env group in a Ray actor; replies are copied into the caller's buffer rows."""
+
+    name = "ray"
+    can_end_workers = True
+
+    def __init__(
+        self,
+        num_cpus_per_worker: float = 1,
+        address: str | None = None,
+        ray_init_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.num_cpus_per_worker = num_cpus_per_worker
+        self.address = address
+        self.ray_init_kwargs = dict(ray_init_kwargs or {})
+        self.ray: Any = None
+        self.actors: list[Any] = []
+        self._our_ray = 0  # generation of the vecenv-started Ray this env uses, or 0
+        self._calls: dict[int, tuple[Any, str, tuple]] = {}  # worker -> (ref, command, payload)
+        self._finished: dict[int, None] = {}  # workers whose call is done, in finishing order
+        self._rows: list[StepBuffers] = []
+        self._blobs: list[bytes] = []
+        self._mode: AutoresetMode = AutoresetMode.NEXT_STEP
+        self._spaces: tuple[spaces.Space, spaces.Space] | None = None
+
+    def connect(self) -> Any:
+        """Initialise Ray if it is not running (joining ``address`` when given); return ``ray``."""
+        if self.ray is None:
+            self._our_ray = _acquire_ray(self.address, self.ray_init_kwargs)
+            self.ray = _import_ray()
+        return self.ray
+
+    def cluster_cpus(self) -> float:
+        return float(self.connect().cluster_resources().get("CPU", 1.0))
+
+    def start(
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        partition: list[tuple[int, int]],
+        autoreset_mode: AutoresetMode,
+    ) -> list[EnvDescription]:
+        self.connect()
+        self.partition = partition
+        self.num_workers = len(partition)
+        try:
+            blobs = [cloudpickle.dumps(list(env_fns[a:b])) for a, b in partition]
+        except Exception as exc:
+            self.close()
+            raise TypeError(f"env_fns cannot be pickled to send them to Ray actors: {exc}") from exc
+        needed = self.num_workers * self.num_cpus_per_worker
+        available = self.cluster_cpus()
+        if needed > available:
+            warnings.warn(
+                f"RayVectorEnv: {self.num_workers} workers x {self.num_cpus_per_worker} CPUs need "
+                f"{needed:g} CPUs but the Ray cluster has {available:g}; the actors will wait for "
+                "resources (lower num_workers or num_cpus_per_worker)",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+        self._blobs, self._mode = blobs, autoreset_mode
+        try:
+            self.actors = [self._new_actor() for _ in partition]
+            refs = [self._start_actor(w) for w in range(self.num_workers)]
+            replies = [self._get(ref, w) for w, ref in enumerate(refs)]
+            for ok, value in replies:
+                if not ok:
+                    raise value
+        except BaseException:
+            self.close()
+            raise
+        return [d for _, value in replies for d in value]
+
+    def _new_actor(self) -> Any:
+        return _remote_actor(self.ray).options(num_cpus=self.num_cpus_per_worker).remote()
+
+    def _start_actor(self, w: int) -> Any:
+        start = self.partition[w][0]
+        return self.actors[w].start.remote(self._blobs[w], start, w, self._mode, list(sys.path))
+
+    def attach(self, buffers: StepBuffers) -> None:
+        self._rows = [buffers.rows(a, b) for a, b in self.partition]
+        self._spaces = (buffers.observations.space, buffers.actions.space)
+        self.ray.get([a.attach.remote(*self._spaces) for a in self.actors])
+
+    def terminate(self, worker: int) -> None:
+        """Kill ``worker``'s actor now (a hung env); later commands to it fail."""
+        self._calls.pop(worker, None)
+        self._finished.pop(worker, None)
+        try:
+            self.ray.kill(self.actors[worker], no_restart=True)
+        except Exception:
+            pass
+
+    def restart(self, worker: int) -> None:
+        """Replace ``worker``'s actor with a fresh one built from the same env_fns."""
+        self.terminate(worker)
+        self.actors[worker] = self._new_actor()
+        ok, value = self._get(self._start_actor(worker), worker)
+        if not ok:
+            raise value
+        self.ray.get(self.actors[worker].attach.remote(*self._spaces))
+
+    def submit(self, worker: int, command: str, payload: tuple) -> None:
+        inputs = command_inputs(self._rows[worker], command, payload)
+        ref = self.actors[worker].handle.remote(command, payload, inputs)
+        self._calls[worker] = (ref, command, payload)
+
+    def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
+        wanted = [w for w in workers if w in self._calls]
+        waiting = {self._calls[w][0]: w for w in wanted if w not in self._finished}
+        if waiting and not any(w in self._finished for w in wanted):
+            done, _ = self.ray.wait(list(waiting), num_returns=1, timeout=timeout)
+            for ref in done:
+                self._finished[waiting.pop(ref)] = None
+        if waiting:  # take every other reply that is already in, without waiting
+            done, _ = self.ray.wait(list(waiting), num_returns=len(waiting), timeout=0)
+            for ref in done:
+                self._finished[waiting[ref]] = None
+        return [w for w in self._finished if w in wanted]
+
+    def fetch(self, worker: int) -> Any:
+        self._finished.pop(worker, None)
+        ref, command, payload = self._calls.pop(worker)
+        ok, value = self._get(ref, worker)
+        if not ok:
+            raise value
+        reply, outputs = value
+        store_outputs(self._rows[worker], command, payload, outputs)
+        return reply
+
+    def _get(self, ref: Any, worker: int) -> Any:
+        """``ray.get`` that turns Ray's failures into vecenv's errors."""
+        ray = self.ray
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayActorError as exc:
+            start, stop = self.partition[worker]
+            raise WorkerDiedError(worker, list(range(start, stop)), None, f"Ray actor died: {exc}") from exc
+        except ray.exceptions.RayTaskError as exc:  # failed outside the group: unwrap the cause
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, BaseException):
+                raise cause from exc
+            raise
+
+    def close(self, timeout: float | None = None) -> None:
+        actors, self.actors = self.actors, []
+        self._calls.clear()
+        self._finished.clear()
+        ray = self.ray
+        if ray is None:
+            return
+        try:
+            if actors and ray.is_initialized():
+                limit = _CLOSE_TIMEOUT if timeout is None else timeout
+                refs = [a.close.remote() for a in actors]
+                ray.wait(refs, num_returns=len(refs), timeout=limit)  # let envs close cleanly
+                for a in actors:
+                    try:
+                        ray.kill(a, no_restart=True)
+                    except Exception:
+                        pass
+        finally:
+            if self._our_ray:
+                generation, self._our_ray = self._our_ray, 0
+                _release_ray(generation)
+
+
+class RayVectorEnv(VectorEnv):
+    """Env groups as Ray actors: many envs per actor, across the cores of a Ray cluster.
+
+    Ray is started locally when none is running (and shut down again at :meth:`close`);
+    ``address="auto"`` (or ``"ray://..."``) joins an existing cluster, which is left running.
+
+    Args:
+        env_fns: one callable per env (pickled with cloudpickle and sent to the actors).
+        num_workers: actors (env groups); default as many as the cluster's CPUs fit, at most
+            ``num_envs``.
+        num_cpus_per_worker: CPUs Ray reserves for each actor (may be fractional).
+        address: Ray cluster to join (``"auto"``, ``"ray://host:10001"``...); ``None`` starts a
+            local Ray unless one is already initialised.
+        ray_init_kwargs: extra keywords for ``ray.init`` (e.g. ``{"num_cpus": 8}``, ``runtime_env``).
+        batch_size: ``< num_envs`` for async batches; slow actors stop holding fast ones back.
+        copy, observation_mode, autoreset_mode, on_error, max_restarts, restart_window,
+            step_timeout: as for every vecenv backend (see :class:`vecenv.VectorEnv`); a hung or
+            dead actor is killed and, with ``on_error="restart"``, replaced.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        *,
+        num_workers: int | None = None,
+        num_cpus_per_worker: float = 1,
+        address: str | None = None,
+        ray_init_kwargs: dict[str, Any] | None = None,
+        batch_size: int | None = None,
+        copy: bool = True,
+        observation_mode: str | tuple[spaces.Space, spaces.Space] = "same",
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        on_error: str = "raise",
+        max_restarts: int = 3,
+        restart_window: float = 60.0,
+        step_timeout: float | None = None,
+    ) -> None:
+        _import_ray()  # a clear ImportError before anything else
+        if isinstance(num_cpus_per_worker, bool) or not isinstance(num_cpus_per_worker, (int, float)) \
+                or num_cpus_per_worker < 0:
+            raise ValueError(f"num_cpus_per_worker: expected a number >= 0, got {num_cpus_per_worker!r}")
+        transport = RayTransport(num_cpus_per_worker, address, ray_init_kwargs)
+        try:
+            if num_workers is None:
+                cpus = transport.cluster_cpus()
+                num_workers = max(1, int(cpus // num_cpus_per_worker)) if num_cpus_per_worker else int(cpus)
+                num_workers = max(1, num_workers)  # the engine caps it at num_envs
+            super().__init__(
+                env_fns,
+                transport,
+                num_workers=num_workers,
+                batch_size=batch_size,
+                copy=copy,
+                observation_mode=observation_mode,
+                autoreset_mode=autoreset_mode,
+                on_error=on_error,
+                max_restarts=max_restarts,
+                restart_window=restart_window,
+                step_timeout=step_timeout,
+            )
+        except BaseException:
+            transport.close()
+            raise
