@@ -34,6 +34,7 @@ from vecenv.errors import (
 )
 from vecenv.transports.base import Transport, split_envs
 from vecenv.worker import EnvDescription, InfoEntry
+from vecenv.worker.restarts import RestartBudget
 
 __all__ = ["SpaceMismatchError", "VectorEnv"]
 
@@ -112,7 +113,7 @@ class VectorEnv(gym.vector.VectorEnv):
         self.max_restarts = max_restarts
         self.restart_window = float(restart_window)
         self.step_timeout = None if step_timeout is None else float(step_timeout)
-        self._worker_restarts: dict[int, deque[float]] = {}
+        self._worker_budget = RestartBudget(max_restarts, self.restart_window)
         self._sent_at: dict[int, float] = {}
 
         self._partition = split_envs(n, self.num_workers)
@@ -454,27 +455,13 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def _worker_failed(self, w: int, gids: np.ndarray, error: VecEnvError) -> None:
         """A worker died or hung while running a step or reset for ``gids``."""
-        if self.on_error == "restart" and self._count_restart(w, error):
+        if self.on_error == "restart" and self._worker_budget.spend(w, f"worker {w}", error):
             self._restart_worker(w, gids, error)
             return
         if isinstance(error, StepTimeoutError):
             self._transport.terminate(w)
         self._drain()
         raise error
-
-    def _count_restart(self, w: int, error: VecEnvError) -> bool:
-        now = time.monotonic()
-        recent = self._worker_restarts.setdefault(w, deque())
-        while recent and now - recent[0] > self.restart_window:
-            recent.popleft()
-        if len(recent) >= self.max_restarts:
-            error.args = (
-                f"{error.args[0]}\n(worker {w} was already restarted {len(recent)} times in "
-                f"{self.restart_window:g} s, the most on_error='restart' allows)",
-            )
-            return False
-        recent.append(now)
-        return True
 
     def _restart_worker(self, w: int, gids: np.ndarray, error: VecEnvError) -> None:
         """Replace worker ``w`` with a fresh one and end the episodes of ``gids`` as truncations.

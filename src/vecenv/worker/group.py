@@ -8,9 +8,7 @@ back. Stepping, autoreset and info collection therefore live here and nowhere el
 from __future__ import annotations
 
 import copy
-import time
 import traceback
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -19,6 +17,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.errors import EnvError
 from vecenv.spaces import StepBuffers
+from vecenv.worker.restarts import RestartBudget
 
 __all__ = ["EnvDescription", "EnvGroup", "InfoEntry"]
 
@@ -84,9 +83,7 @@ class EnvGroup:
         self.autoreset_mode = autoreset_mode
         self.env_fns = list(env_fns)
         self.on_error = "raise"
-        self.max_restarts = 3
-        self.restart_window = 60.0
-        self._restarts: list[deque[float]] = [deque() for _ in self.env_fns]
+        self._budget = RestartBudget()
         self.envs: list[Any] = []
         for j, fn in enumerate(env_fns):
             try:
@@ -121,8 +118,7 @@ class EnvGroup:
         """Set the failure policy: ``"raise"``, or ``"restart"`` a failed env from its env_fn
         (at most ``max_restarts`` times per env within ``restart_window`` seconds)."""
         self.on_error = on_error
-        self.max_restarts = max_restarts
-        self.restart_window = restart_window
+        self._budget = RestartBudget(max_restarts, restart_window)
 
     def _recover(self, j: int, method: str, exc: BaseException) -> str:
         """Rebuild env ``j`` after it raised, or raise its error when the policy says so.
@@ -132,17 +128,8 @@ class EnvGroup:
         err = self._error(j, method, exc)
         if self.on_error != "restart":
             raise err from exc
-        now = time.monotonic()
-        recent = self._restarts[j]
-        while recent and now - recent[0] > self.restart_window:
-            recent.popleft()
-        if len(recent) >= self.max_restarts:
-            err.args = (
-                f"{err.args[0]}\n(env {self.start + j} was already restarted {len(recent)} times "
-                f"in {self.restart_window:g} s, the most on_error='restart' allows)",
-            )
+        if not self._budget.spend(j, f"env {self.start + j}", err):
             raise err from exc
-        recent.append(now)
         try:
             self.envs[j].close()
         except Exception:
