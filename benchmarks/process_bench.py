@@ -94,6 +94,7 @@ def contenders(env_fn: Callable[[], gym.Env], n: int, spins: list[float | None])
     for spin in spins:
         label = "vecenv process" if spin is None else f"vecenv process spin={spin:g}us"
         out[label] = partial(vecenv.ProcessVectorEnv, fns, context="fork", spin_us=spin)
+        out[label + " inline"] = partial(vecenv.ProcessVectorEnv, fns, context="fork", spin_us=spin, inline=True)
     return out
 
 

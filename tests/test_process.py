@@ -534,3 +534,90 @@ def test_no_shared_memory_segment_is_named():
     with process([SlowEnv] * 2) as envs:
         envs.reset()
         assert set(os.listdir("/dev/shm")) == before
+
+
+# ==================================================================== inline group
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize("kind", ["box", "dict", "text"])
+def test_inline_group_same_trajectories_as_serial(kind, mode):
+    env_fns = fns(kind, 5)
+    with process(env_fns, autoreset_mode=mode, inline=True) as ours, vecenv.SerialVectorEnv(
+        env_fns, autoreset_mode=mode
+    ) as serial:
+        assert len(ours.processes) == 1  # num_workers=2 counts the inline group
+        assert_same(rollout(ours, 25), rollout(serial, 25))
+
+
+@pytest.mark.timeout(60)
+def test_inline_group_async_batches_and_calls():
+    env_fns = [lambda i=i: SlowEnv(i) for i in range(4)]
+    with process(env_fns, inline=True, batch_size=2) as envs:
+        obs, infos = envs.reset(seed=0)
+        seen = set(infos["env_id"].tolist())
+        for _ in range(6):
+            envs.send(np.zeros(2, dtype=np.int64), infos["env_id"])
+            obs, _, _, _, infos = envs.recv()
+            assert obs[:, 0].tolist() == infos["env_id"].tolist()
+            seen |= set(infos["env_id"].tolist())
+        assert seen == {0, 1, 2, 3}
+    with process(env_fns, inline=True) as envs:
+        envs.reset()
+        assert envs.get_attr("index") == (0, 1, 2, 3)
+        assert envs.apply(lambda env: os.getpid())[2:] == [os.getpid()] * 2
+
+
+@pytest.mark.timeout(60)
+def test_inline_group_env_error_names_the_env():
+    env_fns = [lambda i=i: SlowEnv(i, fail_at=2 if i == 3 else None) for i in range(4)]
+    with process(env_fns, inline=True) as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(4, dtype=np.int64))
+        with pytest.raises(EnvError) as info:
+            envs.step(np.zeros(4, dtype=np.int64))
+        assert info.value.env_index == 3 and info.value.worker == 1 and "fails on purpose" in str(info.value)
+        envs.reset(seed=0)  # the remote worker was drained: everything answers again
+        obs, reward, *_ = envs.step(np.zeros(4, dtype=np.int64))
+        assert obs[:, 0].tolist() == [0, 1, 2, 3] and reward.tolist() == [1.0] * 4
+
+
+class _ClosedFlagEnv(SlowEnv):
+    closed_in: list = []
+
+    def close(self):
+        type(self).closed_in.append((self.index, os.getpid()))
+
+
+@pytest.mark.timeout(30)
+def test_inline_group_close_closes_inline_envs_and_workers():
+    _ClosedFlagEnv.closed_in.clear()
+    envs = process([lambda i=i: _ClosedFlagEnv(i) for i in range(4)], inline=True)
+    envs.reset()
+    pids = [p.pid for p in envs.processes]
+    envs.close()
+    envs.close()  # idempotent
+    assert sorted(_ClosedFlagEnv.closed_in) == [(2, os.getpid()), (3, os.getpid())]
+    assert not any(pid in _child_pids() for pid in pids)
+
+
+@pytest.mark.timeout(60)
+def test_inline_group_restart_of_a_dead_remote_worker():
+    env_fns = [lambda i=i: SlowEnv(i) for i in range(4)]
+    with process(env_fns, inline=True, on_error="restart") as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(4, dtype=np.int64))
+        old = envs.processes[0].pid
+        os.kill(old, signal.SIGKILL)
+        obs, _, _, trunc, infos = envs.step(np.zeros(4, dtype=np.int64))
+        assert infos["_restarted"].tolist() == [True, True, False, False]
+        assert trunc.tolist() == [True, True, False, False]
+        assert envs.processes[0].pid != old
+        obs, reward, *_ = envs.step(np.zeros(4, dtype=np.int64))  # NEXT_STEP: 0 and 1 reset now
+        assert obs[:, 0].tolist() == [0, 1, 2, 3] and reward.tolist() == [0.0, 0.0, 1.0, 1.0]
+    with process(env_fns, inline=True) as envs:  # on_error="raise": WorkerDiedError, at once
+        envs.reset()
+        os.kill(envs.processes[0].pid, signal.SIGKILL)
+        t = time.monotonic()
+        with pytest.raises(WorkerDiedError):
+            envs.step(np.zeros(4, dtype=np.int64))
+        assert time.monotonic() - t < 5

@@ -22,6 +22,7 @@ __all__ = [
     "OP_MESSAGE",
     "OP_OK",
     "OP_STEP",
+    "OP_WAKE",
     "recv_exact",
     "send_message",
 ]
@@ -30,7 +31,8 @@ OP_STEP = b"S"  # main -> worker: step the whole group with the actions in share
 OP_MASKED_STEP = b"M"  # main -> worker: step the envs flagged in the shared step mask
 OP_MESSAGE = b"P"  # either way: a pickled message follows (8-byte length + bytes)
 OP_ATTACH = b"A"  # main -> worker: shared memory descriptor + layout follow
-OP_OK = b"K"  # worker -> main: done, no infos and no objects to report
+OP_OK = b"K"  # worker -> main: done, no infos and no objects to report (also its wake-up byte)
+OP_WAKE = b"W"  # main -> worker: wake up, the command is in shared memory (x86 fast path)
 
 
 def frame(op: bytes, data: bytes) -> bytes:

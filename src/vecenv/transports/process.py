@@ -9,7 +9,12 @@ byte each way and no pickling (see :mod:`vecenv.transports._channel`).
 Waiting: each side first spins briefly on a counter in shared memory (no system call), then
 blocks in ``poll`` on the sockets together with the worker processes' sentinels, so a dead worker
 is reported at once (:class:`~vecenv.errors.WorkerDiedError`) and an oversubscribed machine does
-not burn cores spinning.
+not burn cores spinning. On x86 a wake-up byte is written only when the peer has declared (in the
+control block) that it is about to block, so a step whose peer spins costs no system call; the
+blocking side re-checks the counter after bounded naps, so a lost wake-up costs at most a nap.
+
+``inline=True`` runs the last env group in the main process itself (stepped in :meth:`submit`,
+after the worker processes got their commands); it has no crash isolation and no step timeout.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import atexit
 import multiprocessing
 import os
 import pickle
+import platform
 import select
 import signal
 import socket
@@ -42,6 +48,7 @@ from vecenv.transports._channel import (
     OP_MESSAGE,
     OP_OK,
     OP_STEP,
+    OP_WAKE,
     frame,
     recv_exact,
 )
@@ -54,8 +61,16 @@ __all__ = ["AsyncVectorEnv", "EnvFnPicklingError", "ProcessTransport", "ProcessV
 _PROTOCOL = pickle.HIGHEST_PROTOCOL
 _ALIGN = 64
 # control block: one 64-byte slot (8 int64) per worker, so workers never share a cache line
-_CMD, _DONE, _STAMP = 0, 1, 2
+# _OP: the command's operation (S/M/P), _ROP: the reply's kind (0: OK, 1: pickled message);
+# _WSLEEP / _MSLEEP: the worker / the main process is about to block, so it needs a wake-up byte
+_CMD, _DONE, _STAMP, _OP, _ROP, _WSLEEP, _MSLEEP = 0, 1, 2, 3, 4, 5, 6
 _SLOT = 8
+#: skip the wake-up byte while the peer spins: needs stores seen in program order (x86 TSO);
+#: elsewhere every command and reply keeps its byte, whose system calls order the memory
+SKIP_WAKEUPS = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+_OP_BYTES = {ord(OP_STEP): OP_STEP, ord(OP_MASKED_STEP): OP_MASKED_STEP, ord(OP_MESSAGE): OP_MESSAGE}
+#: longest bounded sleep (ms) between re-checks of the counters; a lost wake-up costs at most this
+_MAX_NAP_MS = 50
 #: environment variables that keep numeric libraries to one thread in a worker
 THREAD_VARS = (
     "OMP_NUM_THREADS",
@@ -106,10 +121,22 @@ class _Worker:
         self.ctrl: np.ndarray | None = None
         self.mask: np.ndarray | None = None
         self.seq = 0
+        self.op_read = False  # the command's op byte was already taken off the socket
 
     # ------------------------------------------------------------ receiving
     def wait_command(self) -> bytes:
         ctrl = self.ctrl
+        if ctrl is not None and SKIP_WAKEUPS:
+            slot = ctrl[self.index]
+            seq = self.seq
+            if slot[_CMD] == seq and self.spin > 0.0:
+                end = time.perf_counter() + self.spin
+                while slot[_CMD] == seq and time.perf_counter() < end:
+                    pass
+            if slot[_CMD] == seq:
+                self.sleep(slot, seq)
+            return _OP_BYTES.get(int(slot[_OP]), b"?")
+        self.op_read = True  # the byte read below is the op itself
         if ctrl is not None and self.spin > 0.0:
             slot = ctrl[self.index]
             seq = self.seq
@@ -124,6 +151,33 @@ class _Worker:
                 raise SystemExit(0)
         return self.read(1)
 
+    def sleep(self, slot: np.ndarray, seq: int) -> None:
+        """Block until the command counter moves: declare it, re-check, then bounded polls."""
+        slot[_WSLEEP] = 1
+        try:
+            nap, waited = 1, 0
+            while slot[_CMD] == seq:
+                if self.poller.poll(nap):
+                    if self.read(1) == OP_MESSAGE:  # a message's op byte (else a wake-up byte)
+                        self.op_read = True
+                    continue
+                waited += nap
+                nap = min(2 * nap, _MAX_NAP_MS)
+                if waited >= 1000:
+                    waited = 0
+                    if os.getppid() != self.parent_pid:  # the main process is gone
+                        raise SystemExit(0)
+        finally:
+            slot[_WSLEEP] = 0
+
+    def take_op(self) -> None:
+        """Take a message's op byte off the socket (skipping stale wake-up bytes)."""
+        if self.op_read:
+            self.op_read = False
+            return
+        while self.read(1) != OP_MESSAGE:
+            pass
+
     def read(self, n: int) -> bytes:
         data = os.read(self.fd, n) if n == 1 else recv_exact(self.sock, n)
         if not data:
@@ -137,10 +191,20 @@ class _Worker:
     # ------------------------------------------------------------ replying
     def reply(self, ok: bool, value: Any, command: str) -> None:
         if ok and type(value) is tuple and len(value) == 2 and value[1] is None and not value[0]:
+            ctrl = self.ctrl
+            if ctrl is not None and SKIP_WAKEUPS:  # the hot path: nothing to pickle
+                slot = ctrl[self.index]
+                slot[_ROP] = 0
+                self.signal_done()
+                if slot[_MSLEEP]:  # the main process is blocking: wake it
+                    os.write(self.fd, OP_OK)
+                return
             self.signal_done()
-            os.write(self.fd, OP_OK)  # the hot path: nothing to pickle
+            os.write(self.fd, OP_OK)
             return
         data = self.dump(ok, value, command)
+        if self.ctrl is not None:
+            self.ctrl[self.index, _ROP] = 1
         self.signal_done()
         self.sock.sendall(frame(OP_MESSAGE, data))
 
@@ -201,6 +265,7 @@ class _Worker:
                 elif op == OP_MASKED_STEP:
                     result = group.step(np.flatnonzero(self.mask))
                 elif op == OP_MESSAGE:
+                    self.take_op()
                     message = self.read_message()
                     command, payload = message[0], message[1]
                     if len(message) > 2:  # objects of custom action leaves
@@ -208,6 +273,7 @@ class _Worker:
                     result = group.handle(command, payload)
                 elif op == OP_ATTACH:
                     command = "attach"
+                    self.op_read = False
                     self.attach()
                     result = None
                 else:
@@ -292,6 +358,7 @@ class ProcessTransport(Transport):
         context: str | multiprocessing.context.BaseContext | None = None,
         daemon: bool = True,
         spin_us: float | None = None,
+        inline: bool = False,
     ) -> None:
         if context is None or isinstance(context, str):
             self.ctx = multiprocessing.get_context(context)
@@ -300,6 +367,7 @@ class ProcessTransport(Transport):
         self.start_method = self.ctx.get_start_method()
         self.daemon = daemon
         self.spin_us = spin_us
+        self.inline = bool(inline)
         self.processes: list[Any] = []
         self.socks: list[socket.socket] = []
         self.fds: list[int] = []
@@ -312,11 +380,18 @@ class ProcessTransport(Transport):
         self._mask: np.ndarray | None = None
         self._seq: list[int] = []
         self._waiting: set[int] = set()  # workers with a reply to fetch
+        self._raw: set[int] = set()  # outstanding command sent outside the counters (describe, attach)
+        self._op_read: set[int] = set()  # a message reply whose op byte ready() already read
         self._dead: dict[int, int | None] = {}
         self._action_objects = False
         self._pollers: dict[tuple[int, ...], tuple[Any, dict[int, int]]] = {}
         self._closed = False
         self.main_spin = self.worker_spin = 0.0
+        # inline mode: the last group runs in this process (an EnvGroup stepped in submit)
+        self.remote = 0  # worker processes: num_workers, or num_workers - 1 with inline
+        self._inline_w = -1
+        self._inline_group: EnvGroup | None = None
+        self._inline_reply: tuple[bool, Any] | None = None
 
     # ------------------------------------------------------------ start
     def start(
@@ -327,8 +402,10 @@ class ProcessTransport(Transport):
     ) -> list[EnvDescription]:
         self.partition = partition
         self.num_workers = len(partition)
+        self.remote = self.num_workers - 1 if self.inline else self.num_workers
+        self._inline_w = self.remote if self.inline else -1
         if self.spin_us is None:
-            self.main_spin, self.worker_spin = default_spin(self.num_workers)
+            self.main_spin, self.worker_spin = default_spin(self.remote)
         else:
             self.main_spin = self.worker_spin = max(0.0, float(self.spin_us)) * 1e-6
         payloads = self._env_fn_payloads(env_fns)  # fails before any worker starts
@@ -336,16 +413,18 @@ class ProcessTransport(Transport):
         self._seq = [0] * self.num_workers
         _LIVE.add(self)
         try:
-            for w, (start, stop) in enumerate(partition):
+            for w, (start, stop) in enumerate(partition[: self.remote]):
                 self._start_worker(w, start, stop, env_fns, payloads, autoreset_mode)
             descriptions: list[EnvDescription] = []
             errors: list[BaseException] = []
-            for w in range(self.num_workers):
+            for w in range(self.remote):
                 self._waiting.add(w)
                 try:
                     descriptions.extend(self.fetch(w))
                 except BaseException as exc:  # noqa: PERF203 - keep reading the others
                     errors.append(exc)
+            if self.inline and not errors:  # built while the workers build theirs
+                descriptions.extend(self._build_inline())
             if errors:
                 raise errors[0]
         except BaseException:
@@ -353,9 +432,17 @@ class ProcessTransport(Transport):
             raise
         return descriptions
 
+    def _build_inline(self) -> list[EnvDescription]:
+        env_fns, _, autoreset_mode = self._start_args
+        start, stop = self.partition[self._inline_w]
+        self._inline_group = EnvGroup(env_fns[start:stop], start, self._inline_w, autoreset_mode)
+        return self._inline_group.describe()
+
     def _env_fn_payloads(self, env_fns: Sequence[Callable[[], Any]]) -> list[bytes] | None:
         if self.start_method == "fork":
             return None  # the children inherit the env_fns as they are
+        if self.inline:  # the inline group's env_fns never leave this process
+            env_fns = list(env_fns)[: self.partition[-1][0]]
         cache: dict[int, bytes] = {}
         out = []
         for i, fn in enumerate(env_fns):
@@ -400,11 +487,14 @@ class ProcessTransport(Transport):
             old = self.processes[w]
             self.processes[w], self.socks[w] = process, parent
             self.fds[w], self.sentinels[w] = parent.fileno(), process.sentinel
+            self._raw.add(w)
+            self._op_read.discard(w)
             try:
                 old.close()
             except ValueError:
                 pass
             return
+        self._raw.add(w)
         self.processes.append(process)
         self.socks.append(parent)
         self.fds.append(parent.fileno())
@@ -432,9 +522,12 @@ class ProcessTransport(Transport):
     def attach(self, buffers: StepBuffers) -> None:
         if buffers is not self._buffers:
             raise ValueError("ProcessTransport.attach needs the buffers its allocate() returned")
-        for w in range(self.num_workers):
+        for w in range(self.remote):
             self._send_attach(w)
-        for w in range(self.num_workers):
+        if self._inline_group is not None:
+            start, stop = self.partition[self._inline_w]
+            self._inline_group.attach(buffers.rows(start, stop))
+        for w in range(self.remote):
             self.fetch(w)
         # the descriptor stays open until close(): a restarted worker maps the same block
 
@@ -448,12 +541,20 @@ class ProcessTransport(Transport):
         self._write(w, OP_ATTACH + len(data).to_bytes(8, "little"))
         self._send_fds(w, data, self._block.fd)
         self._waiting.add(w)
+        self._raw.add(w)
 
     # ------------------------------------------------------------ failures
     can_end_workers = True
 
     def terminate(self, worker: int) -> None:
-        """Kill ``worker`` (SIGKILL: a hung env may ignore anything gentler)."""
+        """Kill ``worker`` (SIGKILL: a hung env may ignore anything gentler).
+
+        The inline group cannot be ended (it runs in this process); its reply is always ready, so
+        the engine never finds it overdue.
+        """
+        if worker == self._inline_w:
+            self._waiting.discard(worker)
+            return
         process = self.processes[worker]
         if process.exitcode is None:
             process.kill()
@@ -463,6 +564,19 @@ class ProcessTransport(Transport):
 
     def restart(self, worker: int) -> None:
         """Start a new worker process for ``worker``'s envs, mapped onto the same rows."""
+        if worker == self._inline_w:  # rebuild the inline group
+            old, self._inline_group = self._inline_group, None
+            self._inline_reply = None
+            self._waiting.discard(worker)
+            if old is not None:
+                try:
+                    old.close()
+                except Exception:
+                    pass
+            self._build_inline()
+            start, stop = self.partition[worker]
+            self._inline_group.attach(self._buffers.rows(start, stop))
+            return
         self.terminate(worker)
         env_fns, payloads, autoreset_mode = self._start_args
         old_sock = self.socks[worker]
@@ -489,13 +603,19 @@ class ProcessTransport(Transport):
     # ------------------------------------------------------------ commands
     def submit(self, worker: int, command: str, payload: tuple) -> None:
         self._waiting.add(worker)
-        if worker in self._dead:
-            return  # fetch reports it
+        if worker == self._inline_w:  # runs now, in this process (after the remote workers got theirs)
+            try:
+                self._inline_reply = (True, self._inline_group.handle(command, payload))
+            except Exception as exc:  # delivered by fetch, like a remote error
+                self._inline_reply = (False, exc)
+            return
+        self._raw.discard(worker)
         ctrl = self._ctrl
         if ctrl is not None:
             seq = self._seq[worker] + 1
             self._seq[worker] = seq
-            ctrl[worker, _CMD] = seq
+        if worker in self._dead:
+            return  # fetch reports it
         if command == "step" and ctrl is not None and not self._action_objects:
             ids = payload[0]
             if ids is None:
@@ -506,7 +626,22 @@ class ProcessTransport(Transport):
                 mask[:] = False
                 mask[ids] = True
                 message = OP_MASKED_STEP
+            if SKIP_WAKEUPS:
+                ctrl[worker, _OP] = message[0]
+                ctrl[worker, _CMD] = seq
+                if ctrl[worker, _WSLEEP]:  # the worker is blocking (or about to): wake it
+                    try:
+                        os.write(self.fds[worker], OP_WAKE)
+                    except BlockingIOError:  # its buffer is full of wake-ups already
+                        pass
+                    except OSError:
+                        self._mark_dead(worker)
+                return
+            ctrl[worker, _CMD] = seq
         else:
+            if ctrl is not None:
+                ctrl[worker, _OP] = OP_MESSAGE[0]
+                ctrl[worker, _CMD] = seq
             body: tuple = (command, payload)
             if command == "step" and self._action_objects:
                 start, stop = self.partition[worker]
@@ -534,7 +669,7 @@ class ProcessTransport(Transport):
             poller = select.poll()
             owner: dict[int, int] = {}
             for w in workers:
-                if w in self._dead:
+                if w in self._dead or w == self._inline_w:
                     continue
                 for fd in (self.fds[w], self.sentinels[w]):
                     poller.register(fd, select.POLLIN)
@@ -543,6 +678,9 @@ class ProcessTransport(Transport):
             if len(self._pollers) > 64:
                 self._pollers.clear()
         poller, owner = entry
+        ctrl = self._ctrl
+        if ctrl is not None and SKIP_WAKEUPS:
+            return self._sleep(workers, poller, owner, deadline)
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             events = poller.poll(None if left is None else int(left * 1000 + 0.999))
@@ -558,14 +696,70 @@ class ProcessTransport(Transport):
             if done or (deadline is not None and time.monotonic() >= deadline):
                 return done
 
+    def _sleep(self, workers: Collection[int], poller: Any, owner: dict[int, int], deadline: float | None) -> list[int]:
+        """Block for a reply: declare it to the workers, re-check, then bounded polls.
+
+        A worker writes its reply byte only when it sees this flag; a wake-up lost to store-load
+        reordering costs at most one bounded nap. Stale reply bytes are drained here.
+        """
+        ctrl = self._ctrl
+        seq = self._seq
+        flagged = [w for w in owner.values() if w not in self._dead]
+        for w in flagged:
+            ctrl[w, _MSLEEP] = 1
+        try:
+            nap = 1
+            while True:
+                done = self._done(workers)
+                if done:
+                    return done
+                ms = nap
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return done
+                    ms = min(ms, int(left * 1000 + 0.999))
+                events = poller.poll(ms)
+                if not events:
+                    nap = min(2 * nap, _MAX_NAP_MS)
+                for fd, _ in events:
+                    w = owner[fd]
+                    finished = ctrl[w, _DONE] == seq[w]
+                    if fd == self.sentinels[w]:
+                        if not finished:
+                            self._mark_dead(w)
+                        continue
+                    if finished and ctrl[w, _ROP] != 0 or w in self._op_read:
+                        continue  # the message is fetch's to read
+                    try:
+                        byte = os.read(fd, 1)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        byte = b""
+                    if byte == OP_MESSAGE:
+                        self._op_read.add(w)
+                    elif not byte and not finished:
+                        self._mark_dead(w)
+        finally:
+            for w in flagged:
+                ctrl[w, _MSLEEP] = 0
+
     def _done(self, workers: Collection[int]) -> list[int]:
         ctrl = self._ctrl
         if ctrl is None:
             return [w for w in workers if w in self._dead or self._readable(w)]
         seq = self._seq
-        done = [w for w in workers if ctrl[w, _DONE] == seq[w] or w in self._dead]
-        if len(done) > 1:
-            done.sort(key=lambda w: -1 if w in self._dead else int(ctrl[w, _STAMP]))
+        iw = self._inline_w
+        if iw >= 0:
+            done = [
+                w for w in workers
+                if (self._inline_reply is not None if w == iw else ctrl[w, _DONE] == seq[w] or w in self._dead)
+            ]
+        else:
+            done = [w for w in workers if ctrl[w, _DONE] == seq[w] or w in self._dead]
+        if len(done) > 1:  # the inline group finished first, in submit
+            done.sort(key=lambda w: -1 if w in self._dead or w == iw else int(ctrl[w, _STAMP]))
         return done
 
     def _readable(self, w: int, hangup: bool = True) -> bool:
@@ -577,10 +771,26 @@ class ProcessTransport(Transport):
 
     def fetch(self, worker: int) -> Any:
         self._waiting.discard(worker)
+        if worker == self._inline_w:
+            ok, value = self._inline_reply
+            self._inline_reply = None
+            if not ok:
+                raise value
+            return value
+        ctrl = self._ctrl
+        fast = SKIP_WAKEUPS and ctrl is not None and worker not in self._raw
+        if fast and ctrl[worker, _DONE] == self._seq[worker] and ctrl[worker, _ROP] == 0:
+            return ([], None)  # the hot path: the reply is all in shared memory
         if worker in self._dead and not self._readable(worker):
             raise self._died(worker)
         try:
-            op = self._read(worker, 1)
+            if worker in self._op_read:
+                self._op_read.discard(worker)
+                op = OP_MESSAGE
+            else:
+                op = self._read(worker, 1)
+                while fast and op == OP_OK:  # stale wake-up bytes before the message
+                    op = self._read(worker, 1)
             if op == OP_OK:
                 return ([], None)
             if op != OP_MESSAGE:
@@ -671,6 +881,14 @@ class ProcessTransport(Transport):
             return
         self._closed = True
         _LIVE.discard(self)
+        if self._inline_group is not None:
+            group, self._inline_group = self._inline_group, None
+            self._inline_reply = None
+            self._waiting.discard(self._inline_w)
+            try:
+                group.close()
+            except Exception:
+                pass
         budget = DEFAULT_CLOSE_TIMEOUT if timeout is None else max(0.0, float(timeout))
         deadline = time.monotonic() + budget
         alive = [w for w in range(len(self.processes)) if w not in self._dead]
@@ -753,6 +971,11 @@ class ProcessVectorEnv(VectorEnv):
             :class:`vecenv.VectorEnv`).
         spin_us: how long each side spins before blocking in the kernel (default: 50 when every
             process has its own core, else 0).
+        inline: step the last env group in this process, during ``step`` itself, while the worker
+            processes step theirs (``num_workers`` still counts env groups, so ``num_workers=2,
+            inline=True`` is one worker process plus this one). Faster for cheap envs on few
+            cores; the inline envs lose crash isolation (a segfault there ends the caller) and
+            ``step_timeout`` cannot end them. Default ``False``.
     """
 
     def __init__(
@@ -772,6 +995,7 @@ class ProcessVectorEnv(VectorEnv):
         restart_window: float = 60.0,
         step_timeout: float | None = None,
         spin_us: float | None = None,
+        inline: bool = False,
     ) -> None:
         self.shared_memory = shared_memory
         self.context = context
@@ -784,7 +1008,7 @@ class ProcessVectorEnv(VectorEnv):
             num_workers = max(1, min(_usable_cores(), count))
         super().__init__(
             env_fns,
-            ProcessTransport(context, daemon, spin_us),
+            ProcessTransport(context, daemon, spin_us, inline),
             num_workers=num_workers,
             batch_size=batch_size,
             copy=copy,
@@ -798,7 +1022,7 @@ class ProcessVectorEnv(VectorEnv):
 
     @property
     def processes(self) -> list[Any]:
-        """The worker processes (``multiprocessing.Process``), one per env group."""
+        """The worker processes (``multiprocessing.Process``), one per env group (but the inline one)."""
         return list(self._transport.processes)
 
 
