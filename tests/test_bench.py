@@ -257,3 +257,21 @@ def test_available_backends_are_picked_up_dynamically():
     names = default_backends()
     assert "serial" in names and "ray" not in names
     assert set(names) <= set(vecenv.available_backends())
+
+
+@pytest.mark.timeout(60)
+def test_process_inline_variant_builds_an_inline_process_env():
+    from vecenv.bench.contenders import default_backends, vecenv_contender
+
+    assert "process+inline" in default_backends(variants=True)
+    assert "process+inline" not in default_backends()
+    c = vecenv_contender("process+inline")
+    assert c.name == "vecenv/process+inline" and c.backend == "process" and dict(c.options) == {"inline": True}
+    target = resolve_env("CartPole-v1")
+    driver = c.build(target, 4, seed=0)
+    try:
+        assert len(driver.envs.processes) == 1  # one worker process + the main process's group
+        driver.reset(0)
+        assert driver.run(3, time.perf_counter() + 5) == 3  # vector steps of 4 envs each
+    finally:
+        driver.close()

@@ -102,21 +102,26 @@ def _resolve_envs(names: Sequence[str], kwargs: dict[str, Any]) -> list[Any]:
     return out
 
 
-def _backends(option: str, text: str | None) -> list[str]:
-    """The vecenv backends to run: every usable one by default; named ones checked."""
+def _backends(option: str, text: str | None, variants: bool = False) -> list[str]:
+    """The vecenv backends to run: every usable one by default; named ones checked.
+
+    ``variants`` (bench only) also allows and defaults to variants such as ``process+inline``.
+    """
     import vecenv
-    from vecenv.bench.contenders import default_backends, missing_backend_dependency
+    from vecenv.bench.contenders import VARIANTS, default_backends, missing_backend_dependency
     from vecenv.make import BACKENDS
 
     available = vecenv.available_backends()
     if text is None:
-        return default_backends()
+        return default_backends(variants)
     names = _name_list(text)
     if names == ["none"]:
         return []
     if not names:
         raise UsageError(f"{option}: expected a comma-separated list of backends from {', '.join(BACKENDS)}")
     for name in names:
+        if variants and name in VARIANTS:
+            name = VARIANTS[name][0]
         if name not in BACKENDS:
             raise UsageError(
                 f"{option}: unknown backend {name!r}; expected names from {', '.join(BACKENDS)} "
@@ -214,7 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument(
         "--backends", metavar="LIST",
-        help=f"vecenv backends to run, from {', '.join(BACKENDS)}, or none "
+        help=f"vecenv backends to run, from {', '.join(BACKENDS)}, process+inline (the process "
+             "backend with inline=True: the main process steps one env group), or none "
              "(default: every available one but ray, which runs only when named)",
     )
     budget = bench.add_mutually_exclusive_group()
@@ -284,7 +290,7 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.warmup < 0:
         raise UsageError(f"--warmup: expected an integer >= 0, got {args.warmup}")
     num_envs = _int_list("--num-envs", args.num_envs) if args.num_envs is not None else None
-    backends = _backends("--backends", args.backends)
+    backends = _backends("--backends", args.backends, variants=True)
     peers = _peers(args.compare)
     if not backends and not peers:
         raise UsageError("nothing to measure: --backends none and --compare none")

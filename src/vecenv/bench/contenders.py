@@ -80,12 +80,20 @@ def missing_backend_dependency(name: str) -> str | None:
 OPT_IN_BACKENDS = ("ray",)
 
 
-def default_backends() -> list[str]:
-    """The vecenv backends measured or checked when none are named."""
-    return [
+#: bench-only variants: ``name+flag`` runs backend ``name`` with ``flag=True``
+VARIANTS = {"process+inline": ("process", {"inline": True})}
+
+
+def default_backends(variants: bool = False) -> list[str]:
+    """The vecenv backends measured or checked when none are named (with ``variants``, also
+    the variants of those backends, e.g. ``process+inline``)."""
+    names = [
         b for b in vecenv.available_backends()
         if b not in OPT_IN_BACKENDS and missing_backend_dependency(b) is None
     ]
+    if variants:
+        names += [v for v, (base, _) in VARIANTS.items() if base in names]
+    return names
 
 
 def action_pool(action_space: gym.Space, rows: int, seed: int, size: int = POOL_SIZE) -> list[Any]:
@@ -192,8 +200,11 @@ class Contender:
 
 
 def vecenv_contender(backend: str, batch_size: int | None = None, **options: Any) -> Contender:
-    """A contender for vecenv backend ``backend``."""
+    """A contender for vecenv backend ``backend`` (or a variant such as ``process+inline``)."""
     name = f"vecenv/{backend}" + (f"[b={batch_size}]" if batch_size else "")
+    if backend in VARIANTS:
+        backend, extra = VARIANTS[backend]
+        options = {**extra, **options}
     return Contender(name, "vecenv", backend, batch_size, tuple(sorted(options.items())))
 
 

@@ -117,6 +117,9 @@ class VectorEnv(gym.vector.VectorEnv):
         self._sent_at: dict[int, float] = {}
 
         self._partition = split_envs(n, self.num_workers)
+        self._whole_groups = [
+            (w, None, np.arange(start, stop)) for w, (start, stop) in enumerate(self._partition)
+        ]
         self._worker_of = np.repeat(
             np.arange(self.num_workers), [stop - start for start, stop in self._partition]
         )
@@ -291,7 +294,7 @@ class VectorEnv(gym.vector.VectorEnv):
             self._buffers.actions.assign(actions, None, "actions")
             if self.autoreset_mode is AutoresetMode.DISABLED and self._needs_reset.any():
                 self._refuse_ended(np.flatnonzero(self._needs_reset))
-            ids = np.arange(n)
+            ids = None
         else:
             ids = self._check_env_ids(env_ids)
             busy = ids[self._busy[ids]]
@@ -308,7 +311,10 @@ class VectorEnv(gym.vector.VectorEnv):
                 self._deferred.setdefault(w, []).extend(gids.tolist())
             else:
                 self._submit(w, "step", (local,), gids)
-        self._busy[ids] = True
+        if ids is None:
+            self._busy[:] = True
+        else:
+            self._busy[ids] = True
         self._pending = "step"
 
     def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
@@ -356,8 +362,8 @@ class VectorEnv(gym.vector.VectorEnv):
             self._held.clear()
             self._busy[:] = False
             self._pending = None
-            ended = np.logical_or(b.terminations, b.truncations)
-            self._needs_reset = ended if self.autoreset_mode is AutoresetMode.DISABLED else self._needs_reset
+            if self.autoreset_mode is AutoresetMode.DISABLED:
+                self._needs_reset = np.logical_or(b.terminations, b.truncations)
             return (
                 b.observations.read(self.copy),
                 b.rewards.copy(),
@@ -714,8 +720,7 @@ class VectorEnv(gym.vector.VectorEnv):
     def _by_worker(self, ids: np.ndarray | None):
         """Yield ``(worker, local ids or None for the whole group, global ids)`` for sorted ``ids``."""
         if ids is None or ids.size == self.num_envs:
-            for w, (start, stop) in enumerate(self._partition):
-                yield w, None, np.arange(start, stop)
+            yield from self._whole_groups
             return
         workers = self._worker_of[ids]
         for w in np.unique(workers):
