@@ -111,7 +111,7 @@ class OnceFaulty:
         return FaultyEnv(self.fault, at=self.at)
 
 
-WORKER_BACKENDS = ["process"]
+WORKER_BACKENDS = ["process", "ray"]
 
 
 @pytest.fixture(params=WORKER_BACKENDS)
@@ -136,8 +136,9 @@ def test_dead_worker_is_reported_with_its_envs(worker_backend, fault):
         assert time.monotonic() - t0 < 5
         err = info.value
         assert err.worker == 1 and err.env_indices == [2, 3]
-        expected = "exit code 3" if fault == "exit" else "killed by SIGSEGV"
-        assert expected in str(err)
+        if worker_backend == "process":  # Ray does not report its actors' exit status
+            expected = "exit code 3" if fault == "exit" else "killed by SIGSEGV"
+            assert expected in str(err)
         with pytest.raises(vecenv.WorkerDiedError):  # and keeps saying so
             envs.step(np.zeros(4, int))
 
@@ -166,6 +167,8 @@ def test_restart_replaces_a_dead_or_hung_worker(worker_backend, tmp_path, fault,
     import os
     import signal
 
+    if fault == "sigkill" and worker_backend != "process":
+        pytest.skip("SIGKILL from outside is tested on the process backend (ray has no pids here)")
     flaky = OnceFaulty(tmp_path / "marker", "hang" if fault == "hang" else "segfault" if fault == "segfault" else None, at=3)
     fns = [FaultyEnv, FaultyEnv, flaky, FaultyEnv]
     ref = vecenv.SerialVectorEnv([FaultyEnv] * 4, autoreset_mode=mode)
