@@ -341,7 +341,8 @@ def test_async_batches_slow_env_does_not_hold_back_fast_ones():
             ids = info["env_id"]
             assert obs[:, 0].tolist() == ids.tolist()
         # env 0 (0.3 s per step) came back at most once (its reset) while the fast envs cycled
-        assert order.count(0) <= 1 and min(order.count(i) for i in (1, 2, 3)) >= 5, order
+        # (how evenly the three fast ones share the batches is up to the OS scheduler)
+        assert order.count(0) <= 1 and min(order.count(i) for i in (1, 2, 3)) >= 2, order
         # and it is not starved: it comes back once its slow step is done
         returned = order.count(0)
         deadline = time.monotonic() + 5
@@ -555,7 +556,8 @@ def test_inline_group_async_batches_and_calls():
     with process(env_fns, inline=True, batch_size=2) as envs:
         obs, infos = envs.reset(seed=0)
         seen = set(infos["env_id"].tolist())
-        for _ in range(6):
+        deadline = time.monotonic() + 10  # the inline envs are ready first; the others follow
+        while seen != {0, 1, 2, 3} and time.monotonic() < deadline:
             envs.send(np.zeros(2, dtype=np.int64), infos["env_id"])
             obs, _, _, _, infos = envs.recv()
             assert obs[:, 0].tolist() == infos["env_id"].tolist()
