@@ -500,7 +500,7 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def _fetch_now(self, w: int) -> Any:
         """Wait for ``w``'s reply to a command sent outside the in-flight bookkeeping."""
-        while not self._transport.ready([w], self.step_timeout):
+        if not self._transport.ready([w], self.step_timeout):
             self._transport.terminate(w)
             raise StepTimeoutError(list(range(*self._partition[w])), w, self.step_timeout, "restart")
         return self._transport.fetch(w)
