@@ -109,6 +109,23 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+#: default time each side spends calling sched_yield() (checking for its peer in between) before
+#: it blocks in the kernel. Yielding hands the core to a runnable worker or caller without the
+#: cross-CPU wake-up that blocking costs (expensive in VMs); see docs/process.md.
+DEFAULT_YIELD_US = 500.0
+
+
+def _yield_until(condition: Callable[[], bool], seconds: float) -> bool:
+    """Call ``os.sched_yield()`` until ``condition()`` holds or ``seconds`` pass; return it."""
+    end = time.perf_counter() + seconds
+    while True:
+        if condition():
+            return True
+        if time.perf_counter() >= end:
+            return False
+        os.sched_yield()
+
+
 def default_spin(num_workers: int) -> tuple[float, float]:
     """``(main, worker)`` spin times in seconds before blocking in the kernel.
 
@@ -124,11 +141,13 @@ def default_spin(num_workers: int) -> tuple[float, float]:
 class _Worker:
     """The loop a worker process runs: receive a command, run it on the group, reply."""
 
-    def __init__(self, index: int, sock: socket.socket, spin: float, parent_pid: int) -> None:
+    def __init__(
+        self, index: int, sock: socket.socket, spin: tuple[float, float], parent_pid: int
+    ) -> None:
         self.index = index
         self.sock = sock
         self.fd = sock.fileno()
-        self.spin = spin
+        self.spin, self.yield_s = spin  # seconds of busy spinning, then of sched_yield() spinning
         self.parent_pid = parent_pid
         self.poller = select.poll()
         self.poller.register(self.fd, select.POLLIN)
@@ -148,6 +167,8 @@ class _Worker:
                 end = time.perf_counter() + self.spin
                 while slot[_CMD] == seq and time.perf_counter() < end:
                     pass
+            if slot[_CMD] == seq and self.yield_s > 0.0:
+                _yield_until(lambda: slot[_CMD] != seq, self.yield_s)
             if slot[_CMD] == seq:
                 self.sleep(slot, seq)
             return _OP_BYTES.get(int(slot[_OP]), b"?")
@@ -320,7 +341,7 @@ def _worker_main(
     env_fns: Sequence[Callable[[], Any] | bytes],
     start: int,
     autoreset_mode: AutoresetMode,
-    spin: float,
+    spin: tuple[float, float],
     parent_pid: int,
     close_fds: Sequence[int],
 ) -> None:
@@ -375,6 +396,7 @@ class ProcessTransport(Transport):
         context: str | multiprocessing.context.BaseContext | None = None,
         daemon: bool = True,
         spin_us: float | None = None,
+        yield_us: float | None = None,
         inline: bool = False,
     ) -> None:
         if context is None or isinstance(context, str):
@@ -384,6 +406,7 @@ class ProcessTransport(Transport):
         self.start_method = self.ctx.get_start_method()
         self.daemon = daemon
         self.spin_us = spin_us
+        self.yield_s = DEFAULT_YIELD_US * 1e-6 if yield_us is None else max(0.0, float(yield_us)) * 1e-6
         self.inline = bool(inline)
         self.processes: list[Any] = []
         self.socks: list[socket.socket] = []
@@ -489,7 +512,10 @@ class ProcessTransport(Transport):
                 close_fds = []
             process = self.ctx.Process(
                 target=_worker_main,
-                args=(w, child, fns, start, autoreset_mode, self.worker_spin, os.getpid(), close_fds),
+                args=(
+                    w, child, fns, start, autoreset_mode, (self.worker_spin, self.yield_s),
+                    os.getpid(), close_fds,
+                ),
                 name=f"vecenv-worker-{w}",
                 daemon=self.daemon,
             )
@@ -680,6 +706,15 @@ class ProcessTransport(Transport):
                 done = self._done(workers)
                 if done:
                     return done
+        if self.yield_s > 0.0 and self._ctrl is not None:
+            found: list[int] = []
+
+            def finished() -> bool:
+                found.extend(self._done(workers))
+                return bool(found)
+
+            if _yield_until(finished, self.yield_s if timeout is None else min(self.yield_s, timeout)):
+                return found
         deadline = None if timeout is None else time.monotonic() + timeout
         key = tuple(workers)
         entry = self._pollers.get(key)
@@ -988,8 +1023,11 @@ class ProcessVectorEnv(VectorEnv):
         observation_mode, autoreset_mode: as in gymnasium.
         on_error, max_restarts, restart_window, step_timeout: the failure policy (see
             :class:`vecenv.VectorEnv`).
-        spin_us: how long each side spins before blocking in the kernel (default: 50 when every
-            process has its own core, else 0).
+        spin_us: how long each side busy-spins before yielding (default: 50 when every process
+            has its own core, else 0).
+        yield_us: how long each side then keeps calling ``sched_yield()`` (checking for its peer
+            in between) before it blocks in the kernel (default 500): on a machine with fewer
+            cores than processes this hands the core over without a wake-up.
         inline: step the last env group in this process, during ``step`` itself, while the worker
             processes step theirs (``num_workers`` still counts env groups, so ``num_workers=2,
             inline=True`` is one worker process plus this one). Faster for cheap envs on few
@@ -1014,6 +1052,7 @@ class ProcessVectorEnv(VectorEnv):
         restart_window: float = 60.0,
         step_timeout: float | None = None,
         spin_us: float | None = None,
+        yield_us: float | None = None,
         inline: bool = False,
     ) -> None:
         self.shared_memory = shared_memory
@@ -1027,7 +1066,7 @@ class ProcessVectorEnv(VectorEnv):
             num_workers = max(1, min(_usable_cores(), count))
         super().__init__(
             env_fns,
-            ProcessTransport(context, daemon, spin_us, inline),
+            ProcessTransport(context, daemon, spin_us=spin_us, yield_us=yield_us, inline=inline),
             num_workers=num_workers,
             batch_size=batch_size,
             copy=copy,
@@ -1071,6 +1110,7 @@ class AsyncVectorEnv(ProcessVectorEnv):
         restart_window: float = 60.0,
         step_timeout: float | None = None,
         spin_us: float | None = None,
+        yield_us: float | None = None,
     ) -> None:
         if worker is not None:
             raise NotImplementedError(
@@ -1097,5 +1137,6 @@ class AsyncVectorEnv(ProcessVectorEnv):
             restart_window=restart_window,
             step_timeout=step_timeout,
             spin_us=spin_us,
+            yield_us=yield_us,
         )
 
