@@ -11,7 +11,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from vecenv.bench.contenders import Contender, first_line, iterations_for
 from vecenv.bench.envs import BUSY_ID, EnvTarget
@@ -264,11 +264,3 @@ def _unsupported(contender: Contender, target: EnvTarget) -> str | None:
         return contender.supports(target)
     except Exception as exc:  # e.g. the peer's own import fails
         return first_line(exc)
-
-
-def summary(run: BenchRun) -> dict[str, Any]:
-    """Counts for a one-line summary."""
-    ok = sum(r.ok for r in run.results)
-    failed = sum(r.error is not None for r in run.results)
-    skipped = sum(r.skipped is not None for r in run.results)
-    return {"ok": ok, "failed": failed, "skipped": skipped, "wall_seconds": run.wall_seconds}

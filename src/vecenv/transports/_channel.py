@@ -12,8 +12,6 @@ their process sentinels).
 
 from __future__ import annotations
 
-import os
-import select
 import socket
 
 __all__ = [
@@ -56,19 +54,3 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
             raise EOFError("peer closed the connection")
         pos += got
     return bytes(buf)
-
-
-def wait_readable(fds: list[int], timeout: float | None) -> list[int]:
-    """The ``fds`` that are readable (or closed) within ``timeout`` seconds."""
-    poller = select.poll()
-    for fd in fds:
-        poller.register(fd, select.POLLIN)
-    ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
-    return [fd for fd, _ in poller.poll(ms)]
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """Write ``data`` on a blocking descriptor."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
