@@ -5,4 +5,15 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(__file__))
+
+
+@pytest.fixture
+def closing():
+    """Collect VecEnvs and close them after the test, even when it fails."""
+    made: list = []
+    yield made.append
+    for venv in made:
+        venv.close()

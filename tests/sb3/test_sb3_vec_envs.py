@@ -30,15 +30,6 @@ def sb3_vec_env():
     return pytest.importorskip("stable_baselines3.common.vec_env")
 
 
-@pytest.fixture
-def closing():
-    """Collect VecEnvs and close them after the test, even when it fails."""
-    made: list = []
-    yield made.append
-    for venv in made:
-        venv.close()
-
-
 # ---------------------------------------------------------------------------- import contract
 @pytest.mark.timeout(60)
 def test_import_needs_neither_sb3_nor_torch():

@@ -41,14 +41,6 @@ def sv():
     return pytest.importorskip("stable_baselines3.common.vec_env")
 
 
-@pytest.fixture
-def closing():
-    made: list = []
-    yield made.append
-    for venv in made:
-        venv.close()
-
-
 def pair(sv, closing, fn, n=3):
     """(ours, SB3's) DummyVecEnv over ``n`` copies of ``fn``."""
     ours, theirs = DummyVecEnv([fn] * n), sv.DummyVecEnv([fn] * n)
