@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -12,6 +11,7 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 from vecenv.engine import VectorEnv, parse_autoreset_mode
+from vecenv.transports.base import usable_cores
 
 __all__ = ["BACKENDS", "available_backends", "make", "usable_cores"]
 
@@ -22,14 +22,6 @@ BACKENDS: dict[str, str] = {
     "process": "vecenv.backends:ProcessVectorEnv",
     "ray": "vecenv.backends:RayVectorEnv",
 }
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (affinity-aware)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def _backend_class(name: str) -> type[VectorEnv]:

@@ -8,6 +8,7 @@ over (re-raising a group's :class:`~vecenv.errors.EnvError` in the caller).
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
@@ -18,7 +19,15 @@ from gymnasium.vector import AutoresetMode
 from vecenv.spaces import StepBuffers
 from vecenv.worker import EnvDescription
 
-__all__ = ["Transport", "split_envs"]
+__all__ = ["Transport", "split_envs", "usable_cores"]
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (affinity-aware)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def split_envs(num_envs: int, num_workers: int) -> list[tuple[int, int]]:

@@ -55,7 +55,7 @@ from vecenv.transports._channel import (
     recv_exact,
 )
 from vecenv.transports._shm import SharedBlock
-from vecenv.transports.base import Transport
+from vecenv.transports.base import Transport, usable_cores
 from vecenv.worker import EnvDescription, EnvGroup
 
 __all__ = ["AsyncVectorEnv", "EnvFnPicklingError", "ProcessTransport", "ProcessVectorEnv"]
@@ -102,13 +102,6 @@ class EnvFnPicklingError(pickle.PicklingError, TypeError):
     """An env_fn cannot be pickled, so it cannot reach a worker started with spawn/forkserver."""
 
 
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
 #: default time each side spends calling sched_yield() (checking for its peer in between) before
 #: it blocks in the kernel. Yielding hands the core to a runnable worker or caller without the
 #: cross-CPU wake-up that blocking costs (expensive in VMs); see docs/process.md.
@@ -132,7 +125,7 @@ def default_spin(num_workers: int) -> tuple[float, float]:
     Spinning only pays when every process has a core of its own: on an oversubscribed machine a
     spinning waiter takes the core a worker needs (see docs/process.md for the measurements).
     """
-    if num_workers + 1 <= _usable_cores():
+    if num_workers + 1 <= usable_cores():
         return 50e-6, 50e-6
     return 0.0, 0.0
 
@@ -1063,7 +1056,7 @@ class ProcessVectorEnv(VectorEnv):
                 count = len(env_fns)
             except TypeError:
                 count = 1
-            num_workers = max(1, min(_usable_cores(), count))
+            num_workers = max(1, min(usable_cores(), count))
         super().__init__(
             env_fns,
             ProcessTransport(context, daemon, spin_us=spin_us, yield_us=yield_us, inline=inline),

@@ -26,7 +26,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.engine import VectorEnv
 from vecenv.spaces import StepBuffers
-from vecenv.transports.base import Transport
+from vecenv.transports.base import Transport, usable_cores
 from vecenv.worker import EnvDescription, EnvGroup
 
 __all__ = ["ThreadTransport", "ThreadVectorEnv"]
@@ -191,8 +191,6 @@ class ThreadVectorEnv(VectorEnv):
         restart_window: float = 60.0,
     ) -> None:
         if num_workers is None:
-            from vecenv.make import usable_cores
-
             num_workers = usable_cores()  # the engine caps it at num_envs
         super().__init__(
             env_fns,
