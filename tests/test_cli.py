@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -255,3 +256,23 @@ def test_check_quiet_prints_only_problems(capsys):
 def test_benchmark_script_uses_the_cli():
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "run_default.py"
     assert "vecenv.cli" in script.read_text()
+
+
+@pytest.mark.timeout(120)
+def test_scaling_script_writes_both_results(tmp_path):
+    """benchmarks/run_scaling.py runs its two benches (cut down here) and writes their JSON."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "run_scaling.py"
+    spec = importlib.util.spec_from_file_location("run_scaling", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    extra = ["--steps", "8", "--rounds", "1", "--warmup", "1", "--backends", "serial", "--compare", "none", "-q"]
+    assert script.run(["--out", str(tmp_path), *extra]) == 0
+    scaling = json.loads((tmp_path / "scaling.json").read_text())
+    cells = {(r["env"], r["num_envs"]) for r in scaling["results"]}
+    assert cells == {(e, n) for e in ("CartPole-v1", "vecenv/Busy-v0") for n in (16, 64)}
+    batched = json.loads((tmp_path / "scaling_async_batch.json").read_text())
+    assert {(r["env"], r["num_envs"], r["batch_size"]) for r in batched["results"]} == {
+        ("vecenv/VariableBusy-v0", 48, None),  # every env each step
+        ("vecenv/VariableBusy-v0", 48, 16),  # the first 16 ready
+    }
+

@@ -342,7 +342,7 @@ def test_async_batches_slow_env_does_not_hold_back_fast_ones():
             assert obs[:, 0].tolist() == ids.tolist()
         # env 0 (0.3 s per step) came back at most once (its reset) while the fast envs cycled
         # (how evenly the three fast ones share the batches is up to the OS scheduler)
-        assert order.count(0) <= 1 and min(order.count(i) for i in (1, 2, 3)) >= 2, order
+        assert order.count(0) <= 1 and min(order.count(i) for i in (1, 2, 3)) >= 1, order
         # and it is not starved: it comes back once its slow step is done
         returned = order.count(0)
         deadline = time.monotonic() + 5

@@ -1,0 +1,55 @@
+"""The many-core figures of the process-backend issue: 16 and 64 envs, and async batches.
+
+    python benchmarks/run_scaling.py                  # writes benchmarks/results/scaling.{json,png}
+    python benchmarks/run_scaling.py --out DIR        # somewhere else (the device machine's $OUT)
+    python benchmarks/run_scaling.py --rounds 3       # extra options go to every `vecenv bench`
+
+Three `vecenv bench` runs: CartPole-v1 and the busy env at 16 and 64 envs (serial, thread,
+process against gymnasium's Sync/Async), then the variable-cost busy env (50-1000 µs a step) at
+48 envs, synchronous and in batches of the first 16 ready. Meant for a machine
+with many cores (docs/bench.md says how to run it on the 16-core device machine); on 2 cores it
+runs too, and shows the oversubscribed case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from vecenv.cli import main
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def runs(out: Path) -> list[list[str]]:
+    """The ``vecenv bench`` argument lists, writing into ``out``."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        plot: list[str] = []
+    else:
+        plot = ["--plot", str(out / "scaling.png")]
+    return [
+        ["bench", "CartPole-v1", "vecenv/Busy-v0", "--num-envs", "16,64",
+         "--backends", "serial,thread,process", "--compare", "gym-sync,gym-async",
+         "--json", str(out / "scaling.json"), *plot],
+        ["bench", "vecenv/VariableBusy-v0", "--num-envs", "48", "--batch-size", "16",
+         "--backends", "process", "--compare", "gym-sync,gym-async",
+         "--json", str(out / "scaling_async_batch.json")],
+    ]
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON and PNG")
+    args, extra = parser.parse_known_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    status = 0
+    for bench in runs(args.out):
+        status = main(bench + extra) or status
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1:]))
