@@ -44,6 +44,10 @@ def variable_busy() -> gym.Env:
     return VariableBusyEnv(min_cost_us=50.0, max_cost_us=1000.0, episode_length=1000)
 
 
+def variable_wait() -> gym.Env:
+    return VariableBusyEnv(min_cost_us=50.0, max_cost_us=1000.0, episode_length=1000, wait=True)
+
+
 def run_sync(make: Callable[[], gym.vector.VectorEnv], steps: int, warmup: int = 50) -> float:
     """Env steps/s of ``steps`` full-batch steps."""
     envs = make()
@@ -143,11 +147,15 @@ def main() -> None:
         cases = contenders(busy, n, spins)
         report(f"busy env (100 µs/step, 84x84x4 uint8), N={n}",
                measure(cases, run_sync, args.busy_steps, args.rounds), base)
-    if "async" in which and VariableBusyEnv is not None:
+    for title, env_fn in (("busy", variable_busy), ("sleeping (waits instead of burning CPU)", variable_wait)):
+        if "async" not in which or VariableBusyEnv is None:
+            break
         total = 3 * n
-        fns = [variable_busy] * total
+        fns = [env_fn] * total
         cases = {
             f"process sync, N={total}": partial(vecenv.ProcessVectorEnv, fns, context="fork"),
+            f"process sync, N={total}, {total} workers": partial(
+                vecenv.ProcessVectorEnv, fns, context="fork", num_workers=total),
             f"process async, N={total}, batch={n}": partial(
                 vecenv.ProcessVectorEnv, fns, context="fork", batch_size=n),
             f"process async, N={total}, batch={n}, {total} workers": partial(
@@ -157,11 +165,12 @@ def main() -> None:
         rates: dict[str, list[float]] = {name: [] for name in cases}
         for _ in range(args.rounds):
             for name, make in cases.items():
-                runner = run_sync if name == sync_name else run_async_batches
-                steps = args.busy_steps if name == sync_name else args.busy_steps * 3
+                batched = "async" in name
+                runner = run_async_batches if batched else run_sync
+                steps = args.busy_steps * 3 if batched else args.busy_steps
                 rates[name].append(runner(make, steps))
         medians = {name: statistics.median(r) for name, r in rates.items()}
-        report("variable-cost busy env (50–1000 µs/step), async batches", medians, (sync_name,))
+        report(f"variable-cost {title} env (50–1000 µs/step), async batches", medians, (sync_name,))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@
 
 Three `vecenv bench` runs: CartPole-v1 and the busy env at 16 and 64 envs (serial, thread,
 process against gymnasium's Sync/Async), then the variable-cost busy env (50-1000 µs a step) at
-48 envs, synchronous and in batches of the first 16 ready. Meant for a machine
+48 envs, synchronous and in batches of the first 16 ready, once burning CPU and once sleeping
+(an env that waits on something outside it). Meant for a machine
 with many cores (docs/bench.md says how to run it on the 16-core device machine); on 2 cores it
 runs too, and shows the oversubscribed case.
 """
@@ -37,6 +38,9 @@ def runs(out: Path) -> list[list[str]]:
         ["bench", "vecenv/VariableBusy-v0", "--num-envs", "48", "--batch-size", "16",
          "--backends", "process", "--compare", "gym-sync,gym-async",
          "--json", str(out / "scaling_async_batch.json")],
+        ["bench", "vecenv/VariableBusy-v0", "--env-kwargs", '{"wait": true}', "--num-envs", "48",
+         "--batch-size", "16", "--backends", "process", "--compare", "gym-sync,gym-async",
+         "--json", str(out / "scaling_async_batch_wait.json")],
     ]
 
 

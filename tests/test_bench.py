@@ -93,6 +93,16 @@ def test_variable_busy_costs_are_seeded():
         VariableBusyEnv(min_cost_us=10, max_cost_us=5)
 
 
+def test_variable_busy_wait_sleeps_instead_of_burning_cpu():
+    env = gym.make(VARIABLE_BUSY_ID, min_cost_us=20_000, max_cost_us=20_000, obs_shape=(2,), wait=True)
+    env.reset(seed=0)
+    wall, cpu = time.perf_counter(), time.process_time()
+    env.step(0)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    assert wall >= 0.02 and cpu < 0.01, (wall, cpu)  # waited its cost without spending it
+    env.close()
+
+
 def make_small_busy() -> gym.Env:
     return BusyEnv(step_cost_us=0, obs_shape=(3,))
 

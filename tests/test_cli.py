@@ -270,9 +270,12 @@ def test_scaling_script_writes_both_results(tmp_path):
     scaling = json.loads((tmp_path / "scaling.json").read_text())
     cells = {(r["env"], r["num_envs"]) for r in scaling["results"]}
     assert cells == {(e, n) for e in ("CartPole-v1", "vecenv/Busy-v0") for n in (16, 64)}
-    batched = json.loads((tmp_path / "scaling_async_batch.json").read_text())
-    assert {(r["env"], r["num_envs"], r["batch_size"]) for r in batched["results"]} == {
-        ("vecenv/VariableBusy-v0", 48, None),  # every env each step
-        ("vecenv/VariableBusy-v0", 48, 16),  # the first 16 ready
-    }
+    for name in ("scaling_async_batch.json", "scaling_async_batch_wait.json"):
+        batched = json.loads((tmp_path / name).read_text())
+        assert {(r["env"], r["num_envs"], r["batch_size"]) for r in batched["results"]} == {
+            ("vecenv/VariableBusy-v0", 48, None),  # every env each step
+            ("vecenv/VariableBusy-v0", 48, 16),  # the first 16 ready
+        }
+        waits = batched["settings"]["env_kwargs"].get("vecenv/VariableBusy-v0", {}).get("wait", False)
+        assert waits == name.endswith("_wait.json")
 

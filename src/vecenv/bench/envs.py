@@ -78,6 +78,9 @@ class BusyEnv(gym.Env[np.ndarray, np.int64]):
         """Seconds of CPU this step burns."""
         return self.step_cost_us * 1e-6
 
+    def _spend(self, seconds: float) -> None:
+        spin(seconds)
+
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -88,7 +91,7 @@ class BusyEnv(gym.Env[np.ndarray, np.int64]):
         return self._frames[0].copy(), {}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        spin(self._step_cost())
+        self._spend(self._step_cost())
         a = int(action)
         reward = 1.0 if a == self._target else 0.0
         self._target = int(self.np_random.integers(4))
@@ -101,7 +104,9 @@ class VariableBusyEnv(BusyEnv):
     """:class:`BusyEnv` whose step cost is drawn per step, uniformly in ``[min_cost_us, max_cost_us]``.
 
     The draw comes from a generator seeded at :meth:`reset`, so costs are reproducible; slow steps
-    make stragglers, which is what the async-batch mode (``batch_size < num_envs``) is for.
+    make stragglers, which is what the async-batch mode (``batch_size < num_envs``) is for. With
+    ``wait=True`` the step sleeps for its cost instead of burning CPU: an env that waits on an
+    external simulator, a renderer or the network.
     """
 
     def __init__(
@@ -110,6 +115,7 @@ class VariableBusyEnv(BusyEnv):
         max_cost_us: float = 500.0,
         episode_length: int = 1000,
         obs_shape: tuple[int, ...] = (84, 84, 4),
+        wait: bool = False,
     ) -> None:
         if not 0 <= min_cost_us <= max_cost_us:
             raise ValueError(
@@ -118,6 +124,7 @@ class VariableBusyEnv(BusyEnv):
         super().__init__((min_cost_us + max_cost_us) / 2, episode_length, obs_shape)
         self.min_cost_us = float(min_cost_us)
         self.max_cost_us = float(max_cost_us)
+        self.wait = bool(wait)
         self._cost_rng = np.random.default_rng()
 
     def reset(
@@ -129,6 +136,12 @@ class VariableBusyEnv(BusyEnv):
 
     def _step_cost(self) -> float:
         return float(self._cost_rng.uniform(self.min_cost_us, self.max_cost_us)) * 1e-6
+
+    def _spend(self, seconds: float) -> None:
+        if self.wait:
+            time.sleep(seconds)
+        else:
+            spin(seconds)
 
 
 def _register() -> None:

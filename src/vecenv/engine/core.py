@@ -120,9 +120,7 @@ class VectorEnv(gym.vector.VectorEnv):
         self._whole_groups = [
             (w, None, np.arange(start, stop)) for w, (start, stop) in enumerate(self._partition)
         ]
-        self._worker_of = np.repeat(
-            np.arange(self.num_workers), [stop - start for start, stop in self._partition]
-        )
+        self._worker_of = [w for w, (start, stop) in enumerate(self._partition) for _ in range(start, stop)]
         self._in_flight: dict[int, tuple[str, np.ndarray]] = {}  # worker -> (command, env ids)
         self._pending: str | None = None  # "reset" | "step" | "call", gymnasium's async state
         self._call_results: dict[int, Any] = {}  # replies of the pending call so far, per worker
@@ -713,7 +711,7 @@ class VectorEnv(gym.vector.VectorEnv):
         bad = ids[(ids < 0) | (ids >= self.num_envs)]
         if bad.size:
             raise ValueError(f"env_ids: {bad.tolist()} out of range for num_envs={self.num_envs}")
-        if unique and np.unique(ids).size != ids.size:
+        if unique and len(set(ids.tolist())) != ids.size:
             raise ValueError(f"env_ids: each env may appear once, got {ids.tolist()}")
         return ids
 
@@ -722,12 +720,16 @@ class VectorEnv(gym.vector.VectorEnv):
         if ids is None or ids.size == self.num_envs:
             yield from self._whole_groups
             return
-        workers = self._worker_of[ids]
-        for w in np.unique(workers):
-            gids = np.sort(ids[workers == w])
+        # plain Python: batches are small, and numpy's per-call cost dominates at this size
+        worker_of = self._worker_of
+        groups: dict[int, list[int]] = {}
+        for i in sorted(ids.tolist()):
+            groups.setdefault(worker_of[i], []).append(i)
+        for w in sorted(groups):
+            gids = np.array(groups[w], dtype=np.int64)
             start, stop = self._partition[w]
             local = None if gids.size == stop - start else gids - start
-            yield int(w), local, gids
+            yield w, local, gids
 
     def __repr__(self) -> str:
         name = type(self).__name__

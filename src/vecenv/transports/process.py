@@ -798,13 +798,14 @@ class ProcessTransport(Transport):
             return [w for w in workers if w in self._dead or self._readable(w)]
         seq = self._seq
         iw = self._inline_w
+        finished = ctrl[:, _DONE].tolist()  # one snapshot: cheaper than a numpy lookup per worker
         if iw >= 0:
             done = [
                 w for w in workers
-                if (self._inline_reply is not None if w == iw else ctrl[w, _DONE] == seq[w] or w in self._dead)
+                if (self._inline_reply is not None if w == iw else finished[w] == seq[w] or w in self._dead)
             ]
         else:
-            done = [w for w in workers if ctrl[w, _DONE] == seq[w] or w in self._dead]
+            done = [w for w in workers if finished[w] == seq[w] or w in self._dead]
         if len(done) > 1:  # the inline group finished first, in submit
             done.sort(key=lambda w: -1 if w in self._dead or w == iw else int(ctrl[w, _STAMP]))
         return done
