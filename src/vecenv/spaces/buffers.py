@@ -151,6 +151,16 @@ class BatchBuffer:
         Raises ``ValueError``/``TypeError`` naming the leaf, the expected shape and dtype, and
         what was given, before anything is written.
         """
+        single = self._single_array
+        if (
+            single is not None
+            and rows is None
+            and type(batch) is np.ndarray
+            and batch.shape == single.shape
+            and (batch.dtype == single.dtype or batch.dtype.kind in _ASSIGNABLE.get(single.dtype.kind, ""))
+        ):  # the common case (one fixed leaf, a full batch as an array): nothing else to check
+            single[...] = batch
+            return
         k = self.n if rows is None else len(rows)
         values = []
         _collect(self._tree, self.leaves, batch, k, what, values)
@@ -176,6 +186,10 @@ class BatchBuffer:
         if self._single_array is not None:
             return self._single_array[i]
         return _item(self._tree, self.leaves, i)
+
+
+#: dtype kinds a fixed leaf of a given kind accepts (as :func:`_check_leaf` rules)
+_ASSIGNABLE = {"b": "biu", "i": "biu", "u": "biu", "f": "biuf"}
 
 
 def _aligned(pos: int) -> int:

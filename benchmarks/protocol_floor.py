@@ -1,0 +1,153 @@
+"""The floor of any process-based vector env on this machine: a minimal protocol, no engine.
+
+    python benchmarks/protocol_floor.py                 # CartPole, 2 workers x 4 envs
+    python benchmarks/protocol_floor.py --workers 1 --envs-per-worker 8
+
+Forks the workers, each stepping its envs with fixed actions, and drives them the cheapest ways
+there are: a byte on a pipe each way (both sides block in the kernel), or a counter in shared
+memory each way with ``sched_yield()`` while waiting. No action checks, no info batching, no
+copies, no crash detection. If vecenv's process backend (measured in the same run) is near these
+figures, what is left is the machine (cores, scheduler, wake-up cost), not vecenv's protocol.
+Prints µs per batched step, with serial stepping of the same envs in this process for scale.
+Linux only (``os.fork``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import os
+import statistics
+import time
+
+import gymnasium as gym
+import numpy as np
+
+
+def _step_all(envs: list[gym.Env]) -> None:
+    for env in envs:
+        _, _, terminated, truncated, _ = env.step(0)
+        if terminated or truncated:
+            env.reset()
+
+
+def _make(env_id: str, k: int) -> list[gym.Env]:
+    envs = [gym.make(env_id) for _ in range(k)]
+    for i, env in enumerate(envs):
+        env.reset(seed=i)
+    return envs
+
+
+def floor(mode: str, env_id: str, workers: int, per_worker: int, steps: int) -> float:
+    """µs per batched step with ``mode`` "block" (pipes) or "yield" (shared counters)."""
+    commands = [os.pipe() for _ in range(workers)]
+    replies = os.pipe()
+    block = mmap.mmap(-1, 64 * 8 * workers)
+    ctrl = np.frombuffer(block, np.int64).reshape(workers, 64)  # a cache line apart: [w, 0] / [w, 8]
+    pids = []
+    for w in range(workers):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            envs = _make(env_id, per_worker)
+            seq = 0
+            while True:
+                if mode == "block":
+                    if os.read(commands[w][0], 1) == b"q":
+                        os._exit(0)
+                else:
+                    while ctrl[w, 0] == seq:
+                        os.sched_yield()
+                    if ctrl[w, 0] < 0:
+                        os._exit(0)
+                seq += 1
+                _step_all(envs)
+                if mode == "block":
+                    os.write(replies[1], b"k")
+                else:
+                    ctrl[w, 8] = seq
+        pids.append(pid)
+
+    def step(seq: int) -> None:
+        if mode == "block":
+            for w in range(workers):
+                os.write(commands[w][1], b"s")
+            got = 0
+            while got < workers:
+                got += len(os.read(replies[0], workers - got))
+        else:
+            ctrl[:, 0] = seq
+            while not (ctrl[:, 8] == seq).all():
+                os.sched_yield()
+
+    try:
+        for seq in range(1, 201):
+            step(seq)
+        t = time.perf_counter()
+        for seq in range(201, 201 + steps):
+            step(seq)
+        return (time.perf_counter() - t) / steps * 1e6
+    finally:
+        for w in range(workers):
+            if mode == "block":
+                os.write(commands[w][1], b"q")
+            else:
+                ctrl[w, 0] = -1
+        for pid in pids:
+            os.waitpid(pid, 0)
+        for fds in (*commands, replies):
+            for fd in fds:
+                os.close(fd)
+
+
+def serial(env_id: str, n: int, steps: int) -> float:
+    envs = _make(env_id, n)
+    for _ in range(200):
+        _step_all(envs)
+    t = time.perf_counter()
+    for _ in range(steps):
+        _step_all(envs)
+    return (time.perf_counter() - t) / steps * 1e6
+
+
+def vecenv_process(env_id: str, workers: int, n: int, steps: int) -> float:
+    """The same envs and actions through ``vecenv.ProcessVectorEnv`` (its defaults otherwise)."""
+    import vecenv
+
+    with vecenv.ProcessVectorEnv([lambda: gym.make(env_id)] * n, num_workers=workers, context="fork") as envs:
+        envs.reset(seed=0)
+        actions = np.zeros(n, dtype=np.int64)
+        for _ in range(200):
+            envs.step(actions)
+        t = time.perf_counter()
+        for _ in range(steps):
+            envs.step(actions)
+        return (time.perf_counter() - t) / steps * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--envs-per-worker", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    n = args.workers * args.envs_per_worker
+    contenders = {
+        "serial (this process)": lambda: serial(args.env, n, args.steps),
+        "floor: block (pipes)": lambda: floor("block", args.env, args.workers, args.envs_per_worker, args.steps),
+        "floor: yield (counters)": lambda: floor("yield", args.env, args.workers, args.envs_per_worker, args.steps),
+        "vecenv process": lambda: vecenv_process(args.env, args.workers, n, args.steps),
+    }
+    results: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(args.rounds):  # interleaved, so drift of a shared machine hits all alike
+        for name, run in contenders.items():
+            results[name].append(run())
+    print(f"{args.env}, {args.workers} workers x {args.envs_per_worker} envs, "
+          f"{len(os.sched_getaffinity(0))} usable cores; µs per batched step, median of {args.rounds} rounds")
+    for name, values in results.items():
+        print(f"  {name:26s} {statistics.median(values):8.1f}   {[round(v) for v in values]}")
+
+
+if __name__ == "__main__":
+    main()
