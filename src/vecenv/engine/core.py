@@ -356,7 +356,7 @@ class VectorEnv(gym.vector.VectorEnv):
         b = self._buffers
         if bs == n:
             self._ready.clear()
-            entries = [self._held[i] for i in sorted(self._held)]
+            entries = [self._held[i] for i in sorted(self._held)] if self._held else []
             self._held.clear()
             self._busy[:] = False
             self._pending = None
@@ -415,6 +415,8 @@ class VectorEnv(gym.vector.VectorEnv):
     def _wait_ready(self, deadline: float | None, timeout: float | None, method: str) -> list[int]:
         """Workers with a reply, waiting until one has, the caller's deadline, or a step deadline."""
         workers = list(self._in_flight)
+        if deadline is None and self.step_timeout is None:  # the common case: wait as long as it takes
+            return self._transport.ready(workers, None)
         now = time.monotonic()
         left = None if deadline is None else max(0.0, deadline - now)
         if self.step_timeout is not None:
@@ -448,10 +450,12 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def _accept(self, w: int, gids: np.ndarray, entries: list[InfoEntry], objects: Any) -> None:
         """Take a worker's results for ``gids``: they are ready to be returned."""
-        self._buffers.observations.set_objects(objects, gids)
+        if objects is not None:
+            self._buffers.observations.set_objects(objects, gids)
         for entry in entries:
             self._held[entry.index] = entry
-        self._ready.extend(gids.tolist())
+        if self.batch_size < self.num_envs:  # full batches wait for every reply, not a count
+            self._ready.extend(gids.tolist())
         deferred = self._deferred.pop(w, None)
         if deferred:
             ids = np.array(sorted(deferred), dtype=np.int64)
