@@ -260,7 +260,7 @@ def test_benchmark_script_uses_the_cli():
 
 @pytest.mark.timeout(120)
 def test_scaling_script_writes_both_results(tmp_path):
-    """benchmarks/run_scaling.py runs its two benches (cut down here) and writes their JSON."""
+    """benchmarks/run_scaling.py runs its benches (cut down here) and writes their JSON."""
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "run_scaling.py"
     spec = importlib.util.spec_from_file_location("run_scaling", path)
     script = importlib.util.module_from_spec(spec)
@@ -278,4 +278,3 @@ def test_scaling_script_writes_both_results(tmp_path):
         }
         waits = batched["settings"]["env_kwargs"].get("vecenv/VariableBusy-v0", {}).get("wait", False)
         assert waits == name.endswith("_wait.json")
-

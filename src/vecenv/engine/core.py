@@ -450,8 +450,7 @@ class VectorEnv(gym.vector.VectorEnv):
 
     def _accept(self, w: int, gids: np.ndarray, entries: list[InfoEntry], objects: Any) -> None:
         """Take a worker's results for ``gids``: they are ready to be returned."""
-        if objects is not None:
-            self._buffers.observations.set_objects(objects, gids)
+        self._buffers.observations.set_objects(objects, gids)
         for entry in entries:
             self._held[entry.index] = entry
         if self.batch_size < self.num_envs:  # full batches wait for every reply, not a count

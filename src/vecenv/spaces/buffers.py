@@ -157,7 +157,7 @@ class BatchBuffer:
             and rows is None
             and type(batch) is np.ndarray
             and batch.shape == single.shape
-            and (batch.dtype == single.dtype or batch.dtype.kind in _ASSIGNABLE.get(single.dtype.kind, ""))
+            and batch.dtype.kind in _accepted_kinds(single.dtype)
         ):  # the common case (one fixed leaf, a full batch as an array): nothing else to check
             single[...] = batch
             return
@@ -188,8 +188,9 @@ class BatchBuffer:
         return _item(self._tree, self.leaves, i)
 
 
-#: dtype kinds a fixed leaf of a given kind accepts (as :func:`_check_leaf` rules)
-_ASSIGNABLE = {"b": "biu", "i": "biu", "u": "biu", "f": "biuf"}
+def _accepted_kinds(want: np.dtype) -> str:
+    """The dtype kinds a fixed leaf of dtype ``want`` takes: integer leaves only integers."""
+    return "biu" if want.kind in "biu" else "biuf"
 
 
 def _aligned(pos: int) -> int:
@@ -279,9 +280,7 @@ def _check_leaf(leaf: Leaf, value: Any, k: int, where: str) -> Any:
             f"got shape {array.shape}{source}"
         )
     want = leaf.array.dtype
-    kind = array.dtype.kind
-    ok = kind in "biu" if want.kind in "biu" else kind in "biuf"
-    if not ok:
+    if array.dtype.kind not in _accepted_kinds(want):
         need = "integer" if want.kind in "biu" else "numeric"
         raise TypeError(
             f"{where}: expected {need} values for {leaf.space} (dtype {want}), got dtype {array.dtype}"
