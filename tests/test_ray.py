@@ -139,6 +139,26 @@ def test_same_trajectories_as_serial_with_fractional_cpus(ray_local):
 
 
 @needs_ray
+def test_actors_the_cluster_cannot_place_time_out_instead_of_hanging(ray_local):
+    with pytest.raises(ValueError, match="start_timeout: expected a number of seconds > 0 or None"):
+        vecenv.RayVectorEnv([cartpole] * 3, num_workers=3, start_timeout=0)
+    t0 = time.monotonic()
+    with pytest.warns(RuntimeWarning, match="need 3 CPUs but the Ray cluster has 2"):
+        # 2 actors fit; the third can never be placed (how many of the 2 have started by the
+        # deadline depends on how fast Ray starts its worker processes)
+        with pytest.raises(vecenv.StepTimeoutError, match=r"did not finish start within 3 s: [123] of 3 Ray actors") as info:
+            vecenv.RayVectorEnv([cartpole] * 3, num_workers=3, start_timeout=3.0)
+    assert time.monotonic() - t0 < 40
+    assert "need 3 CPUs and the cluster has 2" in str(info.value)
+    assert "lower num_workers or num_cpus_per_worker" in str(info.value)
+    assert 1 <= len(info.value.env_indices) <= 3 and info.value.method == "start"
+    # the actors were killed: the cluster's 2 CPUs are free again for a vector env that fits
+    with vecenv.RayVectorEnv([cartpole] * 2, num_workers=2, start_timeout=30) as envs:
+        obs, _ = envs.reset(seed=0)
+        assert obs.shape == (2, 4)
+
+
+@needs_ray
 def test_close_with_a_hung_env_returns_in_bounded_time(ray_local):
     envs = vecenv.RayVectorEnv([FaultyEnv, lambda: FaultyEnv("hang", at=1)], num_workers=2)
     envs.reset(seed=0)

@@ -96,7 +96,9 @@ class WorkerDiedError(VecEnvError):
 class StepTimeoutError(VecEnvError, TimeoutError):
     """A sub-environment took longer than ``step_timeout`` seconds."""
 
-    def __init__(self, env_indices: list[int], worker: int | None, timeout: float, method: str = "step"):
+    def __init__(
+        self, env_indices: list[int], worker: int | None, timeout: float, method: str = "step", detail: str = ""
+    ):
         self.env_indices = list(env_indices)
         self.worker = worker
         self.timeout = timeout
@@ -104,6 +106,7 @@ class StepTimeoutError(VecEnvError, TimeoutError):
         where = f" (worker {worker})" if worker is not None else ""
         super().__init__(
             f"envs {self.env_indices}{where} did not finish {method} within {timeout:g} s"
+            + (f": {detail}" if detail else "")
         )
 
     def __reduce__(self):

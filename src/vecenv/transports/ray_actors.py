@@ -26,7 +26,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from vecenv.engine import VectorEnv
-from vecenv.errors import EnvError, WorkerDiedError
+from vecenv.errors import EnvError, StepTimeoutError, WorkerDiedError
 from vecenv.spaces import StepBuffers
 from vecenv.transports.base import Transport
 from vecenv.worker import EnvDescription
@@ -35,6 +35,8 @@ from vecenv.worker.detached import DetachedGroup, command_inputs, store_outputs
 __all__ = ["RayTransport", "RayVectorEnv"]
 
 _CLOSE_TIMEOUT = 5.0
+#: seconds the actors may take to be placed and to build their envs (``start_timeout``)
+DEFAULT_START_TIMEOUT = 120.0
 
 
 def _import_ray() -> Any:
@@ -158,8 +160,10 @@ class RayTransport(Transport):
         num_cpus_per_worker: float = 1,
         address: str | None = None,
         ray_init_kwargs: dict[str, Any] | None = None,
+        start_timeout: float | None = DEFAULT_START_TIMEOUT,
     ) -> None:
         self.num_cpus_per_worker = num_cpus_per_worker
+        self.start_timeout = start_timeout
         self.address = address
         self.ray_init_kwargs = dict(ray_init_kwargs or {})
         self.ray: Any = None
@@ -210,6 +214,7 @@ class RayTransport(Transport):
         try:
             self.actors = [self._new_actor() for _ in partition]
             refs = [self._start_actor(w) for w in range(self.num_workers)]
+            self._await_start(refs, list(range(self.num_workers)))
             replies = [self._get(ref, w) for w, ref in enumerate(refs)]
             for ok, value in replies:
                 if not ok:
@@ -225,6 +230,30 @@ class RayTransport(Transport):
     def _start_actor(self, w: int) -> Any:
         start = self.partition[w][0]
         return self.actors[w].start.remote(self._blobs[w], start, w, self._mode, list(sys.path))
+
+    def _await_start(self, refs: list[Any], workers: list[int]) -> None:
+        """Wait up to ``start_timeout`` for the actors of ``workers`` to build their envs.
+
+        An actor Ray cannot place (the cluster lacks the CPUs) would otherwise wait forever.
+        """
+        if self.start_timeout is None:
+            return
+        done, _ = self.ray.wait(refs, num_returns=len(refs), timeout=self.start_timeout)
+        if len(done) == len(refs):
+            return
+        finished = set(done)
+        late = [w for w, ref in zip(workers, refs, strict=True) if ref not in finished]
+        cpus = self.cluster_cpus()
+        raise StepTimeoutError(
+            [i for w in late for i in range(*self.partition[w])],
+            late[0],
+            self.start_timeout,
+            "start",
+            f"{len(late)} of {len(refs)} Ray actors did not start; {self.num_workers} actors x "
+            f"{self.num_cpus_per_worker:g} CPUs need {self.num_workers * self.num_cpus_per_worker:g} "
+            f"CPUs and the cluster has {cpus:g} (lower num_workers or num_cpus_per_worker, or pass "
+            "start_timeout=None to wait for an autoscaler or for slow env_fns)",
+        )
 
     def attach(self, buffers: StepBuffers) -> None:
         self._rows = [buffers.rows(a, b) for a, b in self.partition]
@@ -244,7 +273,9 @@ class RayTransport(Transport):
         """Replace ``worker``'s actor with a fresh one built from the same env_fns."""
         self.terminate(worker)
         self.actors[worker] = self._new_actor()
-        ok, value = self._get(self._start_actor(worker), worker)
+        ref = self._start_actor(worker)
+        self._await_start([ref], [worker])
+        ok, value = self._get(ref, worker)
         if not ok:
             raise value
         self.ray.get(self.actors[worker].attach.remote(*self._spaces))
@@ -328,6 +359,9 @@ class RayVectorEnv(VectorEnv):
         address: Ray cluster to join (``"auto"``, ``"ray://host:10001"``...); ``None`` starts a
             local Ray unless one is already initialised.
         ray_init_kwargs: extra keywords for ``ray.init`` (e.g. ``{"num_cpus": 8}``, ``runtime_env``).
+        start_timeout: seconds the actors may take to be placed and build their envs (at start and
+            on a restart) before :class:`vecenv.errors.StepTimeoutError` says which did not;
+            ``None`` waits as long as it takes (an autoscaling cluster adding nodes).
         batch_size: ``< num_envs`` for async batches; slow actors stop holding fast ones back.
         copy, observation_mode, autoreset_mode, on_error, max_restarts, restart_window,
             step_timeout: as for every vecenv backend (see :class:`vecenv.VectorEnv`); a hung or
@@ -350,12 +384,17 @@ class RayVectorEnv(VectorEnv):
         max_restarts: int = 3,
         restart_window: float = 60.0,
         step_timeout: float | None = None,
+        start_timeout: float | None = DEFAULT_START_TIMEOUT,
     ) -> None:
         _import_ray()  # a clear ImportError before anything else
+        if start_timeout is not None and (
+            isinstance(start_timeout, bool) or not isinstance(start_timeout, (int, float)) or start_timeout <= 0
+        ):
+            raise ValueError(f"start_timeout: expected a number of seconds > 0 or None, got {start_timeout!r}")
         if isinstance(num_cpus_per_worker, bool) or not isinstance(num_cpus_per_worker, (int, float)) \
                 or num_cpus_per_worker < 0:
             raise ValueError(f"num_cpus_per_worker: expected a number >= 0, got {num_cpus_per_worker!r}")
-        transport = RayTransport(num_cpus_per_worker, address, ray_init_kwargs)
+        transport = RayTransport(num_cpus_per_worker, address, ray_init_kwargs, start_timeout)
         try:
             if num_workers is None:
                 cpus = transport.cluster_cpus()
