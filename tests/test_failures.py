@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -124,8 +126,6 @@ def worker_backend(request):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("fault", ["exit", "segfault"])
 def test_dead_worker_is_reported_with_its_envs(worker_backend, fault):
-    import time
-
     fns = [FaultyEnv, FaultyEnv, fault_at(fault, 2), FaultyEnv]
     with make_backend(worker_backend, fns, num_workers=2) as envs:
         envs.reset(seed=0)
@@ -145,8 +145,6 @@ def test_dead_worker_is_reported_with_its_envs(worker_backend, fault):
 
 @pytest.mark.timeout(60)
 def test_step_timeout_raises_naming_the_stuck_envs(worker_backend):
-    import time
-
     fns = [FaultyEnv, fault_at("hang", 2)]
     with make_backend(worker_backend, fns, num_workers=2, step_timeout=0.5) as envs:
         envs.reset(seed=0)
@@ -198,6 +196,44 @@ def test_restart_replaces_a_dead_or_hung_worker(worker_backend, tmp_path, fault,
         assert not out[3].any()
         assert envs.get_attr("steps")[:2] == (6, 6)
     ref.close()
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+@pytest.mark.parametrize("fault", ["segfault", "hang"])
+def test_restart_in_async_batches_truncates_the_workers_other_envs(worker_backend, tmp_path, mode, fault):
+    """Worker 1 (envs 2 and 3) dies or hangs while only env 2 is in flight and the other workers
+    keep the batches full: it is still noticed, and env 3's episode ends too."""
+    fns = [FaultyEnv, FaultyEnv, OnceFaulty(tmp_path / "marker", fault, at=3), FaultyEnv]
+    with make_backend(worker_backend, fns, num_workers=2, batch_size=1, on_error="restart",
+                      autoreset_mode=mode, step_timeout=1.0) as envs:
+        obs, infos = envs.reset(seed=0)
+        trunc = np.zeros(1, dtype=bool)
+        history: dict[int, list] = {i: [] for i in range(4)}  # per env: (obs, truncated, infos row)
+        deadline = time.monotonic() + 20  # the death is noticed within a bounded time, not steps
+        while time.monotonic() < deadline:
+            i = int(infos["env_id"][0])
+            row = {k: infos[k][0] for k in ("restarted", "restart_reason", "final_obs") if k in infos and infos[f"_{k}"][0]}
+            history[i].append((obs[0].copy(), bool(trunc[0]), row))
+            if all(any(r.get("restarted") for _, _, r in history[j][:-1]) for j in (2, 3)):
+                break
+            obs, _, _, trunc, infos = envs.step(np.zeros(1, int), infos["env_id"])
+        for j in (0, 1):
+            assert not any(r.get("restarted") for _, _, r in history[j])
+        for j in (2, 3):  # exactly one truncation, reported as a restart, then the run goes on
+            cut = [k for k, (_, t, r) in enumerate(history[j]) if r.get("restarted")]
+            assert len(cut) == 1, (j, history[j])
+            k = cut[0]
+            obs_k, truncated, row = history[j][k]
+            expected = "WorkerDiedError" if fault == "segfault" else "StepTimeoutError"
+            assert truncated and expected in row["restart_reason"]
+            held = history[j][k - 1][0]  # the last observation the caller had for env j
+            if mode == "next_step":
+                assert np.array_equal(obs_k, held)  # the episode ends where the caller saw it
+                assert not history[j][k + 1][1]  # and the next result is the new episode's reset
+            else:
+                assert np.array_equal(row["final_obs"], held) and not np.array_equal(obs_k, held)
+                assert not history[j][k + 1][1]
 
 
 @pytest.mark.timeout(60)

@@ -147,6 +147,10 @@ class VectorEnv(gym.vector.VectorEnv):
         self._deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
         self._ready: deque[int] = deque()
         self._held: dict[int, InfoEntry] = {}
+        # async batches: envs whose worker was restarted while they were not in flight. Their next
+        # send returns a truncation instead of stepping (value: the restart report, and for
+        # SAME_STEP the new env's reset observation and info)
+        self._cut: dict[int, tuple[dict, Any, dict]] = {}
 
     # ================================================================ setup
     def _setup_spaces(self, descriptions: list[EnvDescription], observation_mode: Any) -> None:
@@ -236,6 +240,7 @@ class VectorEnv(gym.vector.VectorEnv):
         if self.batch_size < n:
             self._ready.clear()
             self._held.clear()
+            self._cut.clear()  # every env starts a new episode
         for w, local, gids in self._by_worker(ids):
             local_seeds = seeds[self._partition[w][0] : self._partition[w][1]]
             self._submit(w, "reset", (local_seeds, options, local), gids)
@@ -304,16 +309,21 @@ class VectorEnv(gym.vector.VectorEnv):
             if self.autoreset_mode is AutoresetMode.DISABLED and self._needs_reset[ids].any():
                 self._refuse_ended(ids[self._needs_reset[ids]])
             self._buffers.actions.assign(actions, ids, "actions")
-        for w, local, gids in self._by_worker(ids):
-            if w in self._in_flight:
-                self._deferred.setdefault(w, []).extend(gids.tolist())
-            else:
-                self._submit(w, "step", (local,), gids)
+        cut = [i for i in ids.tolist() if i in self._cut] if self._cut and ids is not None else []
+        stepping = ids if not cut else ids[~np.isin(ids, cut)]
+        if stepping is None or stepping.size:
+            for w, local, gids in self._by_worker(stepping):
+                if w in self._in_flight:
+                    self._deferred.setdefault(w, []).extend(gids.tolist())
+                else:
+                    self._submit(w, "step", (local,), gids)
         if ids is None:
             self._busy[:] = True
         else:
             self._busy[ids] = True
         self._pending = "step"
+        if cut:
+            self._truncate_cut(cut)
 
     def recv(self, timeout: float | None = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Wait for the results of :meth:`send`: all envs, or the first ``batch_size`` ready."""
@@ -423,13 +433,13 @@ class VectorEnv(gym.vector.VectorEnv):
             due = min(self._sent_at[w] for w in workers) + self.step_timeout
             left = max(0.0, due - now) if left is None else min(left, max(0.0, due - now))
         ready = self._transport.ready(workers, left)
-        if ready:
-            return ready
         now = time.monotonic()
-        if self.step_timeout is not None:
-            late = [w for w in workers if now - self._sent_at[w] >= self.step_timeout]
+        if self.step_timeout is not None:  # also when others are ready: async batches never wait on all
+            late = [w for w in workers if w not in ready and now - self._sent_at[w] >= self.step_timeout]
             if late:
                 raise _Overdue(late)
+        if ready:
+            return ready
         if deadline is not None and now >= deadline:
             raise multiprocessing.TimeoutError(
                 f"The call to `{method}` has timed out after {timeout} second(s)."
@@ -479,9 +489,18 @@ class VectorEnv(gym.vector.VectorEnv):
         """
         b = self._buffers
         same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
+        start, stop = self._partition[w]
+        # Async batches: the worker's other envs (idle, or ready and not yet returned) lose their
+        # episodes too. Their next result is a truncation (see _truncate_cut); an env whose last
+        # result already ended its episode needs none, except in SAME_STEP, where the new env's
+        # first observation is not the one the caller holds.
+        in_flight = set(gids.tolist())
+        others = [i for i in range(start, stop) if i not in in_flight]
+        cut = [i for i in others if same_step or not (b.terminations[i] or b.truncations[i])]
+        kept = {i: (copy.deepcopy(b.observations.item(i)), b.rewards[i], b.terminations[i], b.truncations[i])
+                for i in others} if same_step else {}
         finals = {int(i): copy.deepcopy(b.observations.item(int(i))) for i in gids} if same_step else {}
         self._transport.restart(w)
-        start, stop = self._partition[w]
         if self.on_error != "raise":
             self._transport.submit(w, "configure", (self.on_error, self.max_restarts, self.restart_window))
             self._fetch_now(w)
@@ -492,12 +511,45 @@ class VectorEnv(gym.vector.VectorEnv):
             b.observations.set_objects(objects, np.arange(start, stop))
             infos = {e.index: e.info for e in entries}
             made = [InfoEntry(i, {**infos.get(i, {}), **report}, True, finals[i], dict(report)) for i in finals]
+            for i in cut:
+                self._cut[i] = (report, copy.deepcopy(b.observations.item(i)), infos.get(i, {}))
+            for i, (obs, reward, terminated, truncated) in kept.items():  # what the caller holds or will get
+                b.observations.write(i, obs)
+                b.rewards[i], b.terminations[i], b.truncations[i] = reward, terminated, truncated
         else:
             made = [InfoEntry(int(i), dict(report)) for i in gids]
+            self._cut.update((i, (report, None, {})) for i in cut)
         b.rewards[gids] = 0.0  # after the reset above, which clears the flags of its rows
         b.terminations[gids] = False
         b.truncations[gids] = True
+        deferred = self._deferred.pop(w, [])  # sent while the old worker was busy
+        now = [i for i in deferred if i in self._cut]
+        if len(now) < len(deferred):
+            self._deferred[w] = [i for i in deferred if i not in self._cut]
         self._accept(w, gids, made, None)
+        if now:
+            self._truncate_cut(now)
+
+    def _truncate_cut(self, ids: list[int]) -> None:
+        """Return the envs ``ids``, whose worker was restarted while they waited, as truncated.
+
+        The observation is the last one the caller got (NEXT_STEP, DISABLED) or the new env's
+        first one with that last one as ``final_obs`` (SAME_STEP); the infos say restarted.
+        """
+        b = self._buffers
+        for i in ids:
+            report, reset_obs, reset_info = self._cut.pop(i)
+            b.rewards[i] = 0.0
+            b.terminations[i] = False
+            b.truncations[i] = True
+            if reset_obs is None:
+                entry = InfoEntry(i, dict(report))
+            else:
+                final_obs = copy.deepcopy(b.observations.item(i))
+                b.observations.write(i, reset_obs)
+                entry = InfoEntry(i, {**reset_info, **report}, True, final_obs, dict(report))
+            self._held[i] = entry
+            self._ready.append(i)
 
     def _fetch_now(self, w: int) -> Any:
         """Wait for ``w``'s reply to a command sent outside the in-flight bookkeeping."""

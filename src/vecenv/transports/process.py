@@ -86,6 +86,8 @@ SKIP_WAKEUPS = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686",
 _OP_BYTES = {ord(OP_STEP): OP_STEP, ord(OP_MASKED_STEP): OP_MASKED_STEP, ord(OP_MESSAGE): OP_MESSAGE}
 #: longest bounded sleep (ms) between re-checks of the counters; a lost wake-up costs at most this
 _MAX_NAP_MS = 50
+#: seconds between looks at the sentinels of workers that other workers keep outpacing
+_DEATH_CHECK_S = 0.05
 #: environment variables that keep numeric libraries to one thread in a worker
 THREAD_VARS = (
     "OMP_NUM_THREADS",
@@ -418,6 +420,7 @@ class ProcessTransport(Transport):
         self._dead: dict[int, int | None] = {}
         self._action_objects = False
         self._pollers: dict[tuple[int, ...], tuple[Any, dict[int, int]]] = {}
+        self._next_death_check = 0.0  # see ready(): deaths among workers others keep outpacing
         self._closed = False
         self.main_spin = self.worker_spin = 0.0
         # inline mode: the last group runs in this process (an EnvGroup stepped in submit)
@@ -691,6 +694,14 @@ class ProcessTransport(Transport):
 
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
         done = self._done(workers)
+        if done and len(done) < len(workers):
+            # Async batches: while other workers keep the batches full, a dead worker would never
+            # be waited on, and its envs never return. Look at the sentinels now and then.
+            now = time.monotonic()
+            if now >= self._next_death_check:
+                self._next_death_check = now + _DEATH_CHECK_S
+                if self._check_sentinels([w for w in workers if w not in done]):
+                    done = self._done(workers)
         if done or timeout == 0:
             return done
         if self.main_spin > 0.0 and self._ctrl is not None:
@@ -911,6 +922,20 @@ class ProcessTransport(Transport):
             if self.sentinels[w] in events:
                 self._mark_dead(w)
                 raise (EOFError if event == select.POLLIN else BrokenPipeError)()
+
+    def _check_sentinels(self, workers: list[int]) -> bool:
+        """Mark the workers among ``workers`` whose process has ended; whether any had."""
+        poller = select.poll()
+        owner = {}
+        for w in workers:
+            if w not in self._dead and w != self._inline_w:
+                poller.register(self.sentinels[w], select.POLLIN)
+                owner[self.sentinels[w]] = w
+        found = False
+        for fd, _ in poller.poll(0) if owner else ():
+            self._mark_dead(owner[fd])
+            found = True
+        return found
 
     def _mark_dead(self, w: int) -> None:
         if w not in self._dead:
