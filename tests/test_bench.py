@@ -190,6 +190,20 @@ def test_batch_contender_skipped_when_batch_not_smaller():
     assert [cells[4] for cells, _ in table_rows(run)] == ["skipped", f"{big.median:,.0f}"]
 
 
+@pytest.mark.timeout(60)
+def test_envpool_peer_runs_its_own_ids_and_declines_others():
+    """Runs where EnvPool is installed (it is not a vecenv dependency; CI skips this)."""
+    pytest.importorskip("envpool", reason="envpool is not installed (pip install envpool)")
+    from vecenv.bench import peer_contender
+
+    pool = peer_contender("envpool")
+    assert pool.supports(resolve_env("CartPole-v1")) is None
+    assert pool.supports(resolve_env(BUSY_ID)) == f"envpool has no {BUSY_ID}"
+    assert "own registered ids" in pool.supports(resolve_env(f"{__name__}:make_small_busy"))
+    round_, _ = measure(pool, resolve_env("CartPole-v1"), 4, steps=40, seconds=None)
+    assert round_.env_steps == 40 and round_.steps_per_s > 0
+
+
 def test_default_suite_covers_both_regimes():
     assert DEFAULT_SUITE == {"CartPole-v1": [2, 8, 16], BUSY_ID: [8]}
     assert BenchConfig(envs=[], contenders=[]).budget() == (None, 1.0)
