@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -152,6 +153,8 @@ def test_actors_the_cluster_cannot_place_time_out_instead_of_hanging(ray_local):
     assert "need 3 CPUs and the cluster has 2" in str(info.value)
     assert "lower num_workers or num_cpus_per_worker" in str(info.value)
     assert 1 <= len(info.value.env_indices) <= 3 and info.value.method == "start"
+    copy = pickle.loads(pickle.dumps(info.value))  # errors keep their whole text across processes
+    assert str(copy) == str(info.value) and copy.env_indices == info.value.env_indices
     # the actors were killed: the cluster's 2 CPUs are free again for a vector env that fits
     with vecenv.RayVectorEnv([cartpole] * 2, num_workers=2, start_timeout=30) as envs:
         obs, _ = envs.reset(seed=0)

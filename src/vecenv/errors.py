@@ -94,7 +94,8 @@ class WorkerDiedError(VecEnvError):
 
 
 class StepTimeoutError(VecEnvError, TimeoutError):
-    """A sub-environment took longer than ``step_timeout`` seconds."""
+    """A sub-environment took longer than ``step_timeout`` seconds (or, for ``method="start"``,
+    Ray actors were not placed and started within ``start_timeout``; ``detail`` says why)."""
 
     def __init__(
         self, env_indices: list[int], worker: int | None, timeout: float, method: str = "step", detail: str = ""
@@ -103,6 +104,7 @@ class StepTimeoutError(VecEnvError, TimeoutError):
         self.worker = worker
         self.timeout = timeout
         self.method = method
+        self.detail = detail
         where = f" (worker {worker})" if worker is not None else ""
         super().__init__(
             f"envs {self.env_indices}{where} did not finish {method} within {timeout:g} s"
@@ -110,7 +112,7 @@ class StepTimeoutError(VecEnvError, TimeoutError):
         )
 
     def __reduce__(self):
-        return (type(self), (self.env_indices, self.worker, self.timeout, self.method))
+        return (type(self), (self.env_indices, self.worker, self.timeout, self.method, self.detail))
 
 
 def describe_exitcode(exitcode: int | None) -> str:
