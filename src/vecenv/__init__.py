@@ -22,6 +22,7 @@ from vecenv.errors import (
     WorkerDiedError,
 )
 from vecenv.make import available_backends, make
+from vecenv.policy import FailurePolicy
 
 __version__ = "0.1.0"
 
@@ -29,6 +30,7 @@ __all__ = [
     "AsyncVectorEnv",
     "ClosedEnvironmentError",
     "EnvError",
+    "FailurePolicy",
     "ProcessVectorEnv",
     "RayVectorEnv",
     "SerialVectorEnv",

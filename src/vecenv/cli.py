@@ -10,7 +10,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -102,6 +102,32 @@ def _resolve_envs(names: Sequence[str], kwargs: dict[str, Any]) -> list[Any]:
     return out
 
 
+def _name_choice(
+    option: str,
+    text: str | None,
+    default: Callable[[], list[str]],
+    expected: str,
+    check: Callable[[str], None],
+) -> list[str]:
+    """The names given to a comma-separated ``option``: ``default()`` when it is not given, no
+    names for ``none``; otherwise each name is passed to ``check`` (which raises
+    :class:`UsageError`) and duplicates are dropped.
+
+    ``expected`` completes the error for an empty list: "{option}: expected a comma-separated
+    list {expected}".
+    """
+    if text is None:
+        return default()
+    names = _name_list(text)
+    if names == ["none"]:
+        return []
+    if not names:
+        raise UsageError(f"{option}: expected a comma-separated list {expected}")
+    for name in names:
+        check(name)
+    return list(dict.fromkeys(names))
+
+
 def _backends(option: str, text: str | None, variants: bool = False) -> list[str]:
     """The vecenv backends to run: every usable one by default; named ones checked.
 
@@ -112,14 +138,8 @@ def _backends(option: str, text: str | None, variants: bool = False) -> list[str
     from vecenv.make import BACKENDS
 
     available = vecenv.available_backends()
-    if text is None:
-        return default_backends(variants)
-    names = _name_list(text)
-    if names == ["none"]:
-        return []
-    if not names:
-        raise UsageError(f"{option}: expected a comma-separated list of backends from {', '.join(BACKENDS)}")
-    for name in names:
+
+    def check(name: str) -> None:
         if variants and name in VARIANTS:
             name = VARIANTS[name][0]
         if name not in BACKENDS:
@@ -135,26 +155,27 @@ def _backends(option: str, text: str | None, variants: bool = False) -> list[str
         missing = missing_backend_dependency(name)
         if missing:
             raise UsageError(f"{option}: {missing}")
-    return list(dict.fromkeys(names))
+
+    return _name_choice(
+        option, text, lambda: default_backends(variants), f"of backends from {', '.join(BACKENDS)}", check
+    )
 
 
 def _peers(text: str | None) -> list[str]:
+    """The peer libraries to compare with: every installed one by default; named ones checked."""
     from vecenv.bench.contenders import PEERS, peer_unavailable
 
-    if text is None:
-        return [p for p in PEERS if peer_unavailable(p) is None]
-    names = _name_list(text)
-    if names == ["none"]:
-        return []
-    if not names:
-        raise UsageError(f"--compare: expected a comma-separated list from {', '.join(PEERS)}, or none")
-    for name in names:
+    def check(name: str) -> None:
         if name not in PEERS:
             raise UsageError(f"--compare: unknown peer {name!r}; expected names from {', '.join(PEERS)}, or none")
         why = peer_unavailable(name)
         if why:
             raise UsageError(f"--compare: {name} cannot run: {why}")
-    return list(dict.fromkeys(names))
+
+    return _name_choice(
+        "--compare", text, lambda: [p for p in PEERS if peer_unavailable(p) is None],
+        f"from {', '.join(PEERS)}, or none", check,
+    )
 
 
 # ==================================================================== parser
@@ -186,15 +207,21 @@ exit codes: 0 no problem, 1 problems found, 2 bad usage
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``vecenv`` argument parser (``bench`` and ``check`` subcommands)."""
-    from vecenv.make import BACKENDS
-
-    peers = "gym-sync, gym-async, sb3-dummy, sb3-subproc, envpool"
     parser = _Parser(
         prog="vecenv",
         description="vecenv: step many copies of a Gymnasium environment as one batched environment.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _add_bench_parser(sub)
+    _add_check_parser(sub)
+    return parser
 
+
+def _add_bench_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """The ``bench`` subcommand and its options."""
+    from vecenv.make import BACKENDS
+
+    peers = "gym-sync, gym-async, sb3-dummy, sb3-subproc, envpool"
     bench = sub.add_parser(
         "bench",
         help="measure env steps per second of every backend next to gymnasium and SB3",
@@ -243,6 +270,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--plot", metavar="PATH", help="write a PNG of steps/s vs num_envs (needs matplotlib: pip install 'vecenv[bench]')")
     bench.add_argument("--quiet", "-q", action="store_true", help="no progress output; print only the table")
 
+
+def _add_check_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """The ``check`` subcommand and its options."""
+    from vecenv.make import BACKENDS
+
     check = sub.add_parser(
         "check",
         help="run an env briefly through every backend and report what would go wrong",
@@ -267,7 +299,6 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-spawn", action="store_true", help="skip building the env in a spawned process")
     check.add_argument("--json", metavar="PATH", help="write the findings as JSON")
     check.add_argument("--quiet", "-q", action="store_true", help="print only problems and the verdict")
-    return parser
 
 
 # ==================================================================== commands

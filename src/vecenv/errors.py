@@ -7,6 +7,9 @@ can catch one type. Errors about the caller's own input are ordinary ``ValueErro
 
 from __future__ import annotations
 
+import traceback
+
+import cloudpickle
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 
 __all__ = [
@@ -17,6 +20,7 @@ __all__ = [
     "StepTimeoutError",
     "VecEnvError",
     "WorkerDiedError",
+    "portable_error",
 ]
 
 
@@ -59,6 +63,20 @@ class EnvError(VecEnvError):
             f"env {env_index} (worker {worker}) raised {exc_type} in {method}: {exc_message}\n"
             f"--- original traceback ---\n{remote_traceback.rstrip()}"
         )
+
+    @classmethod
+    def from_exception(cls, exc: BaseException, env_index: int, worker: int, method: str) -> EnvError:
+        """Wrap ``exc``, raised by env ``env_index`` in ``method``, with its traceback text."""
+        kind = type(exc)
+        name = f"{kind.__module__}.{kind.__qualname__}".removeprefix("builtins.")
+        return cls(env_index, worker, method, name, str(exc), format_traceback(exc), exc)
+
+    def without_original(self) -> EnvError:
+        """A copy that carries the text alone (for an original that cannot be pickled)."""
+        copy = EnvError(self.env_index, self.worker, self.method, self.exc_type, self.exc_message,
+                        self.remote_traceback, None)
+        copy.args = self.args
+        return copy
 
     def __reduce__(self):  # keep the fields when the error crosses a process boundary
         return (
@@ -127,3 +145,24 @@ def describe_exitcode(exitcode: int | None) -> str:
         except ValueError:
             return f"killed by signal {-exitcode}"
     return f"exit code {exitcode}"
+
+
+def format_traceback(exc: BaseException) -> str:
+    """The traceback of ``exc`` as Python prints it."""
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+
+
+def portable_error(exc: BaseException) -> BaseException:
+    """``exc`` if it survives pickling, else a copy that does (its traceback kept as text)."""
+    for candidate in (exc, exc.without_original() if isinstance(exc, EnvError) else None):
+        if candidate is None:
+            continue
+        try:
+            cloudpickle.loads(cloudpickle.dumps(candidate))
+            return candidate
+        except Exception:
+            pass
+    return RuntimeError(
+        f"{type(exc).__qualname__}: {exc} (the exception cannot be pickled)\n"
+        f"--- original traceback ---\n{format_traceback(exc)}"
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -10,39 +9,23 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
-from vecenv.engine import VectorEnv, parse_autoreset_mode
-from vecenv.transports.base import usable_cores
+from vecenv.backends import ProcessVectorEnv, RayVectorEnv, SerialVectorEnv, ThreadVectorEnv
+from vecenv.engine import VectorEnv, parse_autoreset_mode, usable_cores
 
 __all__ = ["BACKENDS", "available_backends", "make", "usable_cores"]
 
-#: backend name -> "module:Class"; a backend whose class does not exist yet is reported clearly.
-BACKENDS: dict[str, str] = {
-    "serial": "vecenv.backends:SerialVectorEnv",
-    "thread": "vecenv.backends:ThreadVectorEnv",
-    "process": "vecenv.backends:ProcessVectorEnv",
-    "ray": "vecenv.backends:RayVectorEnv",
+#: backend name -> its vector env class
+BACKENDS: dict[str, type[VectorEnv]] = {
+    "serial": SerialVectorEnv,
+    "thread": ThreadVectorEnv,
+    "process": ProcessVectorEnv,
+    "ray": RayVectorEnv,
 }
 
 
-def _backend_class(name: str) -> type[VectorEnv]:
-    module, _, cls = BACKENDS[name].partition(":")
-    found = getattr(importlib.import_module(module), cls, None)
-    if found is None:
-        raise NotImplementedError(
-            f"backend {name!r} is not available in this version of vecenv yet; "
-            f"use one of {available_backends()}"
-        )
-    return found
-
-
 def available_backends() -> list[str]:
-    """Backends this installation can build (an optional extra may still be missing)."""
-    out = []
-    for name, target in BACKENDS.items():
-        module, _, cls = target.partition(":")
-        if getattr(importlib.import_module(module), cls, None) is not None:
-            out.append(name)
-    return out
+    """Every backend's name (an optional extra, such as Ray, may still need installing)."""
+    return list(BACKENDS)
 
 
 def _make_from_id(env_id: str, env_kwargs: dict, wrappers: Sequence[Callable]) -> gym.Env:
@@ -107,8 +90,8 @@ def make(
             f"callables, got {env!r:.100}"
         )
     if backend == "auto":
-        backend = "process" if usable_cores() > 1 and "process" in available_backends() else "serial"
-    envs = _backend_class(backend)(env_fns, autoreset_mode=mode, **backend_kwargs)
+        backend = "process" if usable_cores() > 1 else "serial"
+    envs = BACKENDS[backend](env_fns, autoreset_mode=mode, **backend_kwargs)
     if spec is not None:
         envs.spec = spec
     return envs

@@ -355,12 +355,12 @@ def test_from_vector_env_refuses_async_batches():
 class EntriesSyncVectorEnv(gym.vector.SyncVectorEnv):
     """gymnasium's SyncVectorEnv plus the engine's raw-entries protocol, to pin the fast path."""
 
-    def _reset_entries(self, seed=None, options=None):
+    def reset_entries(self, seed=None, options=None):
         obs, infos = self.reset(seed=seed, options=options)
         entries = [InfoEntry(i, unbatch_info(infos, i)) for i in range(self.num_envs)]
         return obs, [e for e in entries if e.info]
 
-    def _step_entries(self, actions):
+    def step_entries(self, actions):
         obs, rew, term, trunc, infos = self.step(actions)
         entries = []
         for i in range(self.num_envs):

@@ -5,7 +5,9 @@
 - :mod:`vecenv.bench.contenders`: vecenv's backends and the peer libraries, behind one driver.
 - :mod:`vecenv.bench.runner`: measuring (:func:`run_bench`, :func:`measure`).
 - :mod:`vecenv.bench.report`: progress, table, JSON and plot (rich and matplotlib optional).
-- :mod:`vecenv.bench.check`: the env doctor (:func:`check_env`).
+- :mod:`vecenv.bench.check`: the env doctor (:func:`check_env`); its checks live in
+  ``check_probe``, ``check_rollout``, ``check_backends`` and ``check_recommend``, on top of
+  ``check_values`` (observation and info inspection), and its report in ``check_report``.
 """
 
 from vecenv.bench.check import CheckReport, check_env

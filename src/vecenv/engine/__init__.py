@@ -1,7 +1,21 @@
-"""Engine layer: the one gymnasium-API vector env core every backend shares."""
+"""Engine layer: the one gymnasium-API vector env core every backend shares, and the transport
+contract it drives."""
 
-from vecenv.engine.core import SpaceMismatchError, VectorEnv
+from vecenv.engine.checks import SpaceMismatchError
+from vecenv.engine.core import VectorEnv
 from vecenv.engine.infos import add_info, batch_infos
 from vecenv.engine.modes import parse_autoreset_mode
+from vecenv.engine.state import CallState
+from vecenv.engine.transport import Transport, split_envs, usable_cores
 
-__all__ = ["SpaceMismatchError", "VectorEnv", "add_info", "batch_infos", "parse_autoreset_mode"]
+__all__ = [
+    "CallState",
+    "SpaceMismatchError",
+    "Transport",
+    "VectorEnv",
+    "add_info",
+    "batch_infos",
+    "parse_autoreset_mode",
+    "split_envs",
+    "usable_cores",
+]

@@ -1,4 +1,4 @@
-"""Parsing of the options every backend shares (autoreset mode, observation mode)."""
+"""Parsing of the autoreset mode, in the spellings gymnasium and vecenv users write it."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Three kinds of vector env are handled, best first:
 
-* vecenv's own engine (``apply``/``_step_entries``): every attribute request runs as one
+* vecenv's own engine (``apply``/``step_entries``): every attribute request runs as one
   ``apply`` of a module-level function in the env's worker, giving SB3's exact semantics;
 * any vector env whose ``unwrapped`` holds an in-process ``envs`` list (gymnasium's
   ``SyncVectorEnv``): the functions run directly on the sub-envs;

@@ -54,7 +54,7 @@ class VectorEnvAdapter(VecEnv):
         self._access = _backend.SubEnvAccess(venv)
         # Fast path: vecenv's engine reports raw per-env infos, so nothing is batched and undone.
         self._fast = getattr(venv, "unwrapped", None) is venv and callable(
-            getattr(type(venv), "_step_entries", None)
+            getattr(type(venv), "step_entries", None)
         )
         self._actions: Any = None
         self._waiting = False
@@ -113,7 +113,7 @@ class VectorEnvAdapter(VecEnv):
 
     def _reset_call(self, seeds: list | None, options: dict | None) -> tuple[Any, list[dict]]:
         if self._fast:
-            obs, entries = self.venv._reset_entries(seed=seeds, options=options)
+            obs, entries = self.venv.reset_entries(seed=seeds, options=options)
             infos: list[dict] = [{} for _ in range(self.num_envs)]
             for entry in entries:
                 infos[entry.index] = dict(entry.info)
@@ -139,7 +139,7 @@ class VectorEnvAdapter(VecEnv):
         actions, self._actions = self._actions, None
         n = self.num_envs
         if self._fast:
-            obs, rewards, terms, truncs, entries = self.venv._step_entries(actions)
+            obs, rewards, terms, truncs, entries = self.venv.step_entries(actions)
             infos: list[dict[str, Any]] = [{} for _ in range(n)]
             finals = []
             for entry in entries:

@@ -1,6 +1,8 @@
 """Transport layer: how commands reach env groups (serial, threads, processes, Ray)."""
 
-from vecenv.transports.base import Transport, split_envs
+from vecenv.transports.process import InlineTransport, ProcessTransport
+from vecenv.transports.ray_actors import RayTransport
 from vecenv.transports.serial import SerialTransport
+from vecenv.transports.thread import ThreadTransport
 
-__all__ = ["SerialTransport", "Transport", "split_envs"]
+__all__ = ["InlineTransport", "ProcessTransport", "RayTransport", "SerialTransport", "ThreadTransport"]

@@ -15,31 +15,29 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import traceback
 import warnings
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection
 from typing import Any
 
 import cloudpickle
-import gymnasium as gym
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from vecenv.engine import VectorEnv
-from vecenv.errors import EnvError, StepTimeoutError, WorkerDiedError
+from vecenv.engine.transport import Transport
+from vecenv.errors import EnvError, StepTimeoutError, WorkerDiedError, portable_error
 from vecenv.spaces import StepBuffers
-from vecenv.transports.base import Transport
 from vecenv.worker import EnvDescription
+from vecenv.worker.commands import Command
 from vecenv.worker.detached import DetachedGroup, command_inputs, store_outputs
 
-__all__ = ["RayTransport", "RayVectorEnv"]
+__all__ = ["DEFAULT_START_TIMEOUT", "RayTransport", "import_ray"]
 
 _CLOSE_TIMEOUT = 5.0
 #: seconds the actors may take to be placed and to build their envs (``start_timeout``)
 DEFAULT_START_TIMEOUT = 120.0
 
 
-def _import_ray() -> Any:
+def import_ray() -> Any:
     try:
         import ray
     except ImportError as exc:
@@ -60,7 +58,7 @@ _users = 0
 def _acquire_ray(address: str | None, init_kwargs: dict[str, Any]) -> int:
     """Make sure Ray is initialised; return the generation of vecenv's Ray this env uses, or 0."""
     global _generation, _users
-    ray = _import_ray()
+    ray = import_ray()
     with _lock:
         if not ray.is_initialized():
             ray.init(address=address, **{"include_dashboard": False, **init_kwargs})
@@ -74,7 +72,7 @@ def _acquire_ray(address: str | None, init_kwargs: dict[str, Any]) -> int:
 def _release_ray(generation: int) -> None:
     """The env that used vecenv's Ray ``generation`` is done; the last one shuts Ray down."""
     global _users
-    ray = _import_ray()
+    ray = import_ray()
     with _lock:
         if generation != _generation or _users <= 0:
             return  # that Ray is gone already
@@ -84,20 +82,6 @@ def _release_ray(generation: int) -> None:
 
 
 # ------------------------------------------------------------------ the actor
-def _portable(exc: BaseException) -> BaseException:
-    """``exc`` if it can travel back to the driver, else a copy that can (traceback kept)."""
-    try:
-        cloudpickle.dumps(exc)
-        return exc
-    except Exception:
-        pass
-    if isinstance(exc, EnvError):
-        return EnvError(exc.env_index, exc.worker, exc.method, exc.exc_type, exc.exc_message,
-                        exc.remote_traceback, None)
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return RuntimeError(f"{type(exc).__qualname__}: {exc}\n--- original traceback ---\n{text}")
-
-
 class _GroupActor:
     """The body of one Ray actor: one detached env group."""
 
@@ -113,24 +97,22 @@ class _GroupActor:
         try:
             env_fns = cloudpickle.loads(fns_blob)
         except Exception as exc:
-            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            kind = f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins.")
-            return False, EnvError(start, worker, "unpickling env_fns on the Ray worker", kind,
-                                   str(exc), text, None)
+            error = EnvError.from_exception(exc, start, worker, "unpickling env_fns on the Ray worker")
+            return False, error.without_original()
         try:
             self.group = DetachedGroup(env_fns, start, worker, mode)
             return True, self.group.describe()
         except BaseException as exc:
-            return False, _portable(exc)
+            return False, portable_error(exc)
 
     def attach(self, observation_space: spaces.Space, action_space: spaces.Space) -> None:
         self.group.attach(observation_space, action_space)
 
-    def handle(self, command: str, payload: tuple, inputs: Any) -> tuple[bool, Any]:
+    def run(self, command: Command, inputs: Any) -> tuple[bool, Any]:
         try:
-            return True, self.group.handle(command, payload, inputs)
+            return True, self.group.run(command, inputs)
         except BaseException as exc:  # delivered by fetch(), like every transport's errors
-            return False, _portable(exc)
+            return False, portable_error(exc)
 
     def close(self) -> None:
         if self.group is not None:
@@ -169,36 +151,27 @@ class RayTransport(Transport):
         self.ray: Any = None
         self.actors: list[Any] = []
         self._our_ray = 0  # generation of the vecenv-started Ray this env uses, or 0
-        self._calls: dict[int, tuple[Any, str, tuple]] = {}  # worker -> (ref, command, payload)
+        self._calls: dict[int, tuple[Any, Command]] = {}  # worker -> (ref, command)
         self._finished: dict[int, None] = {}  # workers whose call is done, in finishing order
         self._rows: list[StepBuffers] = []
         self._blobs: list[bytes] = []
-        self._mode: AutoresetMode = AutoresetMode.NEXT_STEP
         self._spaces: tuple[spaces.Space, spaces.Space] | None = None
 
     def connect(self) -> Any:
         """Initialise Ray if it is not running (joining ``address`` when given); return ``ray``."""
         if self.ray is None:
             self._our_ray = _acquire_ray(self.address, self.ray_init_kwargs)
-            self.ray = _import_ray()
+            self.ray = import_ray()
         return self.ray
 
     def cluster_cpus(self) -> float:
         return float(self.connect().cluster_resources().get("CPU", 1.0))
 
-    def start(
-        self,
-        env_fns: Sequence[Callable[[], Any]],
-        partition: list[tuple[int, int]],
-        autoreset_mode: AutoresetMode,
-    ) -> list[EnvDescription]:
+    def launch(self) -> list[EnvDescription]:
         self.connect()
-        self.partition = partition
-        self.num_workers = len(partition)
         try:
-            blobs = [cloudpickle.dumps(list(env_fns[a:b])) for a, b in partition]
+            blobs = [cloudpickle.dumps(self.group_fns(w)) for w in range(self.num_workers)]
         except Exception as exc:
-            self.close()
             raise TypeError(f"env_fns cannot be pickled to send them to Ray actors: {exc}") from exc
         needed = self.num_workers * self.num_cpus_per_worker
         available = self.cluster_cpus()
@@ -210,18 +183,14 @@ class RayTransport(Transport):
                 RuntimeWarning,
                 stacklevel=4,
             )
-        self._blobs, self._mode = blobs, autoreset_mode
-        try:
-            self.actors = [self._new_actor() for _ in partition]
-            refs = [self._start_actor(w) for w in range(self.num_workers)]
-            self._await_start(refs, list(range(self.num_workers)))
-            replies = [self._get(ref, w) for w, ref in enumerate(refs)]
-            for ok, value in replies:
-                if not ok:
-                    raise value
-        except BaseException:
-            self.close()
-            raise
+        self._blobs = blobs
+        self.actors = [self._new_actor() for _ in self.partition]
+        refs = [self._start_actor(w) for w in range(self.num_workers)]
+        self._await_start(refs, list(range(self.num_workers)))
+        replies = [self._get(ref, w) for w, ref in enumerate(refs)]
+        for ok, value in replies:
+            if not ok:
+                raise value
         return [d for _, value in replies for d in value]
 
     def _new_actor(self) -> Any:
@@ -229,7 +198,7 @@ class RayTransport(Transport):
 
     def _start_actor(self, w: int) -> Any:
         start = self.partition[w][0]
-        return self.actors[w].start.remote(self._blobs[w], start, w, self._mode, list(sys.path))
+        return self.actors[w].start.remote(self._blobs[w], start, w, self.autoreset_mode, list(sys.path))
 
     def _await_start(self, refs: list[Any], workers: list[int]) -> None:
         """Wait up to ``start_timeout`` for the actors of ``workers`` to build their envs.
@@ -280,10 +249,13 @@ class RayTransport(Transport):
             raise value
         self.ray.get(self.actors[worker].attach.remote(*self._spaces))
 
-    def submit(self, worker: int, command: str, payload: tuple) -> None:
-        inputs = command_inputs(self._rows[worker], command, payload)
-        ref = self.actors[worker].handle.remote(command, payload, inputs)
-        self._calls[worker] = (ref, command, payload)
+    def submit(self, worker: int, command: Command) -> None:
+        inputs = command_inputs(self._rows[worker], command)
+        ref = self.actors[worker].run.remote(command, inputs)
+        self._calls[worker] = (ref, command)
+
+    def outstanding(self, worker: int) -> bool:
+        return worker in self._calls
 
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
         wanted = [w for w in workers if w in self._calls]
@@ -300,12 +272,12 @@ class RayTransport(Transport):
 
     def fetch(self, worker: int) -> Any:
         self._finished.pop(worker, None)
-        ref, command, payload = self._calls.pop(worker)
+        ref, command = self._calls.pop(worker)
         ok, value = self._get(ref, worker)
         if not ok:
             raise value
         reply, outputs = value
-        store_outputs(self._rows[worker], command, payload, outputs)
+        store_outputs(self._rows[worker], command, outputs)
         return reply
 
     def _get(self, ref: Any, worker: int) -> Any:
@@ -343,76 +315,3 @@ class RayTransport(Transport):
             if self._our_ray:
                 generation, self._our_ray = self._our_ray, 0
                 _release_ray(generation)
-
-
-class RayVectorEnv(VectorEnv):
-    """Env groups as Ray actors: many envs per actor, across the cores of a Ray cluster.
-
-    Ray is started locally when none is running (and shut down again at :meth:`close`);
-    ``address="auto"`` (or ``"ray://..."``) joins an existing cluster, which is left running.
-
-    Args:
-        env_fns: one callable per env (pickled with cloudpickle and sent to the actors).
-        num_workers: actors (env groups); default as many as the cluster's CPUs fit, at most
-            ``num_envs``.
-        num_cpus_per_worker: CPUs Ray reserves for each actor (may be fractional).
-        address: Ray cluster to join (``"auto"``, ``"ray://host:10001"``...); ``None`` starts a
-            local Ray unless one is already initialised.
-        ray_init_kwargs: extra keywords for ``ray.init`` (e.g. ``{"num_cpus": 8}``, ``runtime_env``).
-        start_timeout: seconds the actors may take to be placed and build their envs (at start and
-            on a restart) before :class:`vecenv.errors.StepTimeoutError` says which did not;
-            ``None`` waits as long as it takes (an autoscaling cluster adding nodes).
-        batch_size: ``< num_envs`` for async batches; slow actors stop holding fast ones back.
-        copy, observation_mode, autoreset_mode, on_error, max_restarts, restart_window,
-            step_timeout: as for every vecenv backend (see :class:`vecenv.VectorEnv`); a hung or
-            dead actor is killed and, with ``on_error="restart"``, replaced.
-    """
-
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        *,
-        num_workers: int | None = None,
-        num_cpus_per_worker: float = 1,
-        address: str | None = None,
-        ray_init_kwargs: dict[str, Any] | None = None,
-        batch_size: int | None = None,
-        copy: bool = True,
-        observation_mode: str | tuple[spaces.Space, spaces.Space] = "same",
-        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-        on_error: str = "raise",
-        max_restarts: int = 3,
-        restart_window: float = 60.0,
-        step_timeout: float | None = None,
-        start_timeout: float | None = DEFAULT_START_TIMEOUT,
-    ) -> None:
-        _import_ray()  # a clear ImportError before anything else
-        if start_timeout is not None and (
-            isinstance(start_timeout, bool) or not isinstance(start_timeout, (int, float)) or start_timeout <= 0
-        ):
-            raise ValueError(f"start_timeout: expected a number of seconds > 0 or None, got {start_timeout!r}")
-        if isinstance(num_cpus_per_worker, bool) or not isinstance(num_cpus_per_worker, (int, float)) \
-                or num_cpus_per_worker < 0:
-            raise ValueError(f"num_cpus_per_worker: expected a number >= 0, got {num_cpus_per_worker!r}")
-        transport = RayTransport(num_cpus_per_worker, address, ray_init_kwargs, start_timeout)
-        try:
-            if num_workers is None:
-                cpus = transport.cluster_cpus()
-                num_workers = max(1, int(cpus // num_cpus_per_worker)) if num_cpus_per_worker else int(cpus)
-                num_workers = max(1, num_workers)  # the engine caps it at num_envs
-            super().__init__(
-                env_fns,
-                transport,
-                num_workers=num_workers,
-                batch_size=batch_size,
-                copy=copy,
-                observation_mode=observation_mode,
-                autoreset_mode=autoreset_mode,
-                on_error=on_error,
-                max_restarts=max_restarts,
-                restart_window=restart_window,
-                step_timeout=step_timeout,
-            )
-        except BaseException:
-            transport.close()
-            raise

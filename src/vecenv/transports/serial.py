@@ -1,56 +1,54 @@
-"""Serial transport: one env group stepped in the caller's process."""
+"""Serial transport: env groups stepped in the caller's process, one command at a time."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection
 from typing import Any
 
-from gymnasium.vector import AutoresetMode
-
+from vecenv.engine.transport import Transport
 from vecenv.spaces import StepBuffers
-from vecenv.transports.base import Transport
 from vecenv.worker import EnvDescription, EnvGroup
+from vecenv.worker.commands import Command
 
 __all__ = ["SerialTransport"]
 
 
 class SerialTransport(Transport):
-    """Runs each command at once, in the caller's thread; the reply waits for :meth:`fetch`."""
+    """Runs each command at once, in the caller's thread; the reply waits for :meth:`fetch`.
+
+    ``first_worker`` numbers its groups from there (the inline part of the process transport
+    serves the last group of a vector env this way).
+    """
 
     name = "serial"
 
-    def __init__(self) -> None:
+    def __init__(self, first_worker: int = 0) -> None:
+        self.first_worker = first_worker
         self.groups: list[EnvGroup] = []
         self._replies: dict[int, tuple[bool, Any]] = {}
 
-    def start(
-        self,
-        env_fns: Sequence[Callable[[], Any]],
-        partition: list[tuple[int, int]],
-        autoreset_mode: AutoresetMode,
-    ) -> list[EnvDescription]:
-        self.partition = partition
-        self.num_workers = len(partition)
-        try:
-            for w, (start, stop) in enumerate(partition):
-                self.groups.append(EnvGroup(env_fns[start:stop], start, w, autoreset_mode))
-        except BaseException:
-            self.close()
-            raise
+    def launch(self) -> list[EnvDescription]:
+        for w, (start, _) in enumerate(self.partition):
+            group = EnvGroup(self.group_fns(w), start, self.first_worker + w, self.autoreset_mode)
+            self.groups.append(group)
         return [d for g in self.groups for d in g.describe()]
 
     def attach(self, buffers: StepBuffers) -> None:
         for group, (start, stop) in zip(self.groups, self.partition, strict=True):
             group.attach(buffers.rows(start, stop))
 
-    def submit(self, worker: int, command: str, payload: tuple) -> None:
+    def submit(self, worker: int, command: Command) -> None:
+        self._replies.pop(worker, None)
         try:
-            self._replies[worker] = (True, self.groups[worker].handle(command, payload))
+            self._replies[worker] = (True, self.groups[worker].run(command))
         except Exception as exc:  # delivered by fetch, like a remote error
             self._replies[worker] = (False, exc)
 
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
         return [w for w in workers if w in self._replies]
+
+    def outstanding(self, worker: int) -> bool:
+        return worker in self._replies
 
     def fetch(self, worker: int) -> Any:
         ok, value = self._replies.pop(worker)
@@ -58,8 +56,19 @@ class SerialTransport(Transport):
             raise value
         return value
 
+    def restart(self, worker: int) -> None:
+        """Rebuild ``worker``'s group from its env_fns, on the same buffer rows."""
+        old = self.groups[worker]
+        start, _ = self.partition[worker]
+        new = EnvGroup(self.group_fns(worker), start, self.first_worker + worker, self.autoreset_mode)
+        new.attach(old.buffers)
+        self.groups[worker] = new
+        self._replies.pop(worker, None)
+        old.close()
+
     def close(self, timeout: float | None = None) -> None:
-        for group in self.groups:
+        groups, self.groups = self.groups, []
+        for group in groups:
             group.close()
         self._replies.clear()
 

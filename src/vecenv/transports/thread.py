@@ -20,16 +20,15 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-import gymnasium as gym
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from vecenv.engine import VectorEnv
+from vecenv.engine.transport import Transport
 from vecenv.spaces import StepBuffers
-from vecenv.transports.base import Transport, usable_cores
+from vecenv.transports.signals import deferred_signals
 from vecenv.worker import EnvDescription, EnvGroup
+from vecenv.worker.commands import Command
 
-__all__ = ["ThreadTransport", "ThreadVectorEnv"]
+__all__ = ["ThreadTransport"]
 
 _STOP = None  # sentinel command: close the group and end the thread
 
@@ -50,6 +49,7 @@ class _Worker:
         self.done = done
         self.group: EnvGroup | None = None
         self.reply: tuple[bool, Any] = (True, None)
+        self.served = 0  # commands finished
         self.thread = threading.Thread(
             target=self._run,
             args=(env_fns, start, autoreset_mode),
@@ -73,9 +73,10 @@ class _Worker:
             if item is _STOP:
                 break
             try:
-                self.reply = (True, group.handle(*item))
+                self.reply = (True, group.run(item))
             except BaseException as exc:  # delivered by fetch(); the thread keeps serving
                 self.reply = (False, exc)
+            self.served += 1  # the truth; the queue item below only wakes the caller
             done.put(index)
         group.close()
 
@@ -89,26 +90,16 @@ class ThreadTransport(Transport):
         self.workers: list[_Worker] = []
         self._done: queue.SimpleQueue = queue.SimpleQueue()
         self._finished: dict[int, None] = {}  # workers with a reply, in the order they finished
+        self._sent: dict[int, int] = {}  # worker -> commands sent to it
+        self._taken: dict[int, int] = {}  # worker -> replies fetched from it
 
-    def start(
-        self,
-        env_fns: Sequence[Callable[[], Any]],
-        partition: list[tuple[int, int]],
-        autoreset_mode: AutoresetMode,
-    ) -> list[EnvDescription]:
-        self.partition = partition
-        self.num_workers = len(partition)
-        try:
-            for w, (start, stop) in enumerate(partition):
-                self.workers.append(_Worker(w, env_fns[start:stop], start, autoreset_mode, self._done))
-            for _ in self.workers:  # every group is built (or failed) before we go on
-                self._done.get()
-        except BaseException:
-            self.close()
-            raise
+    def launch(self) -> list[EnvDescription]:
+        for w, (start, _) in enumerate(self.partition):
+            self.workers.append(_Worker(w, self.group_fns(w), start, self.autoreset_mode, self._done))
+        for _ in self.workers:  # every group is built (or failed) before we go on
+            self._done.get()
         failed = [w for w in self.workers if not w.reply[0]]
         if failed:
-            self.close()
             raise failed[0].reply[1]
         return [d for w in self.workers for d in w.reply[1]]
 
@@ -118,32 +109,37 @@ class ThreadTransport(Transport):
         for worker, (start, stop) in zip(self.workers, self.partition, strict=True):
             worker.group.attach(buffers.rows(start, stop))
 
-    def submit(self, worker: int, command: str, payload: tuple) -> None:
-        self.workers[worker].inbox.put((command, payload))
+    def submit(self, worker: int, command: Command) -> None:
+        with deferred_signals():  # queued and counted, or neither
+            self.workers[worker].inbox.put(command)
+            self._sent[worker] = self._sent.get(worker, 0) + 1
+
+    def outstanding(self, worker: int) -> bool:
+        return self._sent.get(worker, 0) != self._taken.get(worker, 0)
+
+    def _finished_now(self, wanted: set[int]) -> list[int]:
+        """Workers among ``wanted`` whose command is done, in the order they were seen finishing."""
+        found = [w for w in wanted if self.outstanding(w) and self.workers[w].served == self._sent[w]]
+        for w in found:
+            self._finished.setdefault(w, None)
+        return [w for w in self._finished if w in found]
 
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
         wanted = set(workers)
-        finished, done = self._finished, self._done
-        if not wanted.intersection(finished):
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                try:
-                    w = done.get(timeout=left)
-                except queue.Empty:
-                    return []
-                finished[w] = None
-                if w in wanted:
-                    break
-        while True:  # take every other reply that is already in, without waiting
-            try:
-                finished[done.get_nowait()] = None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            found = self._finished_now(wanted)
+            left = None if deadline is None else deadline - time.monotonic()
+            if found or (left is not None and left <= 0):
+                return found
+            try:  # a wake-up; the counters say who finished
+                self._finished.setdefault(self._done.get(timeout=left), None)
             except queue.Empty:
-                break
-        return [w for w in finished if w in wanted]
+                pass
 
     def fetch(self, worker: int) -> Any:
-        del self._finished[worker]
+        self._finished.pop(worker, None)
+        self._taken[worker] = self._sent.get(worker, 0)
         ok, value = self.workers[worker].reply
         self.workers[worker].reply = (True, None)
         if not ok:
@@ -158,49 +154,3 @@ class ThreadTransport(Transport):
         for w in workers:  # a hung env's thread is abandoned (it is a daemon)
             w.thread.join(max(0.0, deadline - time.monotonic()))
         self._finished.clear()
-
-
-class ThreadVectorEnv(VectorEnv):
-    """Env groups on a pool of threads, one thread per worker, stepping in parallel.
-
-    The right choice when a step releases the GIL (C/C++ simulators, numpy-heavy steps) and on
-    free-threaded Python (3.13t/3.14t): no process boundary, no copies, ~25 µs of wake-up per
-    worker and step. Pure-Python steps under the GIL gain nothing from threads: use processes.
-
-    Args:
-        env_fns: one callable per env, each returning a fresh env.
-        num_workers: threads (env groups); default the usable cores, at most ``num_envs``.
-        batch_size: ``< num_envs`` for async batches (:meth:`send` / :meth:`recv`).
-        copy: return copies of the observations (``False``: views of the shared buffer).
-        observation_mode: ``"same"``, ``"different"`` or a ``(batched, single)`` space tuple.
-        autoreset_mode: ``"next_step"`` (default), ``"same_step"`` or ``"disabled"``.
-        on_error, max_restarts, restart_window: the failure policy (see :class:`vecenv.VectorEnv`).
-    """
-
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env]],
-        *,
-        num_workers: int | None = None,
-        batch_size: int | None = None,
-        copy: bool = True,
-        observation_mode: str | tuple[spaces.Space, spaces.Space] = "same",
-        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-        on_error: str = "raise",
-        max_restarts: int = 3,
-        restart_window: float = 60.0,
-    ) -> None:
-        if num_workers is None:
-            num_workers = usable_cores()  # the engine caps it at num_envs
-        super().__init__(
-            env_fns,
-            ThreadTransport(),
-            num_workers=num_workers,
-            batch_size=batch_size,
-            copy=copy,
-            observation_mode=observation_mode,
-            autoreset_mode=autoreset_mode,
-            on_error=on_error,
-            max_restarts=max_restarts,
-            restart_window=restart_window,
-        )

@@ -19,32 +19,30 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from vecenv.spaces import StepBuffers
+from vecenv.worker.commands import Command, Reset, Step
 from vecenv.worker.group import EnvDescription, EnvGroup
 
 __all__ = ["DetachedGroup", "command_inputs", "store_outputs"]
 
-_WRITES = frozenset({"reset", "step"})
 
-
-def _rows(command: str, payload: tuple) -> Any:
+def _rows(command: Reset | Step) -> Any:
     """The local env rows a command touches: an index array, or ``slice(None)`` for all."""
-    ids = payload[2] if command == "reset" else payload[0]
-    return slice(None) if ids is None else np.asarray(ids, dtype=np.intp)
+    return slice(None) if command.ids is None else np.asarray(command.ids, dtype=np.intp)
 
 
-def command_inputs(rows: StepBuffers, command: str, payload: tuple) -> list[np.ndarray] | None:
-    """Caller side: the action rows ``command`` reads, one array per action leaf (``step`` only)."""
-    if command != "step":
+def command_inputs(rows: StepBuffers, command: Command) -> list[np.ndarray] | None:
+    """Caller side: the action rows ``command`` reads, one array per action leaf (``Step`` only)."""
+    if not isinstance(command, Step):
         return None
-    sel = _rows(command, payload)
+    sel = _rows(command)
     return [leaf.array[sel] for leaf in rows.actions.leaves]
 
 
-def store_outputs(rows: StepBuffers, command: str, payload: tuple, outputs: Any) -> None:
+def store_outputs(rows: StepBuffers, command: Command, outputs: Any) -> None:
     """Caller side: write a reply's ``outputs`` into the caller's rows of the batch buffers."""
     if outputs is None:
         return
-    sel = _rows(command, payload)
+    sel = _rows(command)
     leaves, rewards, terms, truncs = outputs
     for leaf, values in zip(rows.observations.leaves, leaves, strict=True):
         leaf.array[sel] = values
@@ -74,17 +72,17 @@ class DetachedGroup:
         self.buffers = StepBuffers(observation_space, action_space, len(self.group.envs))
         self.group.attach(self.buffers)
 
-    def handle(self, command: str, payload: tuple, inputs: list[np.ndarray] | None = None) -> tuple[Any, Any]:
+    def run(self, command: Command, inputs: list[np.ndarray] | None = None) -> tuple[Any, Any]:
         """Run ``command`` and return ``(reply, outputs)`` (``outputs`` is ``None`` unless it wrote rows)."""
         b = self.buffers
         if inputs is not None:
-            sel = _rows(command, payload)
+            sel = _rows(command)
             for leaf, values in zip(b.actions.leaves, inputs, strict=True):
                 leaf.array[sel] = values
-        reply = self.group.handle(command, payload)
-        if command not in _WRITES:
+        reply = self.group.run(command)
+        if not isinstance(command, (Reset, Step)):
             return reply, None
-        sel = _rows(command, payload)
+        sel = _rows(command)
         outputs = (
             [leaf.array[sel] if isinstance(sel, np.ndarray) else leaf.array.copy() for leaf in b.observations.leaves],
             b.rewards[sel].copy(),

@@ -8,7 +8,6 @@ back. Stepping, autoreset and info collection therefore live here and nowhere el
 from __future__ import annotations
 
 import copy
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -17,7 +16,8 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.errors import EnvError
 from vecenv.spaces import StepBuffers
-from vecenv.worker.restarts import RestartBudget
+from vecenv.worker.commands import COMMANDS, Command, StepReply
+from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
 
 __all__ = ["EnvDescription", "EnvGroup", "InfoEntry"]
 
@@ -141,12 +141,7 @@ class EnvGroup:
         return f"{err.exc_type}: {err.exc_message}"
 
     def _error(self, j: int, method: str, exc: BaseException) -> EnvError:
-        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        kind = type(exc)
-        return EnvError(
-            self.start + j, self.worker, method, f"{kind.__module__}.{kind.__qualname__}".removeprefix("builtins."),
-            str(exc), text, exc,
-        )
+        return EnvError.from_exception(exc, self.start + j, self.worker, method)
 
     def _ids(self, ids: Sequence[int] | None) -> Sequence[int]:
         return range(len(self.envs)) if ids is None else ids
@@ -164,7 +159,7 @@ class EnvGroup:
         seeds: Sequence[int | None] | None = None,
         options: dict | None = None,
         ids: Sequence[int] | None = None,
-    ) -> tuple[list[InfoEntry], list | None]:
+    ) -> StepReply:
         """Reset envs ``ids`` (local indices; all when ``None``), env ``j`` with ``seeds[j]``."""
         b = self.buffers
         entries: list[InfoEntry] = []
@@ -178,16 +173,16 @@ class EnvGroup:
                     obs, info = self.envs[j].reset(seed=seed, options=options)
                 except Exception as exc2:
                     raise self._error(j, "reset after a restart", exc2) from exc2
-                info = {**info, "restarted": True, "restart_reason": reason}
+                info = {**info, **restart_report(reason)}
             b.observations.write(j, obs)
             b.terminations[j] = False
             b.truncations[j] = False
             self._needs_reset[j] = False
             if info:
                 entries.append(InfoEntry(self.start + j, info))
-        return entries, self._objects(ids)
+        return StepReply(entries, self._objects(ids))
 
-    def step(self, ids: Sequence[int] | None = None) -> tuple[list[InfoEntry], list | None]:
+    def step(self, ids: Sequence[int] | None = None) -> StepReply:
         """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer."""
         b = self.buffers
         obs_buf, actions = b.observations, b.actions
@@ -223,7 +218,7 @@ class EnvGroup:
             obs_buf.write(j, obs)
             if info:
                 entries.append(InfoEntry(self.start + j, info))
-        return entries, self._objects(ids)
+        return StepReply(entries, self._objects(ids))
 
     def _restart_in_step(self, j: int, exc: BaseException) -> InfoEntry:
         """Env ``j`` failed in step: rebuild it and end its episode as a truncation.
@@ -232,12 +227,9 @@ class EnvGroup:
         observation becomes ``final_obs``); NEXT_STEP resets it on the next step; DISABLED
         leaves the reset to the caller, as for any episode end.
         """
-        reason = self._recover(j, "step", exc)
+        report = restart_report(self._recover(j, "step", exc))
         b = self.buffers
-        b.rewards[j] = 0.0
-        b.terminations[j] = False
-        b.truncations[j] = True
-        report = {"restarted": True, "restart_reason": reason}
+        truncate_rows(b, j)
         if self.autoreset_mode is _SAME:
             final_obs = copy.deepcopy(b.observations.item(j))
             try:
@@ -309,13 +301,8 @@ class EnvGroup:
         self.envs = []
 
     # ----------------------------------------------------------------- dispatch
-    def handle(self, command: str, payload: tuple) -> Any:
-        """Run ``command`` (a method name above) with ``payload`` as positional arguments."""
-        if command not in _COMMANDS:
-            raise ValueError(f"unknown env-group command {command!r}")
-        return getattr(self, command)(*payload)
-
-
-_COMMANDS = frozenset(
-    {"describe", "configure", "reset", "step", "call", "get_attr", "set_attr", "apply", "render", "close"}
-)
+    def run(self, command: Command) -> Any:
+        """Run one command (see :mod:`vecenv.worker.commands`) and return its result."""
+        if not isinstance(command, COMMANDS):
+            raise TypeError(f"worker {self.worker}: not an env-group command: {command!r:.100}")
+        return command.run(self)

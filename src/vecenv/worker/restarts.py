@@ -1,14 +1,16 @@
-"""The restart budget of ``on_error="restart"``: how often one env or worker may be rebuilt."""
+"""Restarts under ``on_error="restart"``: how often one env or worker may be rebuilt, and how a
+rebuilt env's interrupted episode is reported (one rule for the env group and the engine)."""
 
 from __future__ import annotations
 
 import time
 from collections import deque
 from collections.abc import Hashable
+from typing import Any
 
 from vecenv.errors import VecEnvError
 
-__all__ = ["RestartBudget"]
+__all__ = ["RestartBudget", "restart_report", "truncate_rows"]
 
 
 class RestartBudget:
@@ -38,3 +40,17 @@ class RestartBudget:
             return False
         recent.append(now)
         return True
+
+
+def restart_report(error: VecEnvError | str) -> dict:
+    """The info entries of an env whose episode a restart cut short."""
+    reason = error if isinstance(error, str) else f"{type(error).__name__}: {error.args[0]}"
+    return {"restarted": True, "restart_reason": reason}
+
+
+def truncate_rows(buffers: Any, rows: Any) -> None:
+    """Mark ``rows`` of ``buffers`` as truncated with no reward: the episode ended by a restart,
+    not by the env (the observation row keeps the last one the env gave)."""
+    buffers.rewards[rows] = 0.0
+    buffers.terminations[rows] = False
+    buffers.truncations[rows] = True

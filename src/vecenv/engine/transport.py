@@ -1,9 +1,10 @@
 """The transport contract: move commands to env groups and their replies back, nothing more.
 
 A transport runs one :class:`~vecenv.worker.EnvGroup` per worker. The engine
-(:class:`vecenv.engine.VectorEnv`) decides what every group must do; the transport delivers
-``(command, payload)`` to a group, reports which workers have a reply ready, and hands the reply
-over (re-raising a group's :class:`~vecenv.errors.EnvError` in the caller).
+(:class:`vecenv.engine.VectorEnv`) decides what every group must do; the transport delivers a
+command (:mod:`vecenv.worker.commands`) to a group, reports which workers have a reply ready, and
+hands the reply over (re-raising a group's :class:`~vecenv.errors.EnvError` in the caller). The
+contract lives in the engine layer, which owns it; the transports implement it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.spaces import StepBuffers
 from vecenv.worker import EnvDescription
+from vecenv.worker.commands import Command
 
 __all__ = ["Transport", "split_envs", "usable_cores"]
 
@@ -54,17 +56,43 @@ class Transport(ABC):
     name: str = "transport"
     #: whether :meth:`terminate` and :meth:`restart` work (needed for ``step_timeout``)
     can_end_workers: bool = False
-    num_workers: int
+    #: index of this transport's first worker (a transport can serve a tail of the groups)
+    first_worker: int = 0
+    env_fns: list[Callable[[], Any]]
     partition: list[tuple[int, int]]
+    autoreset_mode: AutoresetMode
 
-    @abstractmethod
     def start(
         self,
         env_fns: Sequence[Callable[[], Any]],
-        partition: list[tuple[int, int]],
+        partition: Sequence[tuple[int, int]],
         autoreset_mode: AutoresetMode,
     ) -> list[EnvDescription]:
-        """Create one env group per ``(start, stop)`` range and return every env's description."""
+        """Create one env group per ``(start, stop)`` range and return every env's description.
+
+        If any group cannot be built, everything started so far is closed again.
+        """
+        self.env_fns = list(env_fns)
+        self.partition = list(partition)
+        self.autoreset_mode = autoreset_mode
+        try:
+            return self.launch()
+        except BaseException:
+            self.close(1.0)
+            raise
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.partition)
+
+    def group_fns(self, worker: int) -> list[Callable[[], Any]]:
+        """The env_fns of ``worker``'s group (``worker`` counted within this transport)."""
+        start, stop = self.partition[worker]
+        return self.env_fns[start:stop]
+
+    @abstractmethod
+    def launch(self) -> list[EnvDescription]:
+        """Build the groups of :attr:`partition`; return every env's description, in env order."""
 
     def allocate(
         self, observation_space: spaces.Space, action_space: spaces.Space, num_envs: int
@@ -77,8 +105,8 @@ class Transport(ABC):
         """Give every group its rows of ``buffers``."""
 
     @abstractmethod
-    def submit(self, worker: int, command: str, payload: tuple) -> None:
-        """Send ``command(*payload)`` to ``worker``'s group without waiting."""
+    def submit(self, worker: int, command: Command) -> None:
+        """Send ``command`` to ``worker``'s group without waiting."""
 
     @abstractmethod
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
@@ -91,6 +119,23 @@ class Transport(ABC):
     @abstractmethod
     def close(self, timeout: float | None = None) -> None:
         """Close every env and end every worker; idempotent, returns in bounded time."""
+
+    def outstanding(self, worker: int) -> bool:
+        """Whether ``worker`` has a command whose reply was not fetched yet."""
+        raise NotImplementedError
+
+    def settle(self, worker: int, timeout: float | None) -> bool:
+        """Let ``worker`` finish its outstanding command and drop the reply; False if it is still
+        busy after ``timeout`` seconds."""
+        if not self.outstanding(worker):
+            return True
+        if not self.ready([worker], timeout):
+            return False
+        try:
+            self.fetch(worker)
+        except Exception:
+            pass
+        return True
 
     def terminate(self, worker: int) -> None:
         """End ``worker`` now (it overran ``step_timeout``); later commands to it fail."""

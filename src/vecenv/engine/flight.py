@@ -1,0 +1,187 @@
+"""In-flight bookkeeping: which worker runs what, which envs are ready, and every deadline.
+
+:class:`Dispatcher` is the part of :class:`~vecenv.engine.VectorEnv` that sends commands to
+workers and collects replies: one command in flight per worker (steps for a busy worker wait in
+``_deferred``), replies taken in the order workers finish, async batches served from ``_ready``,
+``step_timeout`` checked on every wait. Failures go to :class:`~vecenv.engine.recovery.Recovery`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from vecenv.engine.state import CallState
+from vecenv.engine.transport import Transport
+from vecenv.errors import (
+    ClosedEnvironmentError,
+    NoAsyncCallError,
+    StepTimeoutError,
+    WorkerDiedError,
+)
+from vecenv.policy import FailurePolicy
+from vecenv.spaces import StepBuffers
+from vecenv.worker import InfoEntry
+from vecenv.worker.commands import Command, Step
+
+__all__ = ["Dispatcher", "Overdue"]
+
+#: longest wait for a worker to finish its command when the env settles after an interruption
+SETTLE_TIMEOUT = 30.0
+
+
+class Overdue(Exception):
+    """These workers overran ``step_timeout``."""
+
+    def __init__(self, workers: list[int]) -> None:
+        self.workers = workers
+
+
+class Dispatcher:
+    """Sends commands, tracks them in flight, and gathers the replies (a mixin of VectorEnv)."""
+
+    _transport: Transport
+    _buffers: StepBuffers
+    policy: FailurePolicy
+    num_envs: int
+    batch_size: int
+    closed: bool
+
+    def _init_flight(self, n: int) -> None:
+        self._in_flight: dict[int, np.ndarray] = {}  # worker -> global ids of its command
+        self._sent_at: dict[int, float] = {}
+        self._state = CallState.DEFAULT
+        self._wait_interrupted = False  # a wait was cut short: reset() may drop its call
+        self._busy = np.zeros(n, dtype=np.bool_)  # in flight, or ready but not yet returned
+        self._deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
+        self._ready: deque[int] = deque()
+        self._held: dict[int, InfoEntry] = {}
+
+    # ------------------------------------------------------------ sending
+    def _submit(self, w: int, command: Command, gids: np.ndarray) -> None:
+        """Record ``command`` as in flight, then send it (the record comes first, so an
+        interruption between the two leaves a worker to settle, never a reply nobody expects)."""
+        self._in_flight[w] = gids
+        self._sent_at[w] = time.monotonic()
+        self._transport.submit(w, command)
+
+    # ------------------------------------------------------------ waiting
+    def _gather(self, count: int | None, timeout: float | None, method: str) -> None:
+        """Collect replies until ``count`` envs are ready (every reply when ``None``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._in_flight if count is None else len(self._ready) < count:
+            if not self._in_flight:
+                raise NoAsyncCallError(f"Calling `{method}` with no envs in flight.", method)
+            try:
+                ready = self._wait_ready(deadline, timeout, method)
+            except Overdue as late:
+                for w in late.workers:
+                    gids = self._in_flight.pop(w)
+                    err = StepTimeoutError(gids.tolist(), w, self.policy.step_timeout, method.removesuffix("_wait"))
+                    self._worker_failed(w, gids, err)
+                continue
+            for w in ready:
+                self._take_reply(w)
+
+    def _wait_ready(self, deadline: float | None, timeout: float | None, method: str) -> list[int]:
+        """Workers with a reply, waiting until one has, the caller's deadline, or a step deadline.
+
+        An exception inside the wait itself (a ``KeyboardInterrupt``) leaves the call pending
+        and resumable; a ``close()`` from another thread ends the wait with ClosedEnvironmentError.
+        """
+        workers = list(self._in_flight)
+        step_timeout = self.policy.step_timeout
+        now = time.monotonic()
+        left = None if deadline is None else max(0.0, deadline - now)
+        if step_timeout is not None:
+            due = min(self._sent_at[w] for w in workers) + step_timeout
+            left = max(0.0, due - now) if left is None else min(left, max(0.0, due - now))
+        try:
+            ready = self._transport.ready(workers, left)
+        except BaseException as exc:
+            if self.closed:
+                raise ClosedEnvironmentError(f"the vector env was closed during `{method}`") from exc
+            self._wait_interrupted = True
+            raise
+        if self.closed:
+            raise ClosedEnvironmentError(f"the vector env was closed during `{method}`")
+        now = time.monotonic()
+        if step_timeout is not None:  # also when others are ready: async batches never wait on all
+            late = [w for w in workers if w not in ready and now - self._sent_at[w] >= step_timeout]
+            if late:
+                raise Overdue(late)
+        if not ready and deadline is not None and now >= deadline:
+            raise multiprocessing.TimeoutError(f"The call to `{method}` has timed out after {timeout} second(s).")
+        return ready
+
+    def _take_reply(self, w: int) -> None:
+        gids = self._in_flight.pop(w)
+        try:
+            reply = self._transport.fetch(w)
+        except WorkerDiedError as exc:
+            self._worker_failed(w, gids, exc)
+            return
+        except BaseException:
+            self._drain()
+            raise
+        self._accept(w, gids, reply.entries, reply.objects)
+
+    def _accept(self, w: int, gids: np.ndarray, entries: list[InfoEntry], objects: Any) -> None:
+        """Take a worker's results for ``gids``: they are ready to be returned."""
+        self._buffers.observations.set_objects(objects, gids)
+        for entry in entries:
+            self._held[entry.index] = entry
+        if self.batch_size < self.num_envs:  # full batches wait for every reply, not a count
+            self._ready.extend(gids.tolist())
+        deferred = self._deferred.pop(w, None)
+        if deferred:
+            ids = np.array(sorted(deferred), dtype=np.int64)
+            self._submit(w, Step(ids - self._partition[w][0]), ids)
+
+    def _fetch_now(self, w: int, command: Command) -> Any:
+        """Run ``command`` on ``w`` and wait for its reply (outside the in-flight bookkeeping)."""
+        self._transport.submit(w, command)
+        if not self._transport.ready([w], self.policy.step_timeout):
+            self._transport.terminate(w)
+            raise StepTimeoutError(list(range(*self._partition[w])), w, self.policy.step_timeout, "restart")
+        return self._transport.fetch(w)
+
+    # ------------------------------------------------------------ clearing
+    def _drain(self) -> None:
+        """After a failure: wait out every other worker's reply, so none arrives a step late.
+
+        A worker that does not answer within ``step_timeout`` is ended.
+        """
+        for w in list(self._in_flight):
+            self._in_flight.pop(w)
+            try:
+                if self._transport.ready([w], self.policy.step_timeout):
+                    self._transport.fetch(w)
+                else:
+                    self._transport.terminate(w)
+            except BaseException:
+                pass
+        self._clear_flight()
+
+    def _settle(self) -> None:
+        """After an interruption: let every worker finish what it was given and drop the replies,
+        so the next call starts from a known state. A worker that does not finish within
+        ``step_timeout`` (or :data:`SETTLE_TIMEOUT`) is ended; the next command reports it."""
+        limit = self.policy.step_timeout or SETTLE_TIMEOUT
+        for w in range(self._transport.num_workers):
+            if not self._transport.settle(w, limit):
+                self._transport.terminate(w)
+        self._in_flight.clear()
+        self._clear_flight()
+
+    def _clear_flight(self) -> None:
+        self._deferred.clear()
+        self._ready.clear()
+        self._held.clear()
+        self._busy[:] = False
+        self._state = CallState.DEFAULT
+        self._wait_interrupted = False

@@ -1,0 +1,72 @@
+"""The failure policy: what a vector env does when an env raises, a worker dies or a step hangs.
+
+One :class:`FailurePolicy` is validated once, where the vector env is built, and handed down to
+the engine (worker restarts, step deadlines) and to every env group (env restarts), so no layer
+restates the options.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Literal
+
+from typing_extensions import TypedDict
+
+__all__ = ["FailureOptions", "FailurePolicy"]
+
+
+class FailureOptions(TypedDict, total=False):
+    """The keyword arguments every backend accepts for its :class:`FailurePolicy`."""
+
+    on_error: Literal["raise", "restart"]
+    max_restarts: int
+    restart_window: float
+    step_timeout: float | None
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """How failures are handled.
+
+    Attributes:
+        on_error: ``"raise"`` re-raises a failure in the caller; ``"restart"`` rebuilds the failed
+            env (or worker) from its env_fn, ends its episode as a truncation and reports
+            ``infos["restarted"]``.
+        max_restarts: restarts allowed per env (and per worker) within ``restart_window``; past
+            that the error is raised.
+        restart_window: seconds after which a restart stops counting against ``max_restarts``.
+        step_timeout: seconds a worker may take for one command before it is ended and reported
+            (:class:`~vecenv.errors.StepTimeoutError`, or restarted); ``None`` waits as long as it
+            takes.
+    """
+
+    on_error: Literal["raise", "restart"] = "raise"
+    max_restarts: int = 3
+    restart_window: float = 60.0
+    step_timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ("raise", "restart"):
+            raise ValueError(f"on_error: expected 'raise' or 'restart', got {self.on_error!r}")
+        if not _is_number(self.max_restarts, integral=True) or self.max_restarts < 0:
+            raise ValueError(f"max_restarts: expected an int >= 0, got {self.max_restarts!r}")
+        if not _is_number(self.restart_window) or self.restart_window <= 0:
+            raise ValueError(f"restart_window: expected seconds > 0, got {self.restart_window!r}")
+        timeout = self.step_timeout
+        if timeout is not None and (not _is_number(timeout) or timeout <= 0):
+            raise ValueError(f"step_timeout: expected seconds > 0 or None, got {timeout!r}")
+        object.__setattr__(self, "restart_window", float(self.restart_window))
+        if timeout is not None:
+            object.__setattr__(self, "step_timeout", float(timeout))
+
+    @property
+    def restarts(self) -> bool:
+        """Whether failed envs and workers are rebuilt."""
+        return self.on_error == "restart"
+
+
+def _is_number(value: object, integral: bool = False) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, numbers.Integral if integral else numbers.Real)

@@ -1,0 +1,42 @@
+"""Process transport: one env group per worker process, results in shared memory.
+
+One step, from the caller's ``step()`` to a worker and back::
+
+    caller (engine)                       shared memory                   worker process (child.py)
+    ---------------                       -------------                   -------------------------
+    VectorEnv.send(actions)
+      actions -> StepBuffers  ----------> actions rows
+      ProcessTransport.submit(w, Step)
+        ControlBlock.post(w, S) --------> slot[w].CMD += 1 ------------> Child.wait_command: spin,
+        wake byte "W" if the worker                                       yield, then sleep on the
+          declared it sleeps  ---------------- socket -----------------> socket until CMD moves
+                                                                          EnvGroup.step(): envs write
+                                          observation/reward/flag rows <- their results in place
+                                          slot[w].DONE = CMD <----------- ControlBlock.finish (+ a
+    VectorEnv.recv()                                                        pickled message on the
+      ProcessTransport.ready(workers):                                      socket only when infos
+        spin, yield, then sleep on the                                      or objects are not empty;
+        sockets and process sentinels <------- socket: "K" if asked ------  "K" if the caller sleeps)
+      ProcessTransport.fetch(w): StepReply (read from the socket only for a message)
+      batch the infos, return the rows
+
+Modules, one concern each:
+
+- :mod:`.control`: the control block (post / finish / declare-sleep), the memory fence, spinning
+  and yielding.
+- :mod:`.wire`: frames, pickling, and socket I/O that notices a dead peer.
+- :mod:`.shm`: the anonymous shared-memory block.
+- :mod:`.child`: the worker process's loop.
+- :mod:`.transport`: :class:`ProcessTransport`, the caller's side.
+- :mod:`.inline`: :class:`InlineTransport`, the last group in the caller's process.
+
+Commands other than a step (reset, calls, close) travel as pickled
+:mod:`~vecenv.worker.commands` on the socket, posted through the same counter. Posting a message
+and writing it, or reading a reply's message and marking it taken, happen with signal handlers
+deferred (:mod:`vecenv.transports.signals`), so an interrupt never leaves half a message behind.
+"""
+
+from vecenv.transports.process.inline import InlineTransport
+from vecenv.transports.process.transport import EnvFnPicklingError, ProcessTransport, default_spin
+
+__all__ = ["EnvFnPicklingError", "InlineTransport", "ProcessTransport", "default_spin"]

@@ -1,0 +1,187 @@
+"""The worker process: receive a command, run it on the env group, reply.
+
+A whole-group step arrives as a counter bump in the control block (op ``S``, or ``M`` for the
+envs flagged in the shared step mask) and, when its envs report nothing but arrays, is answered
+the same way: nothing is pickled. Any other command, or a step whose infos are not empty,
+travels as a pickled message on the socket.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from vecenv.errors import portable_error
+from vecenv.spaces import StepBuffers
+from vecenv.transports.process import control, wire
+from vecenv.transports.process.control import CMD, OP, WORKER_SLEEPS, ControlBlock
+from vecenv.transports.process.shm import SharedBlock
+from vecenv.worker import EnvGroup, StepReply
+from vecenv.worker.commands import Close
+
+__all__ = ["OP_MASKED_STEP", "OP_MESSAGE", "OP_STEP", "THREAD_VARS", "worker_main"]
+
+OP_STEP, OP_MASKED_STEP, OP_MESSAGE = ord("S"), ord("M"), ord("P")
+#: longest nap (ms) between re-checks of the counter; a lost wake-up costs at most this
+MAX_NAP_MS = 50
+#: environment variables that keep numeric libraries to one thread in a worker
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+               "NUMEXPR_NUM_THREADS")
+
+
+class Child:
+    """The loop one worker process runs over its env group."""
+
+    def __init__(self, index: int, peer: wire.Peer, spin: tuple[float, float], parent_pid: int) -> None:
+        self.index = index
+        self.peer = peer
+        self.spin, self.yield_s = spin  # seconds of busy spinning, then of sched_yield() spinning
+        self.parent_pid = parent_pid
+        self.group: EnvGroup | None = None
+        self.ctrl: ControlBlock | None = None
+        self.mask: np.ndarray | None = None
+        self.seq = 0
+
+    # ------------------------------------------------------------ handshake
+    def attach(self) -> None:
+        """Map the shared block the caller sends and give the group its rows."""
+        op, size = self.peer.read(1), int.from_bytes(self.peer.read(8), "little")
+        if op != wire.ATTACH:
+            raise RuntimeError(f"worker {self.index}: expected the shared-memory layout, got {op!r}")
+        data, fd = self.peer.recv_with_fd(size)
+        obs_space, act_space, n, start, stop, nbytes, ctrl_off, num_workers, mask_off = wire.loads(data)
+        block = SharedBlock.attach(fd, nbytes)
+        buffers = StepBuffers(obs_space, act_space, n, block.buffer)
+        self.group.attach(buffers.rows(start, stop), ship_objects=True)
+        self.ctrl = ControlBlock(block.buffer, ctrl_off, num_workers)
+        self.mask = np.frombuffer(block.buffer, np.bool_, stop - start, mask_off + start)
+        self.seq = int(self.ctrl.slots[self.index, CMD])
+        self.send(True, None, "attach")
+
+    # ------------------------------------------------------------ commands
+    def serve(self) -> None:
+        """Run commands until the caller sends Close or goes away."""
+        slot = self.ctrl.slots[self.index]
+        while True:
+            self.wait_command(slot)
+            self.seq = int(slot[CMD])
+            op, name = int(slot[OP]), "step"
+            try:
+                if op == OP_STEP:
+                    result: Any = self.group.step(None)
+                elif op == OP_MASKED_STEP:
+                    result = self.group.step(np.flatnonzero(self.mask))
+                else:
+                    command, objects = wire.loads(self.peer.read_frame()[1])
+                    name = type(command).__name__
+                    if objects is not None:  # custom action leaves travel with the step
+                        self.group.buffers.actions.set_objects(objects)
+                    result = self.group.run(command)
+                    if isinstance(command, Close):
+                        self.reply(True, result, name)
+                        return
+            except Exception as exc:
+                self.reply(False, exc, name)
+                continue
+            self.reply(True, result, name)
+
+    def wait_command(self, slot: np.ndarray) -> None:
+        """Return once the command counter moves: spin, then yield, then sleep."""
+        seq = self.seq
+        moved = lambda: slot[CMD] != seq  # noqa: E731
+        if moved() or control.spin_until(moved, self.spin) or control.yield_until(moved, self.yield_s):
+            return
+        slot[WORKER_SLEEPS] = 1
+        control.fence()
+        try:
+            nap, waited = 1, 0
+            poller = select.poll()
+            poller.register(self.peer.fd, select.POLLIN)
+            while not moved():
+                if poller.poll(nap):
+                    if self.peer.skip_wakeups() == b"":
+                        raise SystemExit(0)  # the caller closed its end
+                    continue
+                waited += nap
+                nap = min(2 * nap, MAX_NAP_MS)
+                if waited >= 1000:
+                    waited = 0
+                    if os.getppid() != self.parent_pid:  # the caller is gone
+                        raise SystemExit(0)
+        finally:
+            slot[WORKER_SLEEPS] = 0
+
+    # ------------------------------------------------------------ replying
+    def reply(self, ok: bool, value: Any, name: str) -> None:
+        """Finish the command: in shared memory alone when it allows, else as a message."""
+        if ok and type(value) is StepReply and value.empty:
+            self.ctrl.finish(self.index, self.seq, control.IN_MEMORY)
+            control.fence()
+            if self.ctrl.slots[self.index, control.CALLER_SLEEPS] or not control.TSO:
+                self.peer.wake(wire.WAKE_CALLER)
+            return
+        data = self.dump(ok, value, name)
+        self.ctrl.finish(self.index, self.seq, control.MESSAGE)
+        self.peer.write(wire.frame(wire.MESSAGE, data))
+
+    def send(self, ok: bool, value: Any, name: str) -> None:
+        """A reply outside the counters (during the handshake)."""
+        self.peer.write(wire.frame(wire.MESSAGE, self.dump(ok, value, name)))
+
+    def dump(self, ok: bool, value: Any, name: str) -> bytes:
+        if not ok:
+            return wire.dumps((False, portable_error(value)))
+        try:
+            return wire.dumps((True, value))
+        except Exception as exc:
+            error = RuntimeError(
+                f"worker {self.index}: the result of {name} cannot be sent to the caller "
+                f"(pickling failed: {type(exc).__name__}: {exc})"
+            )
+            return wire.dumps((False, error))
+
+
+def worker_main(
+    index: int,
+    sock: Any,
+    env_fns: Sequence[Callable[[], Any] | bytes],
+    start: int,
+    autoreset_mode: AutoresetMode,
+    spin: tuple[float, float],
+    parent_pid: int,
+    close_fds: Sequence[int],
+) -> None:
+    """Entry point of a worker process: build the group, describe it, attach, serve."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle, once
+    for var in THREAD_VARS:  # for libraries the envs import from now on
+        os.environ.setdefault(var, "1")
+    for fd in close_fds:  # with fork: other workers' sockets, so their EOF stays meaningful
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    child = Child(index, wire.Peer(sock), spin, parent_pid)
+    try:
+        try:
+            fns = [wire.loads(fn) if isinstance(fn, bytes) else fn for fn in env_fns]
+            child.group = EnvGroup(fns, start, index, autoreset_mode)
+            descriptions = child.group.describe()
+        except Exception as exc:
+            child.send(False, exc, "env_fn()")
+            return
+        child.send(True, descriptions, "describe")
+        child.attach()
+        child.serve()
+    except (SystemExit, KeyboardInterrupt, EOFError, OSError):
+        pass
+    finally:
+        if child.group is not None:
+            child.group.close()
+        sock.close()
+

@@ -1,0 +1,114 @@
+"""The control block: one row of shared counters per worker, and the ways of waiting on them.
+
+The caller *posts* a command by storing its operation and bumping the worker's command counter
+(that store is the commit point: before it nothing was sent, after it the command is out); the
+worker *finishes* by storing the reply's kind and setting its done counter to the command's.
+A command is outstanding while the two counters differ. Each side, before it blocks in the
+kernel, *declares* that it sleeps, so the other writes a wake-up byte only when one is needed.
+
+Declaring and then checking the peer's counter is a store followed by a load; x86 may let the
+load pass the store, and both sides would miss each other (a lost wake-up). :func:`fence`
+orders them. As a backstop, a sleeping side still re-checks the counters after bounded naps.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = ["CALLER_SLEEPS", "ControlBlock", "TSO", "fence", "spin_until", "yield_until"]
+
+#: slot fields (one 64-byte row of int64 per worker, so workers never share a cache line)
+CMD, DONE, STAMP, OP, REPLY, WORKER_SLEEPS, CALLER_SLEEPS = range(7)
+SLOT = 8
+#: stores are seen in program order (x86 TSO): a peer that spins needs no wake-up byte; elsewhere
+#: every command and reply keeps its byte, whose system calls order the memory
+TSO = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+#: reply kinds: the result is all in shared memory, or a pickled message follows on the socket
+IN_MEMORY, MESSAGE = 0, 1
+
+
+def fence() -> None:
+    """A full memory barrier: orders every earlier store before every later load.
+
+    Acquiring a lock is a locked (atomic) instruction. The lock is a fresh one each time, so an
+    interruption can never leave a lock held that another call, thread or forked child would
+    then wait on forever.
+    """
+    threading.Lock().acquire()
+
+
+def spin_until(condition: Callable[[], bool], seconds: float) -> bool:
+    """Busy-check ``condition`` for up to ``seconds``; whether it came true."""
+    end = time.perf_counter() + seconds
+    while not condition():
+        if time.perf_counter() >= end:
+            return False
+    return True
+
+
+def yield_until(condition: Callable[[], bool], seconds: float) -> bool:
+    """Check ``condition``, calling ``sched_yield()`` in between, for up to ``seconds``."""
+    end = time.perf_counter() + seconds
+    while not condition():
+        if time.perf_counter() >= end:
+            return False
+        os.sched_yield()
+    return True
+
+
+class ControlBlock:
+    """The counters of ``num_workers`` workers, over ``buffer`` at ``offset``."""
+
+    def __init__(self, buffer: memoryview, offset: int, num_workers: int) -> None:
+        self.slots = np.frombuffer(buffer, np.int64, num_workers * SLOT, offset).reshape(num_workers, SLOT)
+
+    @staticmethod
+    def nbytes(num_workers: int) -> int:
+        return num_workers * SLOT * 8
+
+    # ------------------------------------------------------------ caller side
+    def post(self, w: int, op: int) -> None:
+        """Hand worker ``w`` a command; the counter store is the commit point."""
+        slot = self.slots[w]
+        slot[OP] = op
+        slot[CMD] = slot[CMD] + 1
+
+    def outstanding(self, w: int) -> bool:
+        slot = self.slots[w]
+        return bool(slot[CMD] != slot[DONE])
+
+    def finished(self, workers: list[int]) -> list[int]:
+        """Those of ``workers`` whose last command is done, in the order they finished."""
+        pairs = self.slots[:, :3].tolist()  # one snapshot: cheaper than a lookup per worker
+        done = [w for w in workers if pairs[w][CMD] == pairs[w][DONE]]
+        if len(done) > 1:
+            done.sort(key=lambda w: pairs[w][STAMP])
+        return done
+
+    def take_message(self, w: int) -> bool:
+        """Whether ``w``'s finished reply waits on the socket; marks it taken."""
+        slot = self.slots[w]
+        if slot[REPLY] != MESSAGE:
+            return False
+        slot[REPLY] = IN_MEMORY
+        return True
+
+    def forget(self, w: int) -> None:
+        """Drop whatever ``w`` was doing (it was ended): nothing is outstanding any more."""
+        slot = self.slots[w]
+        slot[DONE] = slot[CMD]
+        slot[REPLY] = IN_MEMORY
+        slot[WORKER_SLEEPS] = 0
+
+    # ------------------------------------------------------------ worker side
+    def finish(self, w: int, seq: int, kind: int) -> None:
+        slot = self.slots[w]
+        slot[REPLY] = kind
+        slot[STAMP] = time.monotonic_ns()
+        slot[DONE] = seq

@@ -1,0 +1,438 @@
+"""The caller's side of the process transport: start workers, post commands, wait, fetch."""
+
+from __future__ import annotations
+
+import atexit
+import multiprocessing
+import os
+import pickle
+import select
+import socket
+import threading
+import time
+import weakref
+from collections.abc import Collection
+from typing import Any
+
+import cloudpickle
+import numpy as np
+from gymnasium import spaces
+
+from vecenv.engine.transport import Transport, usable_cores
+from vecenv.errors import VecEnvError, WorkerDiedError
+from vecenv.spaces import StepBuffers
+from vecenv.transports.process import control, wire
+from vecenv.transports.process.child import (
+    MAX_NAP_MS,
+    OP_MASKED_STEP,
+    OP_MESSAGE,
+    OP_STEP,
+    worker_main,
+)
+from vecenv.transports.process.control import CALLER_SLEEPS, WORKER_SLEEPS, ControlBlock
+from vecenv.transports.process.shm import SharedBlock
+from vecenv.transports.signals import deferred_signals
+from vecenv.worker import EnvDescription, StepReply
+from vecenv.worker.commands import Close, Command, Step
+
+__all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport", "default_spin"]
+
+#: how long ``close()`` waits for workers to finish by themselves when given no timeout
+DEFAULT_CLOSE_TIMEOUT = 5.0
+#: default time each side calls sched_yield() (checking for its peer) before it blocks in the
+#: kernel: hands the core to a runnable peer without the cross-CPU wake-up blocking costs
+DEFAULT_YIELD_US = 500.0
+#: seconds between looks at the sentinels of workers that other workers keep outpacing
+DEATH_CHECK_S = 0.05
+_ALIGN = 64
+_EMPTY = StepReply([], None)
+
+
+class EnvFnPicklingError(pickle.PicklingError, TypeError):
+    """An env_fn cannot be pickled, so it cannot reach a worker started with spawn/forkserver."""
+
+
+def default_spin(num_workers: int) -> tuple[float, float]:
+    """``(caller, worker)`` busy-spin seconds: only when every process has a core of its own."""
+    if num_workers + 1 <= usable_cores():
+        return 50e-6, 50e-6
+    return 0.0, 0.0
+
+
+def _aligned(pos: int) -> int:
+    return (pos + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+_LIVE: weakref.WeakSet[ProcessTransport] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:  # before multiprocessing joins non-daemon workers that wait for us
+    for transport in list(_LIVE):
+        try:
+            transport.close(1.0)
+        except Exception:
+            pass
+
+
+class ProcessTransport(Transport):
+    """Runs each env group in its own worker process; see the package docstring."""
+
+    name = "process"
+    can_end_workers = True
+
+    def __init__(
+        self,
+        context: str | multiprocessing.context.BaseContext | None = None,
+        daemon: bool = True,
+        spin_us: float | None = None,
+        yield_us: float | None = None,
+    ) -> None:
+        self.ctx = multiprocessing.get_context(context) if context is None or isinstance(context, str) else context
+        self.start_method = self.ctx.get_start_method()
+        self.daemon = daemon
+        self.spin_us = spin_us
+        self.yield_s = DEFAULT_YIELD_US * 1e-6 if yield_us is None else max(0.0, float(yield_us)) * 1e-6
+        self.processes: list[Any] = []
+        self.peers: list[wire.Peer] = []
+        self.dead: dict[int, int | None] = {}
+        self.ctrl: ControlBlock | None = None
+        self._block: SharedBlock | None = None
+        self._buffers: StepBuffers | None = None
+        self._mask: np.ndarray | None = None
+        self._payloads: list[bytes] | None = None
+        self._action_objects = False
+        self._next_death_check = 0.0
+        self._closed = False
+        self._closer: int | None = None  # the thread running close(): waits in others end
+        self.main_spin = self.worker_spin = 0.0
+
+    # ------------------------------------------------------------ start
+    def launch(self) -> list[EnvDescription]:
+        if self.spin_us is None:
+            self.main_spin, self.worker_spin = default_spin(self.num_workers)
+        else:
+            self.main_spin = self.worker_spin = max(0.0, float(self.spin_us)) * 1e-6
+        self._payloads = self._env_fn_payloads()  # fails before any worker starts
+        _LIVE.add(self)
+        for w in range(self.num_workers):
+            self._spawn(w)
+        descriptions, errors = [], []
+        for w in range(self.num_workers):  # every worker builds its envs meanwhile
+            try:
+                descriptions.extend(self._handshake(w))
+            except BaseException as exc:  # noqa: PERF203 - read the others too
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        return descriptions
+
+    def _env_fn_payloads(self) -> list[bytes] | None:
+        if self.start_method == "fork":
+            return None  # the children inherit the env_fns as they are
+        cache: dict[int, bytes] = {}
+        out = []
+        for i, fn in enumerate(self.env_fns[: self.partition[-1][1]]):
+            if id(fn) not in cache:
+                try:
+                    cache[id(fn)] = cloudpickle.dumps(fn, wire.PROTOCOL)
+                except Exception as exc:
+                    raise EnvFnPicklingError(
+                        f"env_fns[{i}] ({fn!r:.80}) cannot be pickled, which the {self.start_method!r} "
+                        f"start method needs to send it to a worker: {type(exc).__name__}: {exc}. Use "
+                        "context='fork', or build the env from picklable parts (a module-level function, "
+                        "functools.partial, an env id)."
+                    ) from exc
+            out.append(cache[id(fn)])
+        return out
+
+    def _spawn(self, w: int) -> None:
+        """Start worker ``w``'s process (replacing an old one in place)."""
+        start, stop = self.partition[w]
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        fns = self.env_fns[start:stop] if self._payloads is None else self._payloads[start:stop]
+        close_fds = [p.fd for p in self.peers] if self._payloads is None else []
+        try:
+            process = self.ctx.Process(
+                target=worker_main,
+                args=(self.first_worker + w, child, fns, start, self.autoreset_mode,
+                      (self.worker_spin, self.yield_s), os.getpid(), close_fds),
+                name=f"vecenv-worker-{self.first_worker + w}",
+                daemon=self.daemon,
+            )
+            process.start()
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        peer = wire.Peer(parent, process.sentinel)
+        if w < len(self.processes):
+            self.processes[w], self.peers[w] = process, peer
+        else:
+            self.processes.append(process)
+            self.peers.append(peer)
+
+    def _handshake(self, w: int) -> Any:
+        """Read a reply sent outside the counters (the description, the attach)."""
+        try:
+            _, data = self.peers[w].read_frame()
+        except EOFError:
+            self._mark_dead(w)
+            raise self._died(w) from None
+        return self._unpack(w, data)
+
+    # ------------------------------------------------------------ buffers
+    def allocate(self, observation_space: spaces.Space, action_space: spaces.Space, num_envs: int) -> StepBuffers:
+        nbytes = StepBuffers.nbytes(observation_space, action_space, num_envs)
+        ctrl_off = _aligned(nbytes)
+        mask_off = ctrl_off + ControlBlock.nbytes(self.num_workers)
+        size = _aligned(mask_off + num_envs)
+        self._block = SharedBlock(size)
+        buf = self._block.buffer
+        self._buffers = StepBuffers(observation_space, action_space, num_envs, buf)
+        self.ctrl = ControlBlock(buf, ctrl_off, self.num_workers)
+        self._mask = np.frombuffer(buf, np.bool_, num_envs, mask_off)
+        self._layout = (observation_space, action_space, num_envs, size, ctrl_off, self.num_workers, mask_off)
+        self._action_objects = self._buffers.actions.has_objects
+        return self._buffers
+
+    def attach(self, buffers: StepBuffers) -> None:
+        if buffers is not self._buffers:
+            raise ValueError("ProcessTransport.attach needs the buffers its allocate() returned")
+        for w in range(self.num_workers):
+            self._send_layout(w)
+        for w in range(self.num_workers):
+            self._handshake(w)
+        # the descriptor stays open until close(): a restarted worker maps the same block
+
+    def _send_layout(self, w: int) -> None:
+        obs_space, act_space, n, size, ctrl_off, num_workers, mask_off = self._layout
+        start, stop = self.partition[w]
+        data = cloudpickle.dumps((obs_space, act_space, n, start, stop, size, ctrl_off, num_workers, mask_off))
+        self.peers[w].write(wire.ATTACH + len(data).to_bytes(8, "little"))
+        self.peers[w].send_with_fd(data, self._block.fd)
+
+    # ------------------------------------------------------------ commands
+    def submit(self, worker: int, command: Command) -> None:
+        if worker in self.dead:
+            return  # fetch reports it
+        ctrl = self.ctrl
+        if type(command) is Step and not self._action_objects:
+            if command.ids is None:
+                op = OP_STEP
+            else:
+                start, stop = self.partition[worker]
+                mask = self._mask[start:stop]
+                mask[:] = False
+                mask[command.ids] = True
+                op = OP_MASKED_STEP
+            ctrl.post(worker, op)  # the commit point
+            control.fence()
+            if ctrl.slots[worker, WORKER_SLEEPS] or not control.TSO:
+                self.peers[worker].wake(wire.WAKE_WORKER)
+            return
+        objects = None
+        if type(command) is Step:
+            start, stop = self.partition[worker]
+            objects = self._buffers.actions.rows(start, stop).get_objects()
+        data = wire.frame(wire.MESSAGE, cloudpickle.dumps((command, objects), wire.PROTOCOL))
+        with deferred_signals():  # posted and written, or neither
+            ctrl.post(worker, OP_MESSAGE)
+            try:
+                self.peers[worker].write(data)
+            except EOFError:
+                self._mark_dead(worker)
+
+    def outstanding(self, worker: int) -> bool:
+        ctrl = self.ctrl
+        return worker not in self.dead and ctrl is not None and (
+            ctrl.outstanding(worker) or ctrl.slots[worker, control.REPLY] == control.MESSAGE
+        )
+
+    def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
+        done = self._done(workers)
+        if done and len(done) < len(workers):
+            self._look_for_deaths(workers, done)  # async batches: a dead worker is never waited on
+            done = self._done(workers)
+        if done or timeout == 0:
+            return done
+        found: list[int] = []
+
+        def finished() -> bool:
+            found.extend(self._done(workers))
+            return bool(found)
+
+        budget = lambda s: s if timeout is None else min(s, timeout)  # noqa: E731
+        if control.spin_until(finished, budget(self.main_spin)) or control.yield_until(finished, budget(self.yield_s)):
+            return found
+        return self._sleep(workers, None if timeout is None else time.monotonic() + timeout)
+
+    def _done(self, workers: Collection[int]) -> list[int]:
+        dead = self.dead
+        done = self.ctrl.finished([w for w in workers if w not in dead]) if self.ctrl is not None else []
+        return [w for w in workers if w in dead] + done if dead else done
+
+    def _look_for_deaths(self, workers: Collection[int], done: list[int]) -> None:
+        now = time.monotonic()
+        if now < self._next_death_check:
+            return
+        self._next_death_check = now + DEATH_CHECK_S
+        poller = select.poll()
+        owner = {}
+        for w in workers:
+            if w not in done and w not in self.dead:
+                poller.register(self.peers[w].sentinel, select.POLLIN)
+                owner[self.peers[w].sentinel] = w
+        for fd, _ in poller.poll(0) if owner else ():
+            self._mark_dead(owner[fd])
+
+    def _sleep(self, workers: Collection[int], deadline: float | None) -> list[int]:
+        """Block for a reply: declare it, re-check, then bounded polls on sockets and sentinels."""
+        live = [w for w in workers if w not in self.dead]
+        poller, owner = select.poll(), {}
+        for w in live:
+            for fd in (self.peers[w].fd, self.peers[w].sentinel):
+                poller.register(fd, select.POLLIN)
+                owner[fd] = w
+        slots = self.ctrl.slots
+        slots[live, CALLER_SLEEPS] = 1
+        control.fence()
+        try:
+            nap = 1
+            while self._closer in (None, threading.get_ident()):
+                done = self._done(workers)
+                left = None if deadline is None else deadline - time.monotonic()
+                if done or (left is not None and left <= 0):
+                    return done
+                events = poller.poll(nap if left is None else min(nap, int(left * 1000 + 0.999)))
+                nap = nap if events else min(2 * nap, MAX_NAP_MS)
+                for fd, _ in events:
+                    self._on_event(owner[fd], fd)
+            return []
+        finally:
+            if self.ctrl is not None:
+                slots[live, CALLER_SLEEPS] = 0
+
+    def _on_event(self, w: int, fd: int) -> None:
+        """A socket or sentinel of ``w`` is readable: take wake-ups, notice a death."""
+        if w in self.dead or not self.ctrl.outstanding(w):
+            if fd != self.peers[w].sentinel:
+                self.peers[w].skip_wakeups()
+            return
+        if fd == self.peers[w].sentinel or self.peers[w].skip_wakeups() == b"":
+            self._mark_dead(w)
+
+    def fetch(self, worker: int) -> Any:
+        ctrl = self.ctrl
+        if worker in self.dead:
+            raise self._died(worker)
+        if not control.TSO:
+            self.peers[worker].skip_wakeups()
+        if ctrl.slots[worker, control.REPLY] != control.MESSAGE:
+            return _EMPTY  # the hot path: the reply is all in shared memory
+        with deferred_signals():  # read and marked taken, or neither
+            try:
+                _, data = self.peers[worker].read_frame()
+            except EOFError:
+                self._mark_dead(worker)
+                raise self._died(worker) from None
+            ctrl.take_message(worker)
+        return self._unpack(worker, data)
+
+    def _unpack(self, worker: int, data: bytes) -> Any:
+        try:
+            ok, value = wire.loads(data)
+        except Exception as exc:
+            raise VecEnvError(
+                f"worker {self.first_worker + worker}: its reply could not be unpickled in the caller: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if not ok:
+            raise value
+        return value
+
+    # ------------------------------------------------------------ failures
+    def terminate(self, worker: int) -> None:
+        """Kill ``worker`` (SIGKILL: a hung env may ignore anything gentler)."""
+        process = self.processes[worker]
+        if process.exitcode is None:
+            process.kill()
+            process.join(2.0)
+        self._mark_dead(worker)
+
+    def restart(self, worker: int) -> None:
+        """Start a new process for ``worker``'s envs, mapped onto the same rows."""
+        self.terminate(worker)
+        old = self.peers[worker]
+        self._spawn(worker)
+        old.close()
+        self.ctrl.forget(worker)
+        self.dead.pop(worker, None)
+        try:
+            self._handshake(worker)  # the new group's description
+            self._send_layout(worker)
+            self._handshake(worker)
+        except BaseException:
+            self._mark_dead(worker)
+            raise
+
+    def _mark_dead(self, w: int) -> None:
+        if w not in self.dead:
+            process = self.processes[w]
+            process.join(1.0)
+            self.dead[w] = process.exitcode
+
+    def _died(self, w: int) -> WorkerDiedError:
+        start, stop = self.partition[w]
+        return WorkerDiedError(self.first_worker + w, list(range(start, stop)), self.dead.get(w))
+
+    # ------------------------------------------------------------ closing
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._closer = threading.get_ident()
+        _LIVE.discard(self)
+        deadline = time.monotonic() + (DEFAULT_CLOSE_TIMEOUT if timeout is None else max(0.0, float(timeout)))
+        if self.ctrl is not None:
+            self._ask_to_close(deadline)
+        for process in self.processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        for process in self.processes:
+            for end in (process.terminate, process.kill):
+                if process.exitcode is None:
+                    end()
+                    process.join(1.0)
+        for peer in self.peers:
+            peer.close()
+        for process in self.processes:
+            try:
+                process.close()
+            except ValueError:  # still running after SIGKILL: nothing more to do
+                pass
+        if self._block is not None:
+            self._block.close_fd()
+        self.ctrl = self._mask = None
+
+    def _ask_to_close(self, deadline: float) -> None:
+        """Let busy workers finish (within the deadline), then send each a Close."""
+        try:
+            asked = []
+            for w in range(len(self.processes)):
+                if self.outstanding(w) and not self.settle(w, max(0.0, deadline - time.monotonic())):
+                    continue
+                if w not in self.dead:
+                    self.submit(w, Close())
+                    asked.append(w)
+            for w in asked:
+                self.settle(w, max(0.0, deadline - time.monotonic()))
+        except Exception:
+            pass
+
+    def __del__(self) -> None:
+        try:
+            self.close(1.0)
+        except Exception:
+            pass
+

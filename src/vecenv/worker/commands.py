@@ -1,0 +1,136 @@
+"""The commands an env group runs, one small picklable class each, and the reply of a step.
+
+The engine builds a command, a transport carries it (as it is, pickled, or as a shared-memory
+flag for a :class:`Step`), and the group runs it with :meth:`EnvGroup.run
+<vecenv.worker.EnvGroup.run>`, which dispatches on the command's type. ``ids`` are local indices
+within the group (``None``: every env of the group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from vecenv.policy import FailurePolicy
+    from vecenv.worker.group import EnvGroup, InfoEntry
+
+__all__ = [
+    "Apply",
+    "Call",
+    "Close",
+    "Command",
+    "Configure",
+    "GetAttr",
+    "Render",
+    "Reset",
+    "SetAttr",
+    "Step",
+    "StepReply",
+]
+
+
+class StepReply(NamedTuple):
+    """What a reset or step returns beside the rows it wrote: info entries and object leaves."""
+
+    entries: list[InfoEntry]
+    objects: list | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to carry back: the buffers hold the whole result."""
+        return not self.entries and self.objects is None
+
+
+class Reset(NamedTuple):
+    """Reset the envs ``ids``, env ``j`` with ``seeds[j]`` (seeds of the whole group)."""
+
+    seeds: Sequence[int | None] | None = None
+    options: dict | None = None
+    ids: Sequence[int] | None = None
+
+    def run(self, group: EnvGroup) -> StepReply:
+        return group.reset(self.seeds, self.options, self.ids)
+
+
+class Step(NamedTuple):
+    """Step the envs ``ids`` with the actions in the group's buffer rows."""
+
+    ids: Sequence[int] | None = None
+
+    def run(self, group: EnvGroup) -> StepReply:
+        return group.step(self.ids)
+
+
+class Call(NamedTuple):
+    """Call method ``name`` of each env (or read it, if not callable), as gymnasium does."""
+
+    name: str
+    args: tuple = ()
+    kwargs: dict | None = None
+    ids: Sequence[int] | None = None
+
+    def run(self, group: EnvGroup) -> list:
+        return group.call(self.name, self.args, self.kwargs or {}, self.ids)
+
+
+class GetAttr(NamedTuple):
+    """Read attribute ``name`` of each env (never called)."""
+
+    name: str
+    ids: Sequence[int] | None = None
+
+    def run(self, group: EnvGroup) -> list:
+        return group.get_attr(self.name, self.ids)
+
+
+class SetAttr(NamedTuple):
+    """Set attribute ``name`` of env ``ids[k]`` to ``values[k]``."""
+
+    name: str
+    values: Sequence[Any]
+    ids: Sequence[int] | None = None
+
+    def run(self, group: EnvGroup) -> None:
+        group.set_attr(self.name, self.values, self.ids)
+
+
+class Apply(NamedTuple):
+    """Run ``fn(env, *args)`` on each env and return the results."""
+
+    fn: Callable[..., Any]
+    args: tuple = ()
+    ids: Sequence[int] | None = None
+
+    def run(self, group: EnvGroup) -> list:
+        return group.apply(self.fn, self.args, self.ids)
+
+
+class Render(NamedTuple):
+    """Each env's ``render()`` result."""
+
+    ids: Sequence[int] | None = None
+
+    def run(self, group: EnvGroup) -> list:
+        return group.render(self.ids)
+
+
+class Configure(NamedTuple):
+    """Hand the group the vector env's failure policy."""
+
+    policy: FailurePolicy
+
+    def run(self, group: EnvGroup) -> None:
+        group.configure(self.policy.on_error, self.policy.max_restarts, self.policy.restart_window)
+
+
+class Close(NamedTuple):
+    """Close every env of the group (its worker then ends)."""
+
+    def run(self, group: EnvGroup) -> None:
+        group.close()
+
+
+#: every command type a group accepts
+Command = Reset | Step | Call | GetAttr | SetAttr | Apply | Render | Configure | Close
+COMMANDS = (Reset, Step, Call, GetAttr, SetAttr, Apply, Render, Configure, Close)

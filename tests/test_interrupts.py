@@ -1,0 +1,210 @@
+"""Interruption safety: an exception at any point leaves the vector env consistent or clearly
+needing reset/close, never deadlocked, never returning stale data."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import vecenv
+from helpers import assert_same
+from vecenv.engine import CallState
+
+LAYOUTS = {
+    "serial": dict(backend="serial"),
+    "thread": dict(backend="thread", num_workers=2),
+    "process": dict(backend="process", num_workers=2, context="fork"),
+    "inline": dict(backend="process", num_workers=2, context="fork", inline=True),
+}
+
+
+class _Alarm(KeyboardInterrupt):
+    pass
+
+
+_ARMED = [False]
+
+
+def _raise(signum, frame):
+    if _ARMED[0]:  # a signal delivered after the loop (deferred past its end) is dropped
+        _ARMED[0] = False
+        raise _Alarm()
+
+
+def _cartpole():
+    return gym.make("CartPole-v1")
+
+
+def _rollout(envs, seed: int, steps: int = 5):
+    out = [envs.reset(seed=seed)]
+    acts = np.ones(envs.num_envs, dtype=np.int64)
+    out += [envs.step(acts) for _ in range(steps)]
+    return tuple(out)
+
+
+_NOT_YET = pytest.mark.xfail(
+    reason="open: on the process transport an interrupt can still be lost in a burst (issue 10 note)",
+    strict=False,
+)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    "layout", ["serial", "thread", pytest.param("process", marks=_NOT_YET), pytest.param("inline", marks=_NOT_YET)]
+)
+def test_timed_interrupts_during_steps_leave_a_consistent_env(layout):
+    """Hundreds of KeyboardInterrupts land at random points of a step loop; after each burst
+    reset(seed=s) gives the serial backend's data and nothing blocks."""
+    rng = np.random.default_rng(0)
+    old = signal.signal(signal.SIGALRM, _raise)
+    interrupts = 0
+    others: list = []
+    try:
+        with vecenv.make(_cartpole, 4, **LAYOUTS[layout]) as envs, \
+                vecenv.make(_cartpole, 4, backend="serial") as ref:
+            acts = np.zeros(4, dtype=np.int64)
+            for burst in range(40):
+                envs.reset(seed=burst)
+                deadline = time.monotonic() + 0.25
+                while time.monotonic() < deadline:
+                    try:
+                        _ARMED[0] = True
+                        signal.setitimer(signal.ITIMER_REAL, float(rng.uniform(20e-6, 400e-6)))
+                        try:
+                            for _ in range(50):
+                                envs.step(acts)
+                        finally:
+                            _ARMED[0] = False
+                            signal.setitimer(signal.ITIMER_REAL, 0)
+                    except _Alarm:
+                        interrupts += 1
+                    except (gym.error.AlreadyPendingCallError, vecenv.VecEnvError) as exc:
+                        others.append(repr(exc)[:120])
+                        envs.reset(seed=burst)  # the env says what to do: do it
+                assert_same(_rollout(envs, burst), _rollout(ref, burst))
+            # a fresh env still starts and steps (no lock left held, none inherited by a child)
+            with vecenv.make(_cartpole, 2, **LAYOUTS[layout]) as fresh:
+                fresh.reset(seed=1)
+                fresh.step(np.zeros(2, dtype=np.int64))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert interrupts >= 100, (interrupts, others)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("layout", ["process", "inline", "thread", "serial"])
+def test_interrupt_inside_send_needs_reset_then_works(layout):
+    """An interrupt after one worker got its command but before the others did."""
+    with vecenv.make(_cartpole, 4, **LAYOUTS[layout]) as envs, \
+            vecenv.make(_cartpole, 4, backend="serial") as ref:
+        envs.reset(seed=3)
+        transport = envs._transport
+        submit = transport.submit
+        calls = []
+
+        def flaky(worker, command):
+            calls.append(worker)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            submit(worker, command)
+
+        transport.submit = flaky
+        if layout == "serial":  # one worker: interrupt it mid-command instead
+            transport.submit = lambda w, c: (_ for _ in ()).throw(KeyboardInterrupt())
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(np.zeros(4, dtype=np.int64))
+        transport.submit = submit
+        assert envs._state is CallState.INTERRUPTED
+        with pytest.raises(vecenv.VecEnvError, match="reset"):
+            envs.step(np.zeros(4, dtype=np.int64))
+        assert_same(_rollout(envs, 5), _rollout(ref, 5))
+
+
+class _CrashThenBrokenFactory:
+    """An env that segfaults on its 3rd step; building it again raises (marker file)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __call__(self):
+        if os.path.exists(self.marker):
+            raise RuntimeError("cannot rebuild this env")
+        return _Segfaulting(self.marker)
+
+
+class _Segfaulting(gym.Env):
+    observation_space = gym.spaces.Box(-1, 1, (2,))
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        if self.t == 3:
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return np.full(2, self.t / 10, np.float32), 1.0, False, False, {}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.xfail(reason="open: the dead worker's reset is not yet reported on every path", strict=False)
+def test_failed_restart_leaves_the_env_reporting_not_wedged(tmp_path):
+    fns = [_CrashThenBrokenFactory(str(tmp_path / "m"))] * 2
+    with vecenv.ProcessVectorEnv(fns, num_workers=2, context="fork", on_error="restart") as envs:
+        envs.reset(seed=0)
+        acts = np.zeros(2, dtype=np.int64)
+        envs.step(acts)
+        envs.step(acts)
+        with pytest.raises(vecenv.EnvError, match="cannot rebuild"):
+            envs.step(acts)
+        with pytest.raises(gym.error.NoAsyncCallError):
+            envs.step_wait()  # nothing pending: never the stale results of the failed step
+        for _ in range(2):  # the dead worker is reported again, never AlreadyPendingCallError
+            with pytest.raises(vecenv.VecEnvError) as info:
+                envs.reset(seed=0)
+            assert not isinstance(info.value, gym.error.AlreadyPendingCallError)
+
+
+class _Slow(gym.Env):
+    observation_space = gym.spaces.Box(-1, 1, (2,))
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        time.sleep(1.0)
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("layout", ["process", "thread"])
+def test_close_from_another_thread_ends_a_blocked_step(layout):
+    envs = vecenv.make(_Slow, 2, **LAYOUTS[layout])
+    envs.reset(seed=0)
+    closer = threading.Timer(0.2, envs.close)
+    closer.start()
+    start = time.monotonic()
+    try:
+        with pytest.raises((gym.error.ClosedEnvironmentError, vecenv.VecEnvError)):
+            envs.step(np.zeros(2, dtype=np.int64))
+        assert time.monotonic() - start < 10
+    finally:
+        closer.join()
+        envs.close()
+    assert envs.closed
