@@ -48,20 +48,13 @@ def _rollout(envs, seed: int, steps: int = 5):
     return tuple(out)
 
 
-_NOT_YET = pytest.mark.xfail(
-    reason="open: on the process transport an interrupt can still be lost in a burst (issue 10 note)",
-    strict=False,
-)
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize(
-    "layout", ["serial", "thread", pytest.param("process", marks=_NOT_YET), pytest.param("inline", marks=_NOT_YET)]
-)
+@pytest.mark.timeout(120, method="thread")  # the test owns SIGALRM
+@pytest.mark.parametrize("layout", ["serial", "thread", "process", "inline"])
 def test_timed_interrupts_during_steps_leave_a_consistent_env(layout):
     """Hundreds of KeyboardInterrupts land at random points of a step loop; after each burst
     reset(seed=s) gives the serial backend's data and nothing blocks."""
     rng = np.random.default_rng(0)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
     old = signal.signal(signal.SIGALRM, _raise)
     interrupts = 0
     others: list = []
@@ -96,6 +89,7 @@ def test_timed_interrupts_during_steps_leave_a_consistent_env(layout):
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert interrupts >= 100, (interrupts, others)
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == mask  # no signal left blocked
 
 
 @pytest.mark.timeout(60)
@@ -161,7 +155,6 @@ class _Segfaulting(gym.Env):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(reason="open: the dead worker's reset is not yet reported on every path", strict=False)
 def test_failed_restart_leaves_the_env_reporting_not_wedged(tmp_path):
     fns = [_CrashThenBrokenFactory(str(tmp_path / "m"))] * 2
     with vecenv.ProcessVectorEnv(fns, num_workers=2, context="fork", on_error="restart") as envs:
@@ -208,3 +201,27 @@ def test_close_from_another_thread_ends_a_blocked_step(layout):
         closer.join()
         envs.close()
     assert envs.closed
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="no signal masks on this platform")
+def test_a_handler_raising_as_the_mask_changes_leaves_nothing_blocked(monkeypatch):
+    """pthread_sigmask runs pending handlers before it returns, so it can raise after it blocked
+    every signal; the section must still restore the caller's mask (else SIGALRM, SIGTERM and
+    SIGCHLD stay blocked in this thread and in every process it starts)."""
+    from vecenv.transports import signals
+
+    real = signal.pthread_sigmask
+    before = real(signal.SIG_BLOCK, ())
+
+    def raising_after_block(how, mask):
+        old = real(how, mask)
+        if how == signal.SIG_BLOCK and len(mask) > 1:
+            raise KeyboardInterrupt  # as a pending handler would, once the mask is changed
+        return old
+
+    monkeypatch.setattr(signal, "pthread_sigmask", raising_after_block)
+    with pytest.raises(KeyboardInterrupt):
+        with signals.deferred_signals():
+            pytest.fail("the section must not run")
+    monkeypatch.undo()
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == before

@@ -25,8 +25,11 @@ def deferred_signals() -> Iterator[None]:
     if not _ALL or threading.current_thread() is not threading.main_thread():
         yield  # handlers run in the main thread only: elsewhere nothing can cut in
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _ALL)
+    # pthread_sigmask runs pending handlers when it returns, so it can raise after it changed the
+    # mask: read the old mask with a call that changes nothing, block inside the try
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, ())
     try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _ALL)
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)

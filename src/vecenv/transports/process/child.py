@@ -159,6 +159,8 @@ def worker_main(
 ) -> None:
     """Entry point of a worker process: build the group, describe it, attach, serve."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle, once
+    if hasattr(signal, "pthread_sigmask"):  # a mask inherited from the caller's thread: SIGTERM must end us
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
     for var in THREAD_VARS:  # for libraries the envs import from now on
         os.environ.setdefault(var, "1")
     for fd in close_fds:  # with fork: other workers' sockets, so their EOF stays meaningful
