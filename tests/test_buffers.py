@@ -425,12 +425,6 @@ def test_assign_object_leaf_needs_one_item_per_row():
     assert buf.read() == ("a", "z", "c")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a str (or dict) of the right length given for an object leaf is refused with "
-    "'expected a sequence of 3 items ..., got 3 items', which contradicts itself instead of "
-    "naming the type given (_check_leaf reports len() for any value with __len__)",
-)
 @pytest.mark.parametrize("batch, given", [("abc", "str"), ({"a": 1, "b": 2, "c": 3}, "dict")])
 def test_assign_object_leaf_error_names_a_non_sequence_type(batch, given):
     buf = BatchBuffer(spaces.Text(4), 3)

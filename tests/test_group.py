@@ -273,6 +273,56 @@ def test_raise_policy_is_the_default_and_can_be_set_explicitly():
         assert "already restarted" not in str(caught.value)
 
 
+class ExitingEnv(FaultyEnv):
+    """Raises ``exc`` (a SystemExit or KeyboardInterrupt) in ``step`` and ``planted``."""
+
+    def __init__(self, exc: BaseException) -> None:
+        super().__init__()
+        self.exc = exc
+
+    def step(self, action):
+        raise self.exc
+
+    def planted(self, x: int = 1) -> int:
+        raise self.exc
+
+
+@pytest.mark.parametrize("exc, text", [(SystemExit(5), "SystemExit: 5"), (KeyboardInterrupt(), "KeyboardInterrupt")])
+def test_contain_exits_makes_an_exit_in_env_code_that_envs_failure(exc, text):
+    def exiting():
+        return ExitingEnv(exc)
+
+    # default: an exit or Ctrl-C in the caller's process gets through, as it is
+    group, _ = make_group([FaultyEnv, exiting], NEXT, start=2, worker=1, n=4)
+    group.reset(seeds=[0, 1])
+    with pytest.raises(type(exc)):
+        group.step()
+    # contained: env 3's failure, named with its method, whatever the env code was
+    group = EnvGroup([FaultyEnv, exiting], 2, 1, NEXT, contain_exits=True)
+    group.attach(StepBuffers(group.envs[0].observation_space, group.envs[0].action_space, 4).rows(2, 4))
+    group.reset(seeds=[0, 1])
+    with pytest.raises(EnvError) as caught:
+        group.step()
+    err = caught.value
+    assert (err.env_index, err.worker, err.method) == (3, 1, "step")
+    assert err.exc_type == type(exc).__name__ and text in str(err)
+    with pytest.raises(EnvError, match=r"raised .*(SystemExit|KeyboardInterrupt) in call\('planted'\)"):
+        group.call("planted", (), {})
+
+    def exit_in_env_fn():
+        raise exc
+
+    with pytest.raises(EnvError, match=r"^env 1 \(worker 0\) raised .* in env_fn\(\)") as caught:
+        EnvGroup([FaultyEnv, exit_in_env_fn], 0, 0, NEXT, contain_exits=True)
+    assert text in str(caught.value)
+    # and under on_error="restart" the env is rebuilt like one that raised
+    group.configure("restart", 2, 60.0)
+    entries, _ = group.step()
+    assert [e.index for e in entries] == [3] and entries[0].info["restarted"]
+    assert entries[0].info["restart_reason"].startswith(type(exc).__name__)
+    assert group.buffers.truncations.tolist() == [False, True]
+
+
 # ============================================================================ restarts
 REPORT = {"restarted": True, "restart_reason": "ValueError: planted step failure at step 2"}
 

@@ -17,9 +17,10 @@ from gymnasium.vector import AutoresetMode
 from typing_extensions import Unpack
 
 from vecenv.engine import VectorEnv, usable_cores
+from vecenv.engine.transport import DEFAULT_START_TIMEOUT
 from vecenv.policy import FailureOptions
 from vecenv.transports import InlineTransport, ProcessTransport, SerialTransport, ThreadTransport
-from vecenv.transports.ray_actors import DEFAULT_START_TIMEOUT, RayTransport, import_ray
+from vecenv.transports.ray_actors import RayTransport, import_ray
 
 __all__ = [
     "AsyncVectorEnv",
@@ -31,6 +32,12 @@ __all__ = [
 ]
 
 ObservationMode = str | tuple[spaces.Space, spaces.Space]
+
+
+def _start_timeout(value: Any) -> float | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+        raise ValueError(f"start_timeout: expected a number of seconds > 0 or None, got {value!r}")
+    return value
 
 
 def _count(env_fns: Any) -> int:
@@ -123,6 +130,9 @@ class ProcessVectorEnv(VectorEnv):
             processes step theirs (``num_workers=2, inline=True`` is one worker process plus this
             one). Faster for cheap envs on few cores; the inline envs lose crash isolation and
             ``step_timeout`` cannot end them. Default ``False``.
+        start_timeout: seconds a worker may take to build its envs (at start and on every
+            rebuild) before it is ended and :class:`vecenv.errors.StepTimeoutError` names it;
+            ``None`` waits as long as it takes. Default 120.
     """
 
     def __init__(
@@ -140,12 +150,14 @@ class ProcessVectorEnv(VectorEnv):
         spin_us: float | None = None,
         yield_us: float | None = None,
         inline: bool = False,
+        start_timeout: float | None = DEFAULT_START_TIMEOUT,
         **failure: Unpack[FailureOptions],
     ) -> None:
         self.shared_memory = shared_memory
         self.context = context
         self.daemon = daemon
-        processes = ProcessTransport(context, daemon, spin_us=spin_us, yield_us=yield_us)
+        processes = ProcessTransport(context, daemon, spin_us=spin_us, yield_us=yield_us,
+                                     start_timeout=_start_timeout(start_timeout))
         transport = InlineTransport(processes) if inline else processes
         super().__init__(env_fns, transport, num_workers=num_workers or min(usable_cores(), _count(env_fns)),
                          batch_size=batch_size, copy=copy, observation_mode=observation_mode,
@@ -227,10 +239,7 @@ class RayVectorEnv(VectorEnv):
         **failure: Unpack[FailureOptions],
     ) -> None:
         import_ray()  # a clear ImportError before anything else
-        if start_timeout is not None and (
-            isinstance(start_timeout, bool) or not isinstance(start_timeout, (int, float)) or start_timeout <= 0
-        ):
-            raise ValueError(f"start_timeout: expected a number of seconds > 0 or None, got {start_timeout!r}")
+        _start_timeout(start_timeout)
         if isinstance(num_cpus_per_worker, bool) or not isinstance(num_cpus_per_worker, (int, float)) \
                 or num_cpus_per_worker < 0:
             raise ValueError(f"num_cpus_per_worker: expected a number >= 0, got {num_cpus_per_worker!r}")

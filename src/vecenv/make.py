@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -79,7 +80,7 @@ def make(
         n = _num_envs(num_envs)
         env_fns = [partial(_make_from_callable, env, env_kwargs, wrappers)] * n
     elif isinstance(env, Sequence) and env and all(callable(f) for f in env):
-        if num_envs is not None and num_envs != len(env):
+        if num_envs is not None and _num_envs(num_envs) != len(env):
             raise ValueError(f"num_envs={num_envs} but {len(env)} env callables were given")
         if env_kwargs:
             raise ValueError("env_kwargs is for an env id or a single factory, not a list of callables")
@@ -97,9 +98,10 @@ def make(
     return envs
 
 
-def _num_envs(num_envs: int | None) -> int:
+def _num_envs(num_envs: Any) -> int:
+    """``num_envs`` as an int: any integral number >= 1 (a numpy integer too), never a bool."""
     if num_envs is None:
         return 1
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise ValueError(f"num_envs: expected an int >= 1, got {num_envs!r}")
-    return num_envs
+    if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
+        raise ValueError(f"num_envs: expected an int >= 1, got {num_envs!r} ({type(num_envs).__name__})")
+    return int(num_envs)

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from vecenv.engine.checks import check_env_ids, check_name, check_values
-from vecenv.engine.flight import Overdue
+from vecenv.engine.flight import Overdue, one_caller
 from vecenv.engine.state import CallState
 from vecenv.errors import NoAsyncCallError, StepTimeoutError
 from vecenv.worker.commands import Apply, Call, Command, GetAttr, Render, SetAttr
@@ -28,12 +28,14 @@ _NO_IDS = np.empty(0, dtype=np.int64)
 class Calls:
     """Attribute and method calls on the sub-envs (a mixin of VectorEnv)."""
 
+    @one_caller
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of every env (or get its value if not callable), as gymnasium does."""
         with self._one_call():
             self.call_async(name, *args, **kwargs)
             return self.call_wait()
 
+    @one_caller
     def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
         """Start :meth:`call` without waiting."""
         self._check_idle("call_async")
@@ -42,6 +44,7 @@ class Calls:
             for w in range(self.num_workers):
                 self._submit(w, Call(name, args, kwargs), _NO_IDS)
 
+    @one_caller
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
         """Wait for :meth:`call_async`'s results, one per env."""
         self._check_open()
@@ -96,16 +99,19 @@ class Calls:
             out[pos] = value
         return out
 
+    @one_caller
     def call_at(self, indices: Sequence[int] | None, name: str, *args: Any, **kwargs: Any) -> list:
         """Like :meth:`call`, on the envs ``indices`` only (all when ``None``)."""
         check_name(name)
         return self._run_at("call", indices, lambda local, _: Call(name, args, kwargs, local))
 
+    @one_caller
     def get_attr_at(self, indices: Sequence[int] | None, name: str) -> list:
         """The attribute ``name`` of the envs ``indices``, never called (SB3's ``get_attr``)."""
         check_name(name)
         return self._run_at("get_attr", indices, lambda local, _: GetAttr(name, local))
 
+    @one_caller
     def set_attr_at(self, indices: Sequence[int] | None, name: str, values: Sequence[Any]) -> None:
         """Set ``name`` on the envs ``indices``, env ``indices[k]`` to ``values[k]``."""
         check_name(name)
@@ -113,6 +119,7 @@ class Calls:
         by_env = dict(zip(ids.tolist(), check_values(values, len(ids)), strict=True))
         self._run_at("set_attr", indices, lambda local, gids: SetAttr(name, [by_env[j] for j in gids.tolist()], local))
 
+    @one_caller
     def apply(self, fn: Callable[..., Any], *args: Any, indices: Sequence[int] | None = None) -> list:
         """Run ``fn(env, *args)`` on each env (in its worker) and return the results."""
         if not callable(fn):
@@ -134,6 +141,7 @@ class Calls:
             )
         self.set_attr_at(None, name, values)
 
+    @one_caller
     def render(self) -> tuple[Any, ...]:
         """Each env's rendered frame (``render_mode`` is set when the envs are made)."""
         return tuple(self._run_at("render", None, lambda local, _: Render(local)))

@@ -26,6 +26,7 @@ __all__ = [
     "check_env_ids",
     "check_name",
     "check_observation_mode",
+    "check_options",
     "check_policy",
     "check_reset_mask",
     "check_seeds",
@@ -82,6 +83,11 @@ def check_seeds(seed: Any, n: int) -> list[int | None]:
             )
         return seeds
     raise TypeError(f"reset(seed=...): expected None, an int or a list of {n} ints, got {seed!r}")
+
+
+def check_options(options: Any) -> None:
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"reset(options=...): options must be a dict or None, got {type(options).__name__} ({options!r:.60})")
 
 
 def check_reset_mask(mask: Any, n: int) -> None:
@@ -164,9 +170,10 @@ def check_policy(failure: dict[str, Any], backend: str, can_end_workers: bool) -
         )
     policy = FailurePolicy(**failure)
     if policy.step_timeout is not None and not can_end_workers:
+        where = "threads of your process" if backend == "thread" else "your process"
         raise ValueError(
-            f"step_timeout needs a backend that can end a stuck worker (process, ray); the "
-            f"{backend} backend cannot: its envs run in the caller's process or its threads, "
-            "which cannot be interrupted"
+            f"step_timeout needs a backend that can end a stuck worker: backend='process' or "
+            f"'ray'. The {backend} backend runs its envs in {where}, and a thread cannot be "
+            "interrupted or killed, so a hung step could not be ended"
         )
     return policy

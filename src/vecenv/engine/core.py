@@ -9,9 +9,7 @@ worker's env group its commands through a :class:`~vecenv.engine.transport.Trans
 
 from __future__ import annotations
 
-import multiprocessing
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -28,12 +26,13 @@ from vecenv.engine.checks import (
     check_env_fns,
     check_env_ids,
     check_observation_mode,
+    check_options,
     check_policy,
     check_reset_mask,
     check_seeds,
     check_spaces,
 )
-from vecenv.engine.flight import Dispatcher
+from vecenv.engine.flight import Dispatcher, one_caller
 from vecenv.engine.infos import batch_infos
 from vecenv.engine.modes import parse_autoreset_mode
 from vecenv.engine.recovery import Recovery
@@ -143,6 +142,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         check_spaces(descriptions, observation_mode, self.single_observation_space, self.single_action_space)
 
     # ================================================================ reset
+    @one_caller
     def reset(
         self,
         *,
@@ -160,6 +160,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
             self.reset_async(seed=seed, options=options)
             return self.reset_wait()
 
+    @one_caller
     def reset_async(
         self,
         seed: int | Sequence[int | None] | None = None,
@@ -169,6 +170,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         self._check_open()
         n = self.num_envs
         seeds = check_seeds(seed, n)
+        check_options(options)
         mask = None
         if options is not None and "reset_mask" in options:
             options = dict(options)
@@ -191,6 +193,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
                 a, b = self._partition[w]
                 self._submit(w, Reset(seeds[a:b], options, local), gids)
 
+    @one_caller
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
         """Wait for :meth:`reset_async`'s results: ``(observations, infos)``."""
         self._check_open()
@@ -201,6 +204,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         return obs, infos
 
     # ================================================================ step
+    @one_caller
     def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> StepResult:
         """Step every env (or, in async-batch mode, send to ``env_ids`` and receive a batch)."""
         with self._one_call():
@@ -215,6 +219,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         """gymnasium's AsyncVectorEnv name for :meth:`recv`."""
         return self.recv(timeout)
 
+    @one_caller
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
         """Hand ``actions`` to the envs ``env_ids`` (all envs when ``None``) without waiting.
 
@@ -266,6 +271,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         self._buffers.actions.assign(actions, ids, "actions")
         return ids
 
+    @one_caller
     def recv(self, timeout: float | None = None) -> StepResult:
         """Wait for the results of :meth:`send`: all envs, or the first ``batch_size`` ready."""
         self._check_open()
@@ -274,6 +280,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         return self._results(timeout, "step_wait")
 
     # The SB3 layer reads each env's report as it came (exact Python types, no batching).
+    @one_caller
     def step_entries(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[InfoEntry]]:
         """:meth:`step` returning the per-env :class:`~vecenv.worker.InfoEntry` list instead of
         batched infos (full batches only)."""
@@ -281,6 +288,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         self.send(actions)
         return self._results(None, "step_wait", raw=True)
 
+    @one_caller
     def reset_entries(
         self, seed: int | Sequence[int | None] | None = None, options: dict | None = None
     ) -> tuple[Any, list[InfoEntry]]:
@@ -335,43 +343,6 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         elif self._state is CallState.WAITING_RESET:
             self._state = CallState.WAITING_STEP  # the rest of the reset arrives through recv()
         return b.observations.read_rows(take), b.rewards[take], b.terminations[take], b.truncations[take], infos
-
-    # ================================================================ interruption safety
-    @contextmanager
-    def _dispatching(self, state: CallState) -> Iterator[None]:
-        """Send a call's commands; an exception part-way leaves the env INTERRUPTED (reset() or
-        close() next), never half-sent work that a later call would mistake for its own."""
-        previous, self._state = self._state, state
-        try:
-            yield
-        except BaseException:
-            self._state = CallState.INTERRUPTED if self._in_flight or previous is not CallState.DEFAULT else previous
-            raise
-
-    @contextmanager
-    def _one_call(self) -> Iterator[None]:
-        """``step``/``reset``/``call`` are one call to their user: cut short anywhere (between
-        send and wait too), what they left pending is the next reset()'s to drop."""
-        try:
-            yield
-        except BaseException:
-            if self._state is not CallState.DEFAULT:
-                self._wait_interrupted = True
-            raise
-
-    @contextmanager
-    def _collecting(self) -> Iterator[None]:
-        """Collect a call's replies. An exception in the wait itself (a ``KeyboardInterrupt``, a
-        caller's timeout) leaves the call pending, to wait again or to reset; one that leaves
-        replies half taken makes the env INTERRUPTED."""
-        try:
-            yield
-        except multiprocessing.TimeoutError:
-            raise
-        except BaseException:
-            if not self._wait_interrupted and (self._in_flight or self._state is not CallState.DEFAULT):
-                self._state = CallState.INTERRUPTED
-            raise
 
     # ================================================================ closing
     def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:

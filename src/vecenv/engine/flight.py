@@ -4,14 +4,21 @@
 workers and collects replies: one command in flight per worker (steps for a busy worker wait in
 ``_deferred``), replies taken in the order workers finish, async batches served from ``_ready``,
 ``step_timeout`` checked on every wait. Failures go to :class:`~vecenv.engine.recovery.Recovery`.
+
+It also keeps every call interruption-safe (:meth:`Dispatcher._dispatching`, ``_collecting``,
+``_one_call``) and lets one caller at a time in (:func:`one_caller`).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import threading
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -28,7 +35,7 @@ from vecenv.spaces import StepBuffers
 from vecenv.worker import InfoEntry
 from vecenv.worker.commands import Command, Step
 
-__all__ = ["Dispatcher", "Overdue"]
+__all__ = ["CallerGuard", "Dispatcher", "Overdue", "one_caller"]
 
 #: longest wait for a worker to finish its command when the env settles after an interruption
 SETTLE_TIMEOUT = 30.0
@@ -39,6 +46,66 @@ class Overdue(Exception):
 
     def __init__(self, workers: list[int]) -> None:
         self.workers = workers
+
+
+class CallerGuard:
+    """Who is inside a vector env's API now: ``owner`` is ``(thread ident, method)`` or ``None``.
+
+    Taken by :func:`one_caller`. ``lock`` is held only to test-and-set ``owner``, never while a
+    call runs, so it never blocks for long; a ``with`` block takes it, which no signal can split.
+    """
+
+    __slots__ = ("lock", "owner")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.owner: tuple[int, str] | None = None
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def one_caller(method: _F) -> _F:
+    """Let one thread at a time into ``method`` of a vector env (a second caller gets a
+    RuntimeError at once, before anything is touched); calls it makes itself pass through.
+
+    Interrupt-safe: the caller owns the guard through a token of its own, set and cleared by
+    plain attribute stores (no point where a signal handler runs in between), and the
+    ``finally`` gives it back whatever was raised, wherever, so a KeyboardInterrupt never leaves
+    the guard held.
+    """
+    name = method.__name__
+
+    @wraps(method)
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        guard: CallerGuard = self._guard
+        me = threading.get_ident()
+        owner = guard.owner
+        if owner is not None and owner[0] == me:  # inside this thread's own call
+            return method(self, *args, **kwargs)
+        token = (me, name)
+        try:
+            with guard.lock:
+                owner = guard.owner
+                if owner is None:
+                    guard.owner = token
+            if owner is not None:
+                raise RuntimeError(_refusal(owner, name))
+            return method(self, *args, **kwargs)
+        finally:
+            if guard.owner is token:
+                guard.owner = None
+
+    return guarded  # type: ignore[return-value]
+
+
+def _refusal(owner: tuple[int, str], method: str) -> str:
+    holder = next((t.name for t in threading.enumerate() if t.ident == owner[0]), f"id {owner[0]}")
+    return (
+        f"one caller at a time: {method}() was called from thread {threading.current_thread().name!r} "
+        f"while thread {holder!r} is already running {owner[1]}() on this vector env; "
+        "use one vector env per thread, or hold a lock around its calls"
+    )
 
 
 class Dispatcher:
@@ -60,6 +127,44 @@ class Dispatcher:
         self._deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
         self._ready: deque[int] = deque()
         self._held: dict[int, InfoEntry] = {}
+        self._guard = CallerGuard()
+
+    # ================================================================ interruption safety
+    @contextmanager
+    def _dispatching(self, state: CallState) -> Iterator[None]:
+        """Send a call's commands; an exception part-way leaves the env INTERRUPTED (reset() or
+        close() next), never half-sent work that a later call would mistake for its own."""
+        previous, self._state = self._state, state
+        try:
+            yield
+        except BaseException:
+            self._state = CallState.INTERRUPTED if self._in_flight or previous is not CallState.DEFAULT else previous
+            raise
+
+    @contextmanager
+    def _one_call(self) -> Iterator[None]:
+        """``step``/``reset``/``call`` are one call to their user: cut short anywhere (between
+        send and wait too), what they left pending is the next reset()'s to drop."""
+        try:
+            yield
+        except BaseException:
+            if self._state is not CallState.DEFAULT:
+                self._wait_interrupted = True
+            raise
+
+    @contextmanager
+    def _collecting(self) -> Iterator[None]:
+        """Collect a call's replies. An exception in the wait itself (a ``KeyboardInterrupt``, a
+        caller's timeout) leaves the call pending, to wait again or to reset; one that leaves
+        replies half taken makes the env INTERRUPTED."""
+        try:
+            yield
+        except multiprocessing.TimeoutError:
+            raise
+        except BaseException:
+            if not self._wait_interrupted and (self._in_flight or self._state is not CallState.DEFAULT):
+                self._state = CallState.INTERRUPTED
+            raise
 
     # ------------------------------------------------------------ sending
     def _submit(self, w: int, command: Command, gids: np.ndarray) -> None:

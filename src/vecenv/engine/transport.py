@@ -21,7 +21,10 @@ from vecenv.spaces import StepBuffers
 from vecenv.worker import EnvDescription
 from vecenv.worker.commands import Command
 
-__all__ = ["Transport", "split_envs", "usable_cores"]
+__all__ = ["DEFAULT_START_TIMEOUT", "Transport", "split_envs", "usable_cores"]
+
+#: seconds a worker may take to build its envs, at start and on every rebuild (``start_timeout``)
+DEFAULT_START_TIMEOUT = 120.0
 
 
 def usable_cores() -> int:

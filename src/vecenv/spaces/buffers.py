@@ -13,7 +13,7 @@ arrays, tuple of items for custom spaces).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,10 @@ class Leaf:
     space: spaces.Space
     array: np.ndarray
     fixed: bool
+    shape: tuple[int, ...] = field(init=False)  # the shape of one item (one row)
+
+    def __post_init__(self) -> None:
+        self.shape = self.array.shape[1:]
 
     @property
     def name(self) -> str:
@@ -99,6 +103,7 @@ class BatchBuffer:
             if len(self.leaves) == 1 and self._tree == 0 and self.leaves[0].fixed
             else None
         )
+        self._single_shape = self.leaves[0].shape if self._single_array is not None else None
 
     # ----------------------------------------------------------------- layout
     @staticmethod
@@ -120,15 +125,32 @@ class BatchBuffer:
         view._tree = self._tree
         view.has_objects = self.has_objects
         view._single_array = view.leaves[0].array if self._single_array is not None else None
+        view._single_shape = self._single_shape
         return view
 
     # ----------------------------------------------------------------- writing
-    def write(self, i: int, item: Any) -> None:
-        """Store one item (a single env's observation or action) in row ``i``."""
-        if self._single_array is not None:
-            self._single_array[i] = item
+    def write(self, i: int, item: Any, what: str = "observation") -> None:
+        """Store one item (a single env's observation) in row ``i``.
+
+        Each fixed leaf must have exactly its leaf's shape (nothing is broadcast); otherwise a
+        ``ValueError`` names the leaf, the space and the shape that came, and the row is left
+        as it was.
+        """
+        single = self._single_array
+        if single is not None:
+            shape = self._single_shape
+            if getattr(item, "shape", None) != shape and _shape_of(item) != shape:
+                raise _misfit(what, self.leaves[0], item)
+            single[i] = item
             return
-        _write(self._tree, self.leaves, i, item)
+        values: list = []
+        _split(self._tree, self.leaves, item, what, values)
+        for leaf, value in zip(self.leaves, values, strict=True):
+            leaf.array[i] = value
+
+    def check(self, item: Any, what: str = "observation") -> None:
+        """Raise as :meth:`write` would for ``item``, writing nothing."""
+        _split(self._tree, self.leaves, item, what, [])
 
     def get_objects(self) -> list[np.ndarray] | None:
         """The object leaves' contents, for a transport to ship (``None`` when all fixed)."""
@@ -158,6 +180,7 @@ class BatchBuffer:
             and type(batch) is np.ndarray
             and batch.shape == single.shape
             and batch.dtype.kind in _accepted_kinds(single.dtype)
+            and not _may_overflow(batch.dtype, single.dtype)
         ):  # the common case (one fixed leaf, a full batch as an array): nothing else to check
             single[...] = batch
             return
@@ -193,6 +216,16 @@ def _accepted_kinds(want: np.dtype) -> str:
     return "biu" if want.kind in "biu" else "biuf"
 
 
+def _may_overflow(got: np.dtype, want: np.dtype) -> bool:
+    """Whether integer values of dtype ``got`` may not fit an integer leaf of dtype ``want``
+    (so that storing them would wrap around): their range must then be checked."""
+    if want.kind not in "iu" or got.kind == "b" or got == want:
+        return False
+    if got.kind == want.kind:
+        return got.itemsize > want.itemsize
+    return not (got.kind == "u" and got.itemsize < want.itemsize)  # signed into unsigned: negatives
+
+
 def _aligned(pos: int) -> int:
     return (pos + _ALIGN - 1) // _ALIGN * _ALIGN
 
@@ -206,15 +239,53 @@ def _tree(space: spaces.Space, counter) -> Any:
     return next(counter)
 
 
-def _write(tree: Any, leaves: list[Leaf], i: int, item: Any) -> None:
+def _shape_of(value: Any) -> tuple[int, ...] | None:
+    """The shape of one item as numpy sees it (``None`` when it has none: a ragged list...)."""
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return shape
+    if isinstance(value, (int, float)):
+        return ()
+    try:
+        return np.shape(value)
+    except Exception:
+        return None
+
+
+def _misfit(what: str, leaf: Leaf, value: Any) -> ValueError:
+    shape = _shape_of(value)
+    got = f"of type {type(value).__name__}" if shape is None else f"of shape {tuple(shape)}"
+    return ValueError(
+        f"{what}{leaf.name} {got} does not fit {what}_space{leaf.name} {leaf.space} (shape {leaf.shape})"
+    )
+
+
+def _split(tree: Any, leaves: list[Leaf], item: Any, what: str, out: list) -> None:
+    """Check one item against the tree (fixed leaves: exact shape) and append each leaf's value.
+
+    Errors name the leaf by its path; a part missing from a Dict or Tuple names the keys expected.
+    """
     if isinstance(tree, int):
-        leaves[tree].array[i] = item
+        leaf = leaves[tree]
+        if leaf.fixed and _shape_of(item) != leaf.shape:
+            raise _misfit(what, leaf, item)
+        out.append(item)
     elif tree[0] == "dict":
         for key, sub in tree[1]:
-            _write(sub, leaves, i, item[key])
+            try:
+                part = item[key]
+            except (KeyError, TypeError, IndexError):
+                keys = [k for k, _ in tree[1]]
+                got = f"keys {list(item)}" if isinstance(item, Mapping) else type(item).__name__
+                raise ValueError(f"{what}: expected a dict with keys {keys}, got {got}") from None
+            _split(sub, leaves, part, what, out)
     else:
-        for sub, part in zip(tree[1], item, strict=True):
-            _write(sub, leaves, i, part)
+        subs = tree[1]
+        if not isinstance(item, (tuple, list)) or len(item) != len(subs):
+            got = f"length {len(item)}" if isinstance(item, (tuple, list)) else type(item).__name__
+            raise ValueError(f"{what}: expected a tuple of {len(subs)} parts, got {got}")
+        for sub, part in zip(subs, item, strict=True):
+            _split(sub, leaves, part, what, out)
 
 
 def _read(tree: Any, leaves: list[Leaf], rows: Any, copy: bool) -> Any:
@@ -261,7 +332,8 @@ def _collect(tree: Any, leaves: list[Leaf], value: Any, k: int, where: str, out:
 def _check_leaf(leaf: Leaf, value: Any, k: int, where: str) -> Any:
     if not leaf.fixed:
         if not isinstance(value, (tuple, list, np.ndarray)) or len(value) != k:
-            got = f"{len(value)} items" if hasattr(value, "__len__") else type(value).__name__
+            sequence = isinstance(value, (tuple, list, np.ndarray))
+            got = f"{len(value)} items" if sequence else type(value).__name__
             raise ValueError(f"{where}: expected a sequence of {k} items of {leaf.space}, got {got}")
         out = np.empty(k, dtype=object)
         out[:] = list(value)
@@ -285,6 +357,15 @@ def _check_leaf(leaf: Leaf, value: Any, k: int, where: str) -> Any:
         raise TypeError(
             f"{where}: expected {need} values for {leaf.space} (dtype {want}), got dtype {array.dtype}"
         )
+    if _may_overflow(array.dtype, want) and array.size:
+        limits = np.iinfo(want)
+        low, high = array.min(), array.max()
+        if low < limits.min or high > limits.max:
+            bad = low if low < limits.min else high
+            raise ValueError(
+                f"{where}: value {bad} does not fit {leaf.space}, whose values are stored as {want} "
+                f"({limits.min}..{limits.max})"
+            )
     return array
 
 

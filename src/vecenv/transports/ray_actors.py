@@ -23,7 +23,7 @@ import cloudpickle
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from vecenv.engine.transport import Transport
+from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport
 from vecenv.errors import EnvError, StepTimeoutError, WorkerDiedError, portable_error
 from vecenv.spaces import StepBuffers
 from vecenv.worker import EnvDescription
@@ -33,8 +33,6 @@ from vecenv.worker.detached import DetachedGroup, command_inputs, store_outputs
 __all__ = ["DEFAULT_START_TIMEOUT", "RayTransport", "import_ray"]
 
 _CLOSE_TIMEOUT = 5.0
-#: seconds the actors may take to be placed and to build their envs (``start_timeout``)
-DEFAULT_START_TIMEOUT = 120.0
 
 
 def import_ray() -> Any:

@@ -60,7 +60,7 @@ class _Worker:
 
     def _run(self, env_fns: Sequence[Callable[[], Any]], start: int, mode: AutoresetMode) -> None:
         try:
-            self.group = EnvGroup(env_fns, start, self.index, mode)
+            self.group = EnvGroup(env_fns, start, self.index, mode, contain_exits=True)  # no Ctrl-C lands here
             self.reply = (True, self.group.describe())
         except BaseException as exc:  # reported by the constructor
             self.reply = (False, exc)

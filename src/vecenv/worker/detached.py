@@ -61,7 +61,7 @@ class DetachedGroup:
         worker: int,
         autoreset_mode: AutoresetMode,
     ) -> None:
-        self.group = EnvGroup(env_fns, start, worker, autoreset_mode)
+        self.group = EnvGroup(env_fns, start, worker, autoreset_mode, contain_exits=True)
         self.buffers: StepBuffers | None = None
 
     def describe(self) -> list[EnvDescription]:

@@ -11,6 +11,7 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
@@ -53,6 +54,26 @@ def _get_attr(env: Any, name: str) -> Any:
     return getter(name) if getter is not None else getattr(env, name)
 
 
+def _built(env: Any) -> Any:
+    """``env`` when it is a gymnasium Env, else a TypeError saying what the env_fn returned."""
+    if not isinstance(env, gym.Env):
+        got = "None" if env is None else f"an object of type {type(env).__qualname__} ({_short(env)})"
+        raise TypeError(f"env_fn returned {got}, expected a gymnasium.Env")
+    return env
+
+
+def _check_info(info: Any) -> None:
+    if not isinstance(info, dict):
+        raise TypeError(f"info must be a dict, got {type(info).__qualname__} ({_short(info)})")
+
+
+def _short(value: Any) -> str:
+    try:
+        return f"{value!r:.60}"
+    except Exception:
+        return "unprintable"
+
+
 def _set_attr(env: Any, name: str, value: Any) -> None:
     setter = getattr(env, "set_wrapper_attr", None)
     if setter is not None:
@@ -69,6 +90,15 @@ class EnvGroup:
         start: global index of the first env (errors and infos name global indices).
         worker: index of the worker that runs this group (named in errors).
         autoreset_mode: NEXT_STEP, SAME_STEP or DISABLED, as gymnasium defines them.
+        contain_exits: treat a ``SystemExit`` or ``KeyboardInterrupt`` raised by env code as that
+            env's failure (an :class:`EnvError`, restarted under ``on_error="restart"``) instead
+            of letting it end the caller. For worker processes, which ignore SIGINT: there, such
+            an exception is the env's own. In the caller's process a Ctrl-C must get through.
+
+    Whatever an env does wrong is its failure, reported as an :class:`EnvError` naming the env
+    and the method: an exception, an env_fn that returns something other than an Env, an
+    observation whose shape does not fit the observation space (nothing is broadcast), an info
+    that is not a dict.
     """
 
     def __init__(
@@ -77,7 +107,10 @@ class EnvGroup:
         start: int,
         worker: int,
         autoreset_mode: AutoresetMode,
+        contain_exits: bool = False,
     ) -> None:
+        # what counts as an env's failure (an ``except`` clause evaluates this only on an error)
+        self._catch: type | tuple = (Exception, SystemExit, KeyboardInterrupt) if contain_exits else Exception
         self.start = start
         self.worker = worker
         self.autoreset_mode = autoreset_mode
@@ -87,8 +120,8 @@ class EnvGroup:
         self.envs: list[Any] = []
         for j, fn in enumerate(env_fns):
             try:
-                self.envs.append(fn())
-            except Exception as exc:
+                self.envs.append(_built(fn()))
+            except self._catch as exc:
                 self.close()
                 raise self._error(j, "env_fn()", exc) from exc
         self.buffers: StepBuffers | None = None
@@ -132,11 +165,11 @@ class EnvGroup:
             raise err from exc
         try:
             self.envs[j].close()
-        except Exception:
+        except self._catch:
             pass
         try:
-            self.envs[j] = self.env_fns[j]()
-        except Exception as exc2:
+            self.envs[j] = _built(self.env_fns[j]())
+        except self._catch as exc2:
             raise self._error(j, "env_fn() while restarting", exc2) from exc2
         return f"{err.exc_type}: {err.exc_message}"
 
@@ -166,21 +199,27 @@ class EnvGroup:
         for j in self._ids(ids):
             seed = None if seeds is None else seeds[j]
             try:
-                obs, info = self.envs[j].reset(seed=seed, options=options)
-            except Exception as exc:
+                info = self._reset_one(j, seed, options)
+            except self._catch as exc:
                 reason = self._recover(j, "reset", exc)
                 try:
-                    obs, info = self.envs[j].reset(seed=seed, options=options)
-                except Exception as exc2:
+                    info = self._reset_one(j, seed, options)
+                except self._catch as exc2:
                     raise self._error(j, "reset after a restart", exc2) from exc2
                 info = {**info, **restart_report(reason)}
-            b.observations.write(j, obs)
             b.terminations[j] = False
             b.truncations[j] = False
             self._needs_reset[j] = False
             if info:
                 entries.append(InfoEntry(self.start + j, info))
         return StepReply(entries, self._objects(ids))
+
+    def _reset_one(self, j: int, seed: int | None, options: dict | None) -> dict:
+        """Reset env ``j`` and write its observation; its info."""
+        obs, info = self.envs[j].reset(seed=seed, options=options)
+        _check_info(info)
+        self.buffers.observations.write(j, obs)
+        return info
 
     def step(self, ids: Sequence[int] | None = None) -> StepReply:
         """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer."""
@@ -206,19 +245,25 @@ class EnvGroup:
                     truncs[j] = truncated
                     if terminated or truncated:
                         if mode is _SAME:
-                            final_obs, final_info = obs, info
-                            obs, info = env.reset()
-                            obs_buf.write(j, obs)
-                            entries.append(InfoEntry(self.start + j, info, True, final_obs, final_info))
+                            entries.append(self._same_step_reset(j, obs, info))
                             continue
                         needs_reset[j] = True
-            except Exception as exc:
+                if not isinstance(info, dict):
+                    _check_info(info)
+                obs_buf.write(j, obs)
+            except self._catch as exc:
                 entries.append(self._restart_in_step(j, exc))
                 continue
-            obs_buf.write(j, obs)
             if info:
                 entries.append(InfoEntry(self.start + j, info))
         return StepReply(entries, self._objects(ids))
+
+    def _same_step_reset(self, j: int, final_obs: Any, final_info: Any) -> InfoEntry:
+        """SAME_STEP: env ``j`` ended its episode in this step; reset it at once."""
+        _check_info(final_info)
+        self.buffers.observations.check(final_obs)
+        info = self._reset_one(j, None, None)
+        return InfoEntry(self.start + j, info, True, final_obs, final_info)
 
     def _restart_in_step(self, j: int, exc: BaseException) -> InfoEntry:
         """Env ``j`` failed in step: rebuild it and end its episode as a truncation.
@@ -233,10 +278,9 @@ class EnvGroup:
         if self.autoreset_mode is _SAME:
             final_obs = copy.deepcopy(b.observations.item(j))
             try:
-                obs, info = self.envs[j].reset()
-            except Exception as exc2:
+                info = self._reset_one(j, None, None)
+            except self._catch as exc2:
                 raise self._error(j, "reset after a restart", exc2) from exc2
-            b.observations.write(j, obs)
             return InfoEntry(self.start + j, {**info, **report}, True, final_obs, dict(report))
         self._needs_reset[j] = True
         return InfoEntry(self.start + j, report)
@@ -249,7 +293,7 @@ class EnvGroup:
             try:
                 attr = _get_attr(self.envs[j], name)
                 out.append(attr(*args, **kwargs) if callable(attr) else attr)
-            except Exception as exc:
+            except self._catch as exc:
                 raise self._error(j, f"call({name!r})", exc) from exc
         return out
 
@@ -259,7 +303,7 @@ class EnvGroup:
         for j in self._ids(ids):
             try:
                 out.append(_get_attr(self.envs[j], name))
-            except Exception as exc:
+            except self._catch as exc:
                 raise self._error(j, f"get_attr({name!r})", exc) from exc
         return out
 
@@ -268,7 +312,7 @@ class EnvGroup:
         for j, value in zip(self._ids(ids), values, strict=True):
             try:
                 _set_attr(self.envs[j], name, value)
-            except Exception as exc:
+            except self._catch as exc:
                 raise self._error(j, f"set_attr({name!r})", exc) from exc
 
     def apply(self, fn: Callable[..., Any], args: tuple, ids: Sequence[int] | None = None) -> list:
@@ -277,7 +321,7 @@ class EnvGroup:
         for j in self._ids(ids):
             try:
                 out.append(fn(self.envs[j], *args))
-            except Exception as exc:
+            except self._catch as exc:
                 raise self._error(j, f"apply({getattr(fn, '__name__', fn)!r})", exc) from exc
         return out
 
@@ -287,7 +331,7 @@ class EnvGroup:
         for j in self._ids(ids):
             try:
                 out.append(self.envs[j].render())
-            except Exception as exc:
+            except self._catch as exc:
                 raise self._error(j, "render", exc) from exc
         return out
 
@@ -296,7 +340,7 @@ class EnvGroup:
         for env in self.envs:
             try:
                 env.close()
-            except Exception:
+            except self._catch:
                 pass
         self.envs = []
 

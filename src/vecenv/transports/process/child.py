@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from vecenv.errors import portable_error
+from vecenv.errors import EnvError, portable_error
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, wire
+from vecenv.transports.process import control, lifetime, wire
 from vecenv.transports.process.control import CMD, OP, WORKER_SLEEPS, ControlBlock
 from vecenv.transports.process.shm import SharedBlock
 from vecenv.worker import EnvGroup, StepReply
@@ -38,11 +38,10 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VE
 class Child:
     """The loop one worker process runs over its env group."""
 
-    def __init__(self, index: int, peer: wire.Peer, spin: tuple[float, float], parent_pid: int) -> None:
+    def __init__(self, index: int, peer: wire.Peer, spin: tuple[float, float]) -> None:
         self.index = index
         self.peer = peer
         self.spin, self.yield_s = spin  # seconds of busy spinning, then of sched_yield() spinning
-        self.parent_pid = parent_pid
         self.group: EnvGroup | None = None
         self.ctrl: ControlBlock | None = None
         self.mask: np.ndarray | None = None
@@ -92,7 +91,8 @@ class Child:
             self.reply(True, result, name)
 
     def wait_command(self, slot: np.ndarray) -> None:
-        """Return once the command counter moves: spin, then yield, then sleep."""
+        """Return once the command counter moves: spin, then yield, then sleep (the caller's
+        death ends the process from :func:`.lifetime.watch_caller`)."""
         seq = self.seq
         moved = lambda: slot[CMD] != seq  # noqa: E731
         if moved() or control.spin_until(moved, self.spin) or control.yield_until(moved, self.yield_s):
@@ -100,7 +100,7 @@ class Child:
         slot[WORKER_SLEEPS] = 1
         control.fence()
         try:
-            nap, waited = 1, 0
+            nap = 1
             poller = select.poll()
             poller.register(self.peer.fd, select.POLLIN)
             while not moved():
@@ -108,12 +108,7 @@ class Child:
                     if self.peer.skip_wakeups() == b"":
                         raise SystemExit(0)  # the caller closed its end
                     continue
-                waited += nap
                 nap = min(2 * nap, MAX_NAP_MS)
-                if waited >= 1000:
-                    waited = 0
-                    if os.getppid() != self.parent_pid:  # the caller is gone
-                        raise SystemExit(0)
         finally:
             slot[WORKER_SLEEPS] = 0
 
@@ -140,11 +135,30 @@ class Child:
         try:
             return wire.dumps((True, value))
         except Exception as exc:
-            error = RuntimeError(
-                f"worker {self.index}: the result of {name} cannot be sent to the caller "
-                f"(pickling failed: {type(exc).__name__}: {exc})"
-            )
-            return wire.dumps((False, error))
+            return wire.dumps((False, portable_error(self.unsendable(value, name, exc))))
+
+    def unsendable(self, value: Any, name: str, exc: Exception) -> Exception:
+        """The error for a result that cannot be pickled: the env whose info it is, if any."""
+        for entry in value.entries if type(value) is StepReply else ():
+            try:
+                wire.dumps(entry)
+            except Exception as bad:  # noqa: PERF203 - only on the failure path
+                method = f"{name.lower()} (its info cannot be pickled to reach the caller)"
+                return EnvError.from_exception(bad, entry.index, self.index, method)
+        return RuntimeError(
+            f"worker {self.index}: the result of {name} cannot be sent to the caller "
+            f"(pickling failed: {type(exc).__name__}: {exc})"
+        )
+
+
+def _env_fn(fn: Callable[[], Any] | bytes, env_index: int, worker: int) -> Callable[[], Any]:
+    """The env_fn itself, unpickled when it came as bytes (spawn, forkserver)."""
+    if not isinstance(fn, bytes):
+        return fn
+    try:
+        return wire.loads(fn)
+    except Exception as exc:
+        raise EnvError.from_exception(exc, env_index, worker, "unpickling its env_fn in the worker") from exc
 
 
 def worker_main(
@@ -154,25 +168,28 @@ def worker_main(
     start: int,
     autoreset_mode: AutoresetMode,
     spin: tuple[float, float],
-    parent_pid: int,
-    close_fds: Sequence[int],
+    caller_pid: int,
+    caller_end: Any,
+    tie_to_parent: bool,
 ) -> None:
-    """Entry point of a worker process: build the group, describe it, attach, serve."""
+    """Entry point of a worker process: build the group, describe it, attach, serve.
+
+    ``caller_end``: with fork, the caller's end of this worker's socket (closed here);
+    ``tie_to_parent``: see :func:`.lifetime.watch_caller`.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle, once
-    if hasattr(signal, "pthread_sigmask"):  # a mask inherited from the caller's thread: SIGTERM must end us
+    if hasattr(signal, "pthread_sigmask"):  # started with SIGINT blocked: SIGTERM must end us
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
     for var in THREAD_VARS:  # for libraries the envs import from now on
         os.environ.setdefault(var, "1")
-    for fd in close_fds:  # with fork: other workers' sockets, so their EOF stays meaningful
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    child = Child(index, wire.Peer(sock), spin, parent_pid)
+    if caller_end is not None:
+        lifetime.drop_inherited(caller_end)
+    lifetime.watch_caller(caller_pid, tie_to_parent)
+    child = Child(index, wire.Peer(sock), spin)
     try:
         try:
-            fns = [wire.loads(fn) if isinstance(fn, bytes) else fn for fn in env_fns]
-            child.group = EnvGroup(fns, start, index, autoreset_mode)
+            fns = [_env_fn(fn, start + j, index) for j, fn in enumerate(env_fns)]
+            child.group = EnvGroup(fns, start, index, autoreset_mode, contain_exits=True)
             descriptions = child.group.describe()
         except Exception as exc:
             child.send(False, exc, "env_fn()")

@@ -5,15 +5,32 @@ that is unlinked at once. Nothing is ever named in ``/dev/shm``, so a crash, a `
 forgotten ``close()`` cannot leave a segment behind: the kernel frees the memory when the last
 mapping and the last file descriptor are gone. Workers receive the descriptor over their socket
 (``socket.send_fds``) and map it themselves.
+
+The block is mapped with ``mmap(2)`` through ctypes rather than Python's ``mmap`` module, which
+keeps a duplicate of the descriptor open for as long as the mapping lives: a worker forked later
+would inherit that duplicate and keep the memory allocated after its owner closed it.
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import mmap
 import os
 import tempfile
+import weakref
 
-__all__ = ["SharedBlock"]
+__all__ = ["SharedBlock", "drop_inherited_mappings"]
+
+_MAP_FIXED = 0x10  # Linux, on every architecture Python supports
+_FAILED = ctypes.c_void_p(-1).value
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_RW = mmap.PROT_READ | mmap.PROT_WRITE
+#: address -> size of every block mapped in this process (a forked child inherits them all)
+_MAPPED: dict[int, int] = {}
 
 
 def _anonymous_fd(size: int) -> int:
@@ -24,29 +41,54 @@ def _anonymous_fd(size: int) -> int:
         fd, path = tempfile.mkstemp(prefix="vecenv-", dir=directory)
         os.unlink(path)
     try:
-        os.ftruncate(fd, max(size, 1))
+        os.ftruncate(fd, size)
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
+def _map(address: int | None, size: int, flags: int, fd: int) -> int:
+    result = _libc.mmap(address, size, _RW, flags, fd, 0)
+    if result in (None, _FAILED):
+        err = ctypes.get_errno()
+        raise OSError(err, f"mmap of {size} bytes failed: {os.strerror(err)}")
+    return result
+
+
+def _unmap(address: int, size: int) -> None:
+    _MAPPED.pop(address, None)
+    _libc.munmap(address, size)
+
+
+def drop_inherited_mappings() -> None:
+    """In a forked child: replace every block mapping inherited from the parent (those of
+    closed vector envs whose arrays are still alive too) with private zeroed memory, so the
+    child keeps none of that shared memory allocated and a stray access reads zeros."""
+    for address, size in list(_MAPPED.items()):
+        _map(address, size, _MAP_FIXED | mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1)
+
+
 class SharedBlock:
     """``size`` bytes of zeroed memory shared with the processes that map its :attr:`fd`.
 
-    ``buffer`` is a writable ``mmap`` usable with ``numpy.frombuffer``. :meth:`close_fd` drops the
-    descriptor once every worker has its own copy; the mapping lives as long as the arrays that
-    view it.
+    ``buffer`` is a writable memoryview usable with ``numpy.frombuffer``; the memory stays mapped
+    as long as anything views it. :meth:`close_fd` drops the descriptor once every worker has
+    its own copy.
     """
 
     def __init__(self, size: int, fd: int | None = None) -> None:
-        self.size = size
-        self.fd: int | None = _anonymous_fd(size) if fd is None else fd
+        self.size = max(int(size), 1)
+        self.fd: int | None = _anonymous_fd(self.size) if fd is None else fd
         try:
-            self.buffer = mmap.mmap(self.fd, max(size, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            self.address = _map(None, self.size, mmap.MAP_SHARED, self.fd)
         except BaseException:
             self.close_fd()
             raise
+        _MAPPED[self.address] = self.size
+        memory = (ctypes.c_char * self.size).from_address(self.address)
+        weakref.finalize(memory, _unmap, self.address, self.size)  # once nothing views it
+        self.buffer = memoryview(memory).cast("B")
 
     @classmethod
     def attach(cls, fd: int, size: int) -> SharedBlock:
@@ -60,3 +102,8 @@ class SharedBlock:
         if self.fd is not None:
             fd, self.fd = self.fd, None
             os.close(fd)
+
+    def disown(self) -> None:
+        """In a forked child: close the inherited descriptor (see :func:`drop_inherited_mappings`
+        for the mapping)."""
+        self.close_fd()

@@ -10,7 +10,6 @@ import select
 import socket
 import threading
 import time
-import weakref
 from collections.abc import Collection
 from typing import Any
 
@@ -18,10 +17,10 @@ import cloudpickle
 import numpy as np
 from gymnasium import spaces
 
-from vecenv.engine.transport import Transport, usable_cores
-from vecenv.errors import VecEnvError, WorkerDiedError
+from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport, usable_cores
+from vecenv.errors import StepTimeoutError, VecEnvError, WorkerDiedError
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, wire
+from vecenv.transports.process import control, lifetime, wire
 from vecenv.transports.process.child import (
     MAX_NAP_MS,
     OP_MASKED_STEP,
@@ -31,7 +30,7 @@ from vecenv.transports.process.child import (
 )
 from vecenv.transports.process.control import CALLER_SLEEPS, WORKER_SLEEPS, ControlBlock
 from vecenv.transports.process.shm import SharedBlock
-from vecenv.transports.signals import deferred_signals
+from vecenv.transports.signals import deferred_signals, quiet_children
 from vecenv.worker import EnvDescription, StepReply
 from vecenv.worker.commands import Close, Command, Step
 
@@ -63,12 +62,9 @@ def _aligned(pos: int) -> int:
     return (pos + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-_LIVE: weakref.WeakSet[ProcessTransport] = weakref.WeakSet()
-
-
 @atexit.register
 def _close_all() -> None:  # before multiprocessing joins non-daemon workers that wait for us
-    for transport in list(_LIVE):
+    for transport in list(lifetime.LIVE):
         try:
             transport.close(1.0)
         except Exception:
@@ -87,10 +83,12 @@ class ProcessTransport(Transport):
         daemon: bool = True,
         spin_us: float | None = None,
         yield_us: float | None = None,
+        start_timeout: float | None = DEFAULT_START_TIMEOUT,
     ) -> None:
         self.ctx = multiprocessing.get_context(context) if context is None or isinstance(context, str) else context
         self.start_method = self.ctx.get_start_method()
         self.daemon = daemon
+        self.start_timeout = start_timeout
         self.spin_us = spin_us
         self.yield_s = DEFAULT_YIELD_US * 1e-6 if yield_us is None else max(0.0, float(yield_us)) * 1e-6
         self.processes: list[Any] = []
@@ -114,18 +112,22 @@ class ProcessTransport(Transport):
         else:
             self.main_spin = self.worker_spin = max(0.0, float(self.spin_us)) * 1e-6
         self._payloads = self._env_fn_payloads()  # fails before any worker starts
-        _LIVE.add(self)
+        lifetime.LIVE.add(self)
         for w in range(self.num_workers):
             self._spawn(w)
+        deadline = self._start_deadline()
         descriptions, errors = [], []
         for w in range(self.num_workers):  # every worker builds its envs meanwhile
             try:
-                descriptions.extend(self._handshake(w))
+                descriptions.extend(self._handshake(w, deadline, "start"))
             except BaseException as exc:  # noqa: PERF203 - read the others too
                 errors.append(exc)
         if errors:
             raise errors[0]
         return descriptions
+
+    def _start_deadline(self) -> float | None:
+        return None if self.start_timeout is None else time.monotonic() + self.start_timeout
 
     def _env_fn_payloads(self) -> list[bytes] | None:
         if self.start_method == "fork":
@@ -151,16 +153,19 @@ class ProcessTransport(Transport):
         start, stop = self.partition[w]
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         fns = self.env_fns[start:stop] if self._payloads is None else self._payloads[start:stop]
-        close_fds = [p.fd for p in self.peers] if self._payloads is None else []
+        forked = self.start_method == "fork"
+        # PR_SET_PDEATHSIG follows the parent *thread*: only safe for the main thread or the fork server
+        tie = self.start_method == "forkserver" or threading.current_thread() is threading.main_thread()
         try:
             process = self.ctx.Process(
                 target=worker_main,
                 args=(self.first_worker + w, child, fns, start, self.autoreset_mode,
-                      (self.worker_spin, self.yield_s), os.getpid(), close_fds),
+                      (self.worker_spin, self.yield_s), os.getpid(), parent if forked else None, tie),
                 name=f"vecenv-worker-{self.first_worker + w}",
                 daemon=self.daemon,
             )
-            process.start()
+            with quiet_children(not forked):  # Ctrl-C is the caller's: workers start deaf to it
+                process.start()
         except BaseException:
             parent.close()
             raise
@@ -173,13 +178,22 @@ class ProcessTransport(Transport):
             self.processes.append(process)
             self.peers.append(peer)
 
-    def _handshake(self, w: int) -> Any:
-        """Read a reply sent outside the counters (the description, the attach)."""
+    def _handshake(self, w: int, deadline: float | None, phase: str) -> Any:
+        """Read a reply sent outside the counters (the description, the attach) by ``deadline``;
+        a worker that misses it is ended."""
         try:
-            _, data = self.peers[w].read_frame()
+            _, data = self.peers[w].read_frame(None if deadline is None else max(0.0, deadline - time.monotonic()))
         except EOFError:
             self._mark_dead(w)
             raise self._died(w) from None
+        except TimeoutError:
+            self.terminate(w)
+            start, stop = self.partition[w]
+            raise StepTimeoutError(
+                list(range(start, stop)), self.first_worker + w, self.start_timeout, phase,
+                f"its envs were not built within start_timeout={self.start_timeout:g} s, so the worker was "
+                "ended (raise start_timeout, or pass None, for envs that take longer to build)",
+            ) from None
         return self._unpack(w, data)
 
     # ------------------------------------------------------------ buffers
@@ -202,8 +216,9 @@ class ProcessTransport(Transport):
             raise ValueError("ProcessTransport.attach needs the buffers its allocate() returned")
         for w in range(self.num_workers):
             self._send_layout(w)
+        deadline = self._start_deadline()
         for w in range(self.num_workers):
-            self._handshake(w)
+            self._handshake(w, deadline, "start")
         # the descriptor stays open until close(): a restarted worker maps the same block
 
     def _send_layout(self, w: int) -> None:
@@ -369,12 +384,13 @@ class ProcessTransport(Transport):
         old.close()
         self.ctrl.forget(worker)
         self.dead.pop(worker, None)
+        deadline = self._start_deadline()
         try:
-            self._handshake(worker)  # the new group's description
+            self._handshake(worker, deadline, "restart")  # the new group's description
             self._send_layout(worker)
-            self._handshake(worker)
+            self._handshake(worker, deadline, "restart")
         except BaseException:
-            self._mark_dead(worker)
+            self.terminate(worker)
             raise
 
     def _mark_dead(self, w: int) -> None:
@@ -393,7 +409,7 @@ class ProcessTransport(Transport):
             return
         self._closed = True
         self._closer = threading.get_ident()
-        _LIVE.discard(self)
+        lifetime.LIVE.discard(self)
         deadline = time.monotonic() + (DEFAULT_CLOSE_TIMEOUT if timeout is None else max(0.0, float(timeout)))
         if self.ctrl is not None:
             self._ask_to_close(deadline)
@@ -429,6 +445,17 @@ class ProcessTransport(Transport):
                 self.settle(w, max(0.0, deadline - time.monotonic()))
         except Exception:
             pass
+
+    def disown(self) -> None:
+        """In a worker forked from the caller: drop this transport's inherited descriptors and
+        mappings, and never act on its workers (they are the caller's)."""
+        self._closed = True
+        lifetime.LIVE.discard(self)
+        for peer in self.peers:
+            peer.close()
+        if self._block is not None:
+            self._block.disown()
+        self.processes, self.peers, self.ctrl, self._mask = [], [], None, None
 
     def __del__(self) -> None:
         try:

@@ -1,0 +1,96 @@
+"""How long processes and descriptors live: workers end with their caller and hold nothing else.
+
+Caller's side: every live :class:`~.transport.ProcessTransport` is in :data:`LIVE`, so that
+interpreter exit closes the ones the program forgot, and so that a worker started with ``fork``
+knows what it inherited from the other vector envs of its caller.
+
+Worker's side:
+
+- :func:`drop_inherited` (``fork`` only): a forked worker starts with a copy of every descriptor
+  and mapping of its caller, including those of other vector envs. Holding them would keep
+  their shared memory allocated and their sockets open after they close. The worker closes
+  their sockets and memory files and replaces their mappings with private memory (so a stray
+  access reads zeros instead of faulting).
+- :func:`watch_caller`: a thread that ends the worker when the caller's process ends, whatever
+  the env is doing (it waits on a pidfd; where there is none, it polls). Where the worker's
+  parent is the caller's main thread or the fork server, ``PR_SET_PDEATHSIG`` adds a kernel-side
+  guarantee for an env that holds the GIL in native code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import select
+import signal
+import sys
+import threading
+import time
+import weakref
+from typing import Any
+
+from vecenv.transports.process.shm import drop_inherited_mappings
+
+__all__ = ["LIVE", "drop_inherited", "watch_caller"]
+
+#: the caller's transports that are not closed yet
+LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
+
+_PR_SET_PDEATHSIG = 1
+_POLL_S = 0.5
+
+
+def _libc() -> Any:
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def drop_inherited(keep: Any) -> None:
+    """In a forked worker: let go of every transport's descriptors and mappings."""
+    for transport in list(LIVE):
+        transport.disown()
+    drop_inherited_mappings()
+    if keep is not None:
+        keep.close()  # the caller's end of this worker's own socket: EOF must mean the caller left
+
+
+def _exit_with_caller(pid: int) -> None:
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfds, or the caller is already gone
+        while _alive(pid):
+            time.sleep(_POLL_S)
+        os._exit(0)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while not poller.poll(None):
+        pass
+    os._exit(0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def watch_caller(pid: int, tie_to_parent: bool) -> None:
+    """End this worker when process ``pid`` (the caller) ends.
+
+    ``tie_to_parent``: also ask the kernel to kill this process when its parent exits; only
+    right when the parent is the caller's main thread or the fork server (``PR_SET_PDEATHSIG``
+    fires when the parent *thread* ends).
+    """
+    if tie_to_parent and sys.platform.startswith("linux"):
+        parent = os.getppid()
+        try:
+            _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:  # the parent ended before the request took effect
+            os._exit(0)
+    threading.Thread(target=_exit_with_caller, args=(pid,), name="vecenv-caller-watch", daemon=True).start()
