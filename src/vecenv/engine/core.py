@@ -9,6 +9,7 @@ worker's env group its commands through a :class:`~vecenv.engine.transport.Trans
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -207,9 +208,12 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
     @one_caller
     def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> StepResult:
         """Step every env (or, in async-batch mode, send to ``env_ids`` and receive a batch)."""
-        with self._one_call():
-            self.send(actions, env_ids)
-            return self.recv()
+        try:
+            self._send(actions, env_ids)
+            return self._recv(None)
+        except BaseException:
+            self._cut_call()
+            raise
 
     def step_async(self, actions: Any) -> None:
         """gymnasium's AsyncVectorEnv name for :meth:`send` to every env."""
@@ -226,6 +230,9 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         In async-batch mode (``batch_size < num_envs``) ``env_ids`` names the envs the actions are
         for, normally the ``infos["env_id"]`` of the last :meth:`recv`.
         """
+        self._send(actions, env_ids)
+
+    def _send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None) -> None:
         self._check_open()
         n = self.num_envs
         if self._state is not CallState.DEFAULT and not (self._state is CallState.WAITING_STEP and self.batch_size < n):
@@ -235,7 +242,8 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         ids = self._check_send(actions, env_ids)
         cut = [i for i in ids.tolist() if i in self._cut] if self._cut and ids is not None else []
         stepping = ids if not cut else ids[~np.isin(ids, cut)]
-        with self._dispatching(CallState.WAITING_STEP):
+        previous, self._state = self._state, CallState.WAITING_STEP
+        try:  # what _dispatching does, inline on the step path
             self._busy[slice(None) if ids is None else ids] = True
             if stepping is None or stepping.size:
                 for w, local, gids in self._by_worker(stepping):
@@ -245,6 +253,9 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
                         self._submit(w, Step(local), gids)
             if cut:
                 self._truncate_cut(cut)
+        except BaseException:
+            self._cut_dispatch(previous)
+            raise
 
     def _check_send(self, actions: Any, env_ids: Any) -> np.ndarray | None:
         """Check ``env_ids`` and write ``actions`` into the action buffer; the ids (None: all)."""
@@ -274,6 +285,9 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
     @one_caller
     def recv(self, timeout: float | None = None) -> StepResult:
         """Wait for the results of :meth:`send`: all envs, or the first ``batch_size`` ready."""
+        return self._recv(timeout)
+
+    def _recv(self, timeout: float | None) -> StepResult:
         self._check_open()
         if self._state is not CallState.WAITING_STEP:
             raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.", "step_async")
@@ -285,7 +299,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         """:meth:`step` returning the per-env :class:`~vecenv.worker.InfoEntry` list instead of
         batched infos (full batches only)."""
         self._require_full_batches("step_entries")
-        self.send(actions)
+        self._send(actions, None)
         return self._results(None, "step_wait", raw=True)
 
     @one_caller
@@ -312,11 +326,16 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
 
     # ================================================================ results
     def _results(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
-        with self._collecting():
+        try:  # what _collecting does, inline on the step path
             self._gather(self.batch_size if self.batch_size < self.num_envs else None, timeout, method)
             if self.batch_size == self.num_envs:
                 return self._full_batch(raw)
             return self._async_batch()
+        except multiprocessing.TimeoutError:
+            raise
+        except BaseException:
+            self._cut_collect()
+            raise
 
     def _full_batch(self, raw: bool) -> tuple:
         b, n = self._buffers, self.num_envs

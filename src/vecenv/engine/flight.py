@@ -130,40 +130,51 @@ class Dispatcher:
         self._guard = CallerGuard()
 
     # ================================================================ interruption safety
+    # Each rule is one ``_cut_*`` method; the context managers apply them around cold paths, and
+    # the step path (step, send, recv) calls them from plain try/except, which costs nothing.
+    def _cut_dispatch(self, previous: CallState) -> None:
+        """Sending was cut short: INTERRUPTED (reset() or close() next) if anything went out, never
+        half-sent work that a later call would mistake for its own."""
+        self._state = CallState.INTERRUPTED if self._in_flight or previous is not CallState.DEFAULT else previous
+
+    def _cut_call(self) -> None:
+        """``step``/``reset``/``call`` are one call to their user: cut short anywhere (between
+        send and wait too), what they left pending is the next reset()'s to drop."""
+        if self._state is not CallState.DEFAULT:
+            self._wait_interrupted = True
+
+    def _cut_collect(self) -> None:
+        """Collecting was cut short. An exception in the wait itself (a ``KeyboardInterrupt``)
+        leaves the call pending, to wait again or to reset; one that leaves replies half taken
+        makes the env INTERRUPTED. (A caller's timeout is not a cut: the call stays pending.)"""
+        if not self._wait_interrupted and (self._in_flight or self._state is not CallState.DEFAULT):
+            self._state = CallState.INTERRUPTED
+
     @contextmanager
     def _dispatching(self, state: CallState) -> Iterator[None]:
-        """Send a call's commands; an exception part-way leaves the env INTERRUPTED (reset() or
-        close() next), never half-sent work that a later call would mistake for its own."""
         previous, self._state = self._state, state
         try:
             yield
         except BaseException:
-            self._state = CallState.INTERRUPTED if self._in_flight or previous is not CallState.DEFAULT else previous
+            self._cut_dispatch(previous)
             raise
 
     @contextmanager
     def _one_call(self) -> Iterator[None]:
-        """``step``/``reset``/``call`` are one call to their user: cut short anywhere (between
-        send and wait too), what they left pending is the next reset()'s to drop."""
         try:
             yield
         except BaseException:
-            if self._state is not CallState.DEFAULT:
-                self._wait_interrupted = True
+            self._cut_call()
             raise
 
     @contextmanager
     def _collecting(self) -> Iterator[None]:
-        """Collect a call's replies. An exception in the wait itself (a ``KeyboardInterrupt``, a
-        caller's timeout) leaves the call pending, to wait again or to reset; one that leaves
-        replies half taken makes the env INTERRUPTED."""
         try:
             yield
         except multiprocessing.TimeoutError:
             raise
         except BaseException:
-            if not self._wait_interrupted and (self._in_flight or self._state is not CallState.DEFAULT):
-                self._state = CallState.INTERRUPTED
+            self._cut_collect()
             raise
 
     # ------------------------------------------------------------ sending
@@ -171,7 +182,8 @@ class Dispatcher:
         """Record ``command`` as in flight, then send it (the record comes first, so an
         interruption between the two leaves a worker to settle, never a reply nobody expects)."""
         self._in_flight[w] = gids
-        self._sent_at[w] = time.monotonic()
+        if self.policy.step_timeout is not None:
+            self._sent_at[w] = time.monotonic()
         self._transport.submit(w, command)
 
     # ------------------------------------------------------------ waiting
@@ -200,7 +212,8 @@ class Dispatcher:
         """
         workers = list(self._in_flight)
         step_timeout = self.policy.step_timeout
-        now = time.monotonic()
+        timed = deadline is not None or step_timeout is not None
+        now = time.monotonic() if timed else 0.0
         left = None if deadline is None else max(0.0, deadline - now)
         if step_timeout is not None:
             due = min(self._sent_at[w] for w in workers) + step_timeout
@@ -214,6 +227,8 @@ class Dispatcher:
             raise
         if self.closed:
             raise ClosedEnvironmentError(f"the vector env was closed during `{method}`")
+        if not timed:
+            return ready
         now = time.monotonic()
         if step_timeout is not None:  # also when others are ready: async batches never wait on all
             late = [w for w in workers if w not in ready and now - self._sent_at[w] >= step_timeout]
@@ -284,9 +299,12 @@ class Dispatcher:
         self._clear_flight()
 
     def _clear_flight(self) -> None:
-        self._deferred.clear()
-        self._ready.clear()
-        self._held.clear()
-        self._busy[:] = False
+        if self._deferred:
+            self._deferred.clear()
+        if self._ready:
+            self._ready.clear()
+        if self._held:
+            self._held.clear()
+        self._busy.fill(False)
         self._state = CallState.DEFAULT
         self._wait_interrupted = False
