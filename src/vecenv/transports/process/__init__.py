@@ -26,6 +26,8 @@ Modules, one concern each:
   and yielding.
 - :mod:`.wire`: frames, pickling, and socket I/O that notices a dead peer.
 - :mod:`.shm`: the anonymous shared-memory block.
+- :mod:`.lifetime`: live transports (closed at exit), what a forked worker drops of other
+  vector envs, and the watch that ends a worker with its caller.
 - :mod:`.child`: the worker process's loop.
 - :mod:`.transport`: :class:`ProcessTransport`, the caller's side.
 - :mod:`.inline`: :class:`InlineTransport`, the last group in the caller's process.
@@ -36,7 +38,8 @@ and writing it, or reading a reply's message and marking it taken, happen with s
 deferred (:mod:`vecenv.transports.signals`), so an interrupt never leaves half a message behind.
 """
 
+from vecenv.transports.process.control import default_spin
 from vecenv.transports.process.inline import InlineTransport
-from vecenv.transports.process.transport import EnvFnPicklingError, ProcessTransport, default_spin
+from vecenv.transports.process.transport import EnvFnPicklingError, ProcessTransport
 
 __all__ = ["EnvFnPicklingError", "InlineTransport", "ProcessTransport", "default_spin"]

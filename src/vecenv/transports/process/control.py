@@ -21,7 +21,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["CALLER_SLEEPS", "ControlBlock", "TSO", "fence", "spin_until", "yield_until"]
+from vecenv.engine.transport import usable_cores
+
+__all__ = ["CALLER_SLEEPS", "ControlBlock", "TSO", "default_spin", "fence", "spin_until", "yield_until"]
 
 #: slot fields (one 64-byte row of int64 per worker, so workers never share a cache line)
 CMD, DONE, STAMP, OP, REPLY, WORKER_SLEEPS, CALLER_SLEEPS = range(7)
@@ -41,6 +43,14 @@ def fence() -> None:
     then wait on forever.
     """
     threading.Lock().acquire()
+
+
+def default_spin(num_workers: int) -> tuple[float, float]:
+    """``(caller, worker)`` busy-spin seconds: only when every process has a core of its own
+    (a spinning waiter on a shared core holds the core its peer needs)."""
+    if num_workers + 1 <= usable_cores():
+        return 50e-6, 50e-6
+    return 0.0, 0.0
 
 
 def spin_until(condition: Callable[[], bool], seconds: float) -> bool:

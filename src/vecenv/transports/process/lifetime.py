@@ -19,6 +19,7 @@ Worker's side:
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import ctypes.util
 import os
@@ -39,6 +40,15 @@ LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
 
 _PR_SET_PDEATHSIG = 1
 _POLL_S = 0.5
+
+
+@atexit.register
+def _close_all() -> None:  # before multiprocessing joins non-daemon workers that wait for us
+    for transport in list(LIVE):
+        try:
+            transport.close(1.0)
+        except Exception:
+            pass
 
 
 def _libc() -> Any:

@@ -20,7 +20,7 @@ import os
 import tempfile
 import weakref
 
-__all__ = ["SharedBlock", "drop_inherited_mappings"]
+__all__ = ["SharedBlock", "aligned", "drop_inherited_mappings"]
 
 _MAP_FIXED = 0x10  # Linux, on every architecture Python supports
 _FAILED = ctypes.c_void_p(-1).value
@@ -31,6 +31,11 @@ _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 _RW = mmap.PROT_READ | mmap.PROT_WRITE
 #: address -> size of every block mapped in this process (a forked child inherits them all)
 _MAPPED: dict[int, int] = {}
+
+
+def aligned(pos: int, to: int = 64) -> int:
+    """``pos`` rounded up to a multiple of ``to`` (a cache line: parts of a block never share one)."""
+    return (pos + to - 1) // to * to
 
 
 def _anonymous_fd(size: int) -> int:

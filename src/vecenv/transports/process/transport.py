@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import multiprocessing
 import os
 import pickle
@@ -17,7 +16,7 @@ import cloudpickle
 import numpy as np
 from gymnasium import spaces
 
-from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport, usable_cores
+from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport
 from vecenv.errors import StepTimeoutError, VecEnvError, WorkerDiedError
 from vecenv.spaces import StepBuffers
 from vecenv.transports.process import control, lifetime, wire
@@ -28,13 +27,18 @@ from vecenv.transports.process.child import (
     OP_STEP,
     worker_main,
 )
-from vecenv.transports.process.control import CALLER_SLEEPS, WORKER_SLEEPS, ControlBlock
-from vecenv.transports.process.shm import SharedBlock
+from vecenv.transports.process.control import (
+    CALLER_SLEEPS,
+    WORKER_SLEEPS,
+    ControlBlock,
+    default_spin,
+)
+from vecenv.transports.process.shm import SharedBlock, aligned
 from vecenv.transports.signals import deferred_signals, quiet_children
 from vecenv.worker import EnvDescription, StepReply
 from vecenv.worker.commands import Close, Command, Step
 
-__all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport", "default_spin"]
+__all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport"]
 
 #: how long ``close()`` waits for workers to finish by themselves when given no timeout
 DEFAULT_CLOSE_TIMEOUT = 5.0
@@ -43,32 +47,11 @@ DEFAULT_CLOSE_TIMEOUT = 5.0
 DEFAULT_YIELD_US = 500.0
 #: seconds between looks at the sentinels of workers that other workers keep outpacing
 DEATH_CHECK_S = 0.05
-_ALIGN = 64
 _EMPTY = StepReply([], None)
 
 
 class EnvFnPicklingError(pickle.PicklingError, TypeError):
     """An env_fn cannot be pickled, so it cannot reach a worker started with spawn/forkserver."""
-
-
-def default_spin(num_workers: int) -> tuple[float, float]:
-    """``(caller, worker)`` busy-spin seconds: only when every process has a core of its own."""
-    if num_workers + 1 <= usable_cores():
-        return 50e-6, 50e-6
-    return 0.0, 0.0
-
-
-def _aligned(pos: int) -> int:
-    return (pos + _ALIGN - 1) // _ALIGN * _ALIGN
-
-
-@atexit.register
-def _close_all() -> None:  # before multiprocessing joins non-daemon workers that wait for us
-    for transport in list(lifetime.LIVE):
-        try:
-            transport.close(1.0)
-        except Exception:
-            pass
 
 
 class ProcessTransport(Transport):
@@ -199,9 +182,9 @@ class ProcessTransport(Transport):
     # ------------------------------------------------------------ buffers
     def allocate(self, observation_space: spaces.Space, action_space: spaces.Space, num_envs: int) -> StepBuffers:
         nbytes = StepBuffers.nbytes(observation_space, action_space, num_envs)
-        ctrl_off = _aligned(nbytes)
+        ctrl_off = aligned(nbytes)
         mask_off = ctrl_off + ControlBlock.nbytes(self.num_workers)
-        size = _aligned(mask_off + num_envs)
+        size = aligned(mask_off + num_envs)
         self._block = SharedBlock(size)
         buf = self._block.buffer
         self._buffers = StepBuffers(observation_space, action_space, num_envs, buf)
