@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import signal
 from typing import Any
 
 import numpy as np
@@ -58,3 +59,46 @@ def assert_same(a: Any, b: Any, path: str = "value", ignore: tuple[str, ...] = (
     else:
         assert type(a) is type(b) or (np.isscalar(a) and np.isscalar(b)), f"{path}: {type(a)} != {type(b)}"
         assert a == b or (a != a and b != b), f"{path}: {a!r} != {b!r}"
+
+
+class Alarm(KeyboardInterrupt):
+    """A KeyboardInterrupt raised by :class:`RandomAlarms` at a random point."""
+
+
+class RandomAlarms:
+    """Owns SIGALRM while in a ``with`` block; :meth:`interrupted` runs a callable with one alarm
+    set to go off after a random delay, raising :class:`Alarm` wherever it lands.
+
+    Tests that use it must run under pytest-timeout's thread method (they own SIGALRM).
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.armed = False
+
+    def __enter__(self) -> RandomAlarms:
+        self.old = signal.signal(signal.SIGALRM, self._raise)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.old)
+
+    def _raise(self, signum: int, frame: Any) -> None:
+        if self.armed:  # a signal delivered after the run (deferred past its end) is dropped
+            self.armed = False
+            raise Alarm()
+
+    def interrupted(self, run: Any, low: float, high: float) -> bool:
+        """Run ``run()`` with an alarm due in ``[low, high)`` seconds; whether it landed."""
+        try:
+            self.armed = True
+            signal.setitimer(signal.ITIMER_REAL, float(self.rng.uniform(low, high)))
+            try:
+                run()
+            finally:
+                self.armed = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except Alarm:
+            return True
+        return False

@@ -5,7 +5,6 @@ calling into a vector env that is already busy (one caller at a time)."""
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 
@@ -15,7 +14,7 @@ import pytest
 from gymnasium import spaces
 
 import vecenv
-from helpers import make_backend
+from helpers import RandomAlarms, make_backend
 from vecenv.spaces import BatchBuffer
 from vecenv.testing import CountingEnv, FaultyEnv
 
@@ -186,49 +185,25 @@ def test_threads_racing_on_one_env_get_steps_or_a_refusal_never_a_hang(backend_n
             assert envs.get_attr("steps") == ref.get_attr("steps")
 
 
-class _Alarm(KeyboardInterrupt):
-    pass
-
-
 @pytest.mark.timeout(120, method="thread")  # the test owns SIGALRM
 @pytest.mark.parametrize("backend_name", ["serial", "thread"])
 def test_interrupts_never_leave_the_caller_guard_held(backend_name):
     """KeyboardInterrupts land at random points of steps; afterwards another thread gets in."""
-    rng = np.random.default_rng(1)
-    armed = [False]
-
-    def handler(signum, frame):
-        if armed[0]:
-            armed[0] = False
-            raise _Alarm()
-
-    old = signal.signal(signal.SIGALRM, handler)
     interrupts = 0
-    try:
-        with make_backend(backend_name, lambda: gym.make("CartPole-v1"), num_envs=2) as envs:
-            envs.reset(seed=0)
-            deadline = time.monotonic() + 3
-            while time.monotonic() < deadline:
-                try:
-                    armed[0] = True
-                    signal.setitimer(signal.ITIMER_REAL, float(rng.uniform(5e-6, 200e-6)))
-                    try:
-                        for _ in range(20):
-                            envs.step(np.zeros(2, np.int64))
-                    finally:
-                        armed[0] = False
-                        signal.setitimer(signal.ITIMER_REAL, 0)
-                except _Alarm:
-                    interrupts += 1
-                except (gym.error.AlreadyPendingCallError, vecenv.VecEnvError):
-                    envs.reset(seed=0)  # the env says what to do: do it
-                assert envs._guard.owner is None
-            done: list = []
-            other = threading.Thread(target=lambda: done.append(envs.reset(seed=0)))
-            other.start()
-            other.join(10)
-            assert done, "another thread could not get in after the interrupts"
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+    with RandomAlarms(1) as alarms, \
+            make_backend(backend_name, lambda: gym.make("CartPole-v1"), num_envs=2) as envs:
+        envs.reset(seed=0)
+        steps = lambda: [envs.step(np.zeros(2, np.int64)) for _ in range(20)]  # noqa: E731
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            try:
+                interrupts += alarms.interrupted(steps, 5e-6, 200e-6)
+            except (gym.error.AlreadyPendingCallError, vecenv.VecEnvError):
+                envs.reset(seed=0)  # the env says what to do: do it
+            assert envs._guard.owner is None
+        done: list = []
+        other = threading.Thread(target=lambda: done.append(envs.reset(seed=0)))
+        other.start()
+        other.join(10)
+        assert done, "another thread could not get in after the interrupts"
     assert interrupts >= 50

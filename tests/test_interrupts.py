@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import vecenv
-from helpers import assert_same
+from helpers import RandomAlarms, assert_same
 from vecenv.engine import CallState
 
 LAYOUTS = {
@@ -22,19 +22,6 @@ LAYOUTS = {
     "process": dict(backend="process", num_workers=2, context="fork"),
     "inline": dict(backend="process", num_workers=2, context="fork", inline=True),
 }
-
-
-class _Alarm(KeyboardInterrupt):
-    pass
-
-
-_ARMED = [False]
-
-
-def _raise(signum, frame):
-    if _ARMED[0]:  # a signal delivered after the loop (deferred past its end) is dropped
-        _ARMED[0] = False
-        raise _Alarm()
 
 
 def _cartpole():
@@ -53,41 +40,27 @@ def _rollout(envs, seed: int, steps: int = 5):
 def test_timed_interrupts_during_steps_leave_a_consistent_env(layout):
     """Hundreds of KeyboardInterrupts land at random points of a step loop; after each burst
     reset(seed=s) gives the serial backend's data and nothing blocks."""
-    rng = np.random.default_rng(0)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
-    old = signal.signal(signal.SIGALRM, _raise)
     interrupts = 0
     others: list = []
-    try:
-        with vecenv.make(_cartpole, 4, **LAYOUTS[layout]) as envs, \
-                vecenv.make(_cartpole, 4, backend="serial") as ref:
-            acts = np.zeros(4, dtype=np.int64)
-            for burst in range(40):
-                envs.reset(seed=burst)
-                deadline = time.monotonic() + 0.25
-                while time.monotonic() < deadline:
-                    try:
-                        _ARMED[0] = True
-                        signal.setitimer(signal.ITIMER_REAL, float(rng.uniform(20e-6, 400e-6)))
-                        try:
-                            for _ in range(50):
-                                envs.step(acts)
-                        finally:
-                            _ARMED[0] = False
-                            signal.setitimer(signal.ITIMER_REAL, 0)
-                    except _Alarm:
-                        interrupts += 1
-                    except (gym.error.AlreadyPendingCallError, vecenv.VecEnvError) as exc:
-                        others.append(repr(exc)[:120])
-                        envs.reset(seed=burst)  # the env says what to do: do it
-                assert_same(_rollout(envs, burst), _rollout(ref, burst))
-            # a fresh env still starts and steps (no lock left held, none inherited by a child)
-            with vecenv.make(_cartpole, 2, **LAYOUTS[layout]) as fresh:
-                fresh.reset(seed=1)
-                fresh.step(np.zeros(2, dtype=np.int64))
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+    with RandomAlarms(0) as alarms, vecenv.make(_cartpole, 4, **LAYOUTS[layout]) as envs, \
+            vecenv.make(_cartpole, 4, backend="serial") as ref:
+        acts = np.zeros(4, dtype=np.int64)
+        steps = lambda: [envs.step(acts) for _ in range(50)]  # noqa: E731
+        for burst in range(40):
+            envs.reset(seed=burst)
+            deadline = time.monotonic() + 0.25
+            while time.monotonic() < deadline:
+                try:
+                    interrupts += alarms.interrupted(steps, 20e-6, 400e-6)
+                except (gym.error.AlreadyPendingCallError, vecenv.VecEnvError) as exc:
+                    others.append(repr(exc)[:120])
+                    envs.reset(seed=burst)  # the env says what to do: do it
+            assert_same(_rollout(envs, burst), _rollout(ref, burst))
+        # a fresh env still starts and steps (no lock left held, none inherited by a child)
+        with vecenv.make(_cartpole, 2, **LAYOUTS[layout]) as fresh:
+            fresh.reset(seed=1)
+            fresh.step(np.zeros(2, dtype=np.int64))
     assert interrupts >= 100, (interrupts, others)
     assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == mask  # no signal left blocked
 

@@ -20,8 +20,6 @@ Worker's side:
 from __future__ import annotations
 
 import atexit
-import ctypes
-import ctypes.util
 import os
 import select
 import signal
@@ -31,7 +29,7 @@ import time
 import weakref
 from typing import Any
 
-from vecenv.transports.process.shm import drop_inherited_mappings
+from vecenv.transports.process.shm import drop_inherited_mappings, libc
 
 __all__ = ["LIVE", "drop_inherited", "watch_caller"]
 
@@ -49,10 +47,6 @@ def _close_all() -> None:  # before multiprocessing joins non-daemon workers tha
             transport.close(1.0)
         except Exception:
             pass
-
-
-def _libc() -> Any:
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
 def drop_inherited(keep: Any) -> None:
@@ -98,7 +92,7 @@ def watch_caller(pid: int, tie_to_parent: bool) -> None:
     if tie_to_parent and sys.platform.startswith("linux"):
         parent = os.getppid()
         try:
-            _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         except (OSError, AttributeError):
             pass
         if os.getppid() != parent:  # the parent ended before the request took effect

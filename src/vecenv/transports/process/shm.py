@@ -20,14 +20,15 @@ import os
 import tempfile
 import weakref
 
-__all__ = ["SharedBlock", "aligned", "drop_inherited_mappings"]
+__all__ = ["SharedBlock", "aligned", "drop_inherited_mappings", "libc"]
 
 _MAP_FIXED = 0x10  # Linux, on every architecture Python supports
 _FAILED = ctypes.c_void_p(-1).value
-_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
-_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+#: the C library, with mmap/munmap typed (also used for prctl)
+libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 _RW = mmap.PROT_READ | mmap.PROT_WRITE
 #: address -> size of every block mapped in this process (a forked child inherits them all)
 _MAPPED: dict[int, int] = {}
@@ -54,7 +55,7 @@ def _anonymous_fd(size: int) -> int:
 
 
 def _map(address: int | None, size: int, flags: int, fd: int) -> int:
-    result = _libc.mmap(address, size, _RW, flags, fd, 0)
+    result = libc.mmap(address, size, _RW, flags, fd, 0)
     if result in (None, _FAILED):
         err = ctypes.get_errno()
         raise OSError(err, f"mmap of {size} bytes failed: {os.strerror(err)}")
@@ -63,7 +64,7 @@ def _map(address: int | None, size: int, flags: int, fd: int) -> int:
 
 def _unmap(address: int, size: int) -> None:
     _MAPPED.pop(address, None)
-    _libc.munmap(address, size)
+    libc.munmap(address, size)
 
 
 def drop_inherited_mappings() -> None:
@@ -107,8 +108,3 @@ class SharedBlock:
         if self.fd is not None:
             fd, self.fd = self.fd, None
             os.close(fd)
-
-    def disown(self) -> None:
-        """In a forked child: close the inherited descriptor (see :func:`drop_inherited_mappings`
-        for the mapping)."""
-        self.close_fd()

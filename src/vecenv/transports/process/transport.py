@@ -437,7 +437,7 @@ class ProcessTransport(Transport):
         for peer in self.peers:
             peer.close()
         if self._block is not None:
-            self._block.disown()
+            self._block.close_fd()  # the mapping: lifetime.drop_inherited
         self.processes, self.peers, self.ctrl, self._mask = [], [], None, None
 
     def __del__(self) -> None:
