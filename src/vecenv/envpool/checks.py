@@ -1,0 +1,118 @@
+"""Argument checks for :mod:`vecenv.envpool`: each names the argument, what was expected and
+what came, before anything reaches the vector env."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+__all__ = [
+    "cast_actions", "check_count", "check_flag", "check_seeds", "check_timeout", "env_ids_of", "same_ids",
+]
+
+#: spaces whose actions EnvPool casts to the space's dtype (its single-array action form)
+_CAST = (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)
+
+
+def check_count(name: str, value: Any, upper: int | None = None) -> int:
+    """An int >= 1 (a numpy integer too, never a bool), at most ``upper``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+    if upper is not None and value > upper:  # type: ignore[operator]
+        raise ValueError(f"{name}: expected at most num_envs={upper}, got {value}")
+    return int(value)
+
+
+def check_flag(name: str, value: Any) -> bool:
+    """A bool: ``recv(0.5)`` must not pass for ``recv(reset=0.5)``."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(
+        f"recv({name}=...): expected a bool, got {value!r} ({type(value).__name__}); "
+        "a timeout goes by keyword: recv(timeout=seconds)"
+    )
+
+
+def check_timeout(timeout: Any) -> float | None:
+    """``None`` or a number of seconds >= 0; a bool is refused (``recv(False)`` is no timeout)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"timeout: expected None or a number of seconds, got {timeout!r} "
+                        f"({type(timeout).__name__})")
+    if timeout != timeout or timeout < 0:
+        raise ValueError(f"timeout: expected a number of seconds >= 0, got {timeout!r}")
+    return float(timeout)
+
+
+def check_seeds(seed: Any, n: int) -> list[int | None]:
+    """One seed per env, as EnvPool seeds at make: ``seed + i`` for an int, or a list of ``n``."""
+    if seed is None:
+        return [None] * n
+    if isinstance(seed, (list, tuple, np.ndarray)):
+        seeds = list(seed)
+        if len(seeds) != n:
+            raise ValueError(f"seed: a sequence of seeds needs one per env (num_envs={n}), got {len(seeds)}")
+        return [_one_seed(s, f"seed[{i}]") for i, s in enumerate(seeds)]
+    first = _one_seed(seed, "seed")
+    return [first + i for i in range(n)]
+
+
+def _one_seed(seed: Any, name: str) -> int:
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"{name}: expected an int (or a sequence of one int per env), got {seed!r}")
+    if seed < 0:
+        raise ValueError(f"{name}: expected an int >= 0 (gymnasium seeds must be non-negative), got {seed}")
+    return int(seed)
+
+
+def env_ids_of(env_id: Any, n: int) -> np.ndarray:
+    """``env_id`` (an int, or a 1-D sequence of distinct ints below ``n``) as an int64 array."""
+    ids = np.asarray(env_id)
+    if ids.ndim == 0:
+        ids = ids.reshape(1)
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        raise TypeError(f"env_id: expected an int or a 1-D sequence of env ids, got {env_id!r:.80}")
+    ids = ids.astype(np.int64, copy=False)
+    bad = ids[(ids < 0) | (ids >= n)]
+    if bad.size:
+        raise ValueError(f"env_id: {bad.tolist()} out of range for num_envs={n}")
+    if np.unique(ids).size != ids.size:
+        raise ValueError(f"env_id: each env may appear once, got {ids.tolist()}")
+    return ids
+
+
+def cast_actions(actions: Any, space: spaces.Space) -> Any:
+    """Float or bool actions for an integer space, cast to its dtype as EnvPool does.
+
+    Values are truncated toward zero, as numpy's ``astype`` (and so EnvPool) does; NaN, infinity
+    and values the dtype cannot hold are refused rather than wrapped.
+    """
+    if not isinstance(space, _CAST) or isinstance(actions, dict):
+        return actions
+    dtype = np.dtype(space.dtype)
+    if dtype.kind not in "iu":
+        return actions
+    array = actions if isinstance(actions, np.ndarray) else np.asarray(actions)
+    kind = array.dtype.kind
+    if kind == "b":
+        return array.astype(dtype)
+    if kind != "f":
+        return actions
+    if array.size:
+        if not np.isfinite(array).all():
+            raise ValueError(f"actions: {space} needs finite values, got {array!r:.80}")
+        limits = np.iinfo(dtype)
+        low, high = array.min(), array.max()
+        if low <= limits.min - 1 or high >= limits.max + 1:
+            raise ValueError(f"actions: values {low}..{high} do not fit {space}'s dtype {dtype}")
+    return array.astype(dtype)
+
+
+def same_ids(ids: np.ndarray, all_ids: Sequence[int] | np.ndarray) -> bool:
+    """Whether ``ids`` is exactly ``all_ids`` (the sync fast path: no reordering needed)."""
+    return ids.shape == np.shape(all_ids) and bool(np.array_equal(ids, all_ids))

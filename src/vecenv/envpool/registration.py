@@ -1,0 +1,259 @@
+"""``envpool.make`` and its shortcuts: EnvPool's constructors, for any gymnasium env id or factory."""
+
+from __future__ import annotations
+
+import copy
+import numbers
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers import TimeLimit
+
+from vecenv.envpool.checks import check_count, check_seeds
+from vecenv.envpool.pool import EnvPool
+from vecenv.envpool.spec import EnvSpec
+from vecenv.envpool.styles import GymEnvPool, GymnasiumEnvPool
+from vecenv.make import make as make_vector_env
+from vecenv.make import usable_cores
+
+__all__ = ["list_all_envs", "make", "make_dm", "make_gym", "make_gymnasium", "make_spec"]
+
+Task = str | Callable[..., gym.Env]
+
+_STYLES: dict[str, type[EnvPool]] = {"gymnasium": GymnasiumEnvPool, "gym": GymEnvPool}
+#: EnvPool render options a gymnasium env cannot take after it is made
+_RENDER_SIZE = ("render_width", "render_height", "render_camera_id")
+#: vector env keywords that make() sets itself
+_OWN = ("batch_size", "num_workers", "autoreset_mode", "env_kwargs", "wrappers", "backend")
+
+
+def make(
+    task_id: Task,
+    env_type: str = "gymnasium",
+    *,
+    num_envs: int = 1,
+    batch_size: int | None = None,
+    num_threads: int | None = None,
+    num_workers: int | None = None,
+    seed: int | Sequence[int] | None = 42,
+    max_episode_steps: int | None = None,
+    max_num_players: int = 1,
+    thread_affinity_offset: int = -1,
+    gym_reset_return_info: bool = False,
+    reward_threshold: float | None = None,
+    render_env_id: int = 0,
+    backend: str = "auto",
+    wrappers: Sequence[Callable[[gym.Env], gym.Env]] | None = None,
+    backend_kwargs: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> EnvPool:
+    """Make ``num_envs`` copies of a gymnasium env behind EnvPool's API.
+
+    Args:
+        task_id: a registered gymnasium id (``"CartPole-v1"``) or a callable returning an env.
+        env_type: ``"gymnasium"`` (5-tuples) or ``"gym"`` (old gym's 4-tuples); ``"dm"`` is refused.
+        num_envs: envs in the pool.
+        batch_size: ``recv()`` returns the first ``batch_size`` envs ready (async mode when
+            below ``num_envs``); ``None`` or 0: ``num_envs``.
+        num_threads: the backend's worker count (default: the backend's, one process per
+            usable core for ``"process"``).
+        num_workers: a synonym of ``num_threads``.
+        seed: env ``i`` is seeded ``seed + i`` on its first reset (or ``seed[i]``); ``None``: unseeded.
+        max_episode_steps: truncate episodes after this many steps (default: the id's own limit).
+        gym_reset_return_info: ``env_type="gym"`` only: ``reset()`` returns ``(obs, info)``.
+        reward_threshold: recorded in ``config`` / ``spec`` (default: the id's own).
+        render_env_id: the env ``render()`` draws by default.
+        max_num_players: EnvPool's; only 1 player.
+        thread_affinity_offset: EnvPool's; no effect (vecenv does not pin threads).
+        backend: ``"serial"``, ``"thread"``, ``"process"``, ``"ray"`` or ``"auto"``.
+        wrappers: applied in order to each env after it is made.
+        backend_kwargs: passed to vecenv's backend (``context``, ``on_error``, ``step_timeout``, ...).
+        **kwargs: the env's own keywords (to ``gymnasium.make`` or the callable), as EnvPool takes
+            task options (``render_mode`` included).
+
+    Examples:
+        A synchronous pool (``batch_size`` left at ``num_envs``), EnvPool's ``reset`` / ``step``:
+
+        >>> import numpy as np
+        >>> from vecenv import envpool
+        >>> envs = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=3, seed=0,
+        ...                     backend="serial")
+        >>> obs, info = envs.reset()
+        >>> obs, rew, term, trunc, info = envs.step(np.zeros(3, dtype=np.int64))
+        >>> obs.shape, rew, info["env_id"]
+        ((3, 4), array([1., 1., 1.], dtype=float32), array([0, 1, 2], dtype=int32))
+        >>> envs.close()
+    """
+    options = dict(num_envs=num_envs, batch_size=batch_size, num_threads=num_threads,
+                   num_workers=num_workers, seed=seed, max_episode_steps=max_episode_steps,
+                   max_num_players=max_num_players, thread_affinity_offset=thread_affinity_offset,
+                   gym_reset_return_info=gym_reset_return_info, reward_threshold=reward_threshold,
+                   render_env_id=render_env_id, backend=backend, wrappers=wrappers,
+                   backend_kwargs=backend_kwargs)
+    plan = _plan(task_id, env_type, options, kwargs)
+    extra = dict(plan.backend_kwargs)
+    if plan.workers is not None and plan.backend != "serial":
+        extra["num_workers"] = plan.workers
+    venv = make_vector_env(plan.task, plan.num_envs, backend=plan.backend, autoreset_mode="next_step",
+                           env_kwargs=plan.env_kwargs, wrappers=plan.wrappers,
+                           batch_size=plan.batch_size, **extra)
+    try:
+        config = {**plan.config, "num_threads": venv.num_workers, "backend": venv.backend}
+        # copies: callers may edit the pool's spaces (``envs.action_space.n -= 1``), never the engine's
+        spec = EnvSpec(plan.name, config, copy.deepcopy(venv.single_observation_space),
+                       copy.deepcopy(venv.single_action_space), plan.gym_spec)
+        return plan.cls(venv, spec, plan.seeds, plan.render_env_id)
+    except BaseException:
+        venv.close()
+        raise
+
+
+def make_gymnasium(task_id: Task, **kwargs: Any) -> EnvPool:
+    """``make(task_id, env_type="gymnasium", ...)``."""
+    return make(task_id, "gymnasium", **kwargs)
+
+
+def make_gym(task_id: Task, **kwargs: Any) -> EnvPool:
+    """``make(task_id, env_type="gym", ...)``: old gym's 4-tuples."""
+    return make(task_id, "gym", **kwargs)
+
+
+def make_dm(task_id: Task, **kwargs: Any) -> EnvPool:
+    """Refused: dm_env's ``TimeStep`` API is not offered."""
+    return make(task_id, "dm", **kwargs)
+
+
+def make_spec(task_id: Task, env_type: str = "gymnasium", **kwargs: Any) -> EnvSpec:
+    """The :class:`EnvSpec` that ``make`` with these arguments would give, from one env made here
+    (in this process, then closed) instead of a pool."""
+    options = {**_DEFAULTS, **{key: kwargs.pop(key) for key in list(kwargs) if key in _DEFAULTS}}
+    plan = _plan(task_id, env_type, options, kwargs)
+    env = gym.make(plan.task, **plan.env_kwargs) if isinstance(plan.task, str) else plan.task(**plan.env_kwargs)
+    try:
+        for wrapper in plan.wrappers:
+            env = wrapper(env)
+        observation_space, action_space = env.observation_space, env.action_space
+    finally:
+        env.close()
+    config = {**plan.config, "num_threads": plan.workers or 0, "backend": plan.backend}
+    return EnvSpec(plan.name, config, observation_space, action_space, plan.gym_spec)
+
+
+def list_all_envs() -> list[str]:
+    """Every env id registered with gymnasium (any of them works with :func:`make`)."""
+    return sorted(gym.registry)
+
+
+# ==================================================================== argument checks
+_DEFAULTS: dict[str, Any] = dict(make.__kwdefaults__ or {})
+
+
+@dataclass
+class _Plan:
+    cls: type[EnvPool]
+    task: Task
+    name: str
+    num_envs: int
+    batch_size: int
+    workers: int | None
+    seeds: list[int | None]
+    env_kwargs: dict[str, Any]
+    wrappers: list[Callable[[gym.Env], gym.Env]]
+    backend: str
+    backend_kwargs: dict[str, Any]
+    config: dict[str, Any]
+    gym_spec: gym.envs.registration.EnvSpec | None
+    render_env_id: int
+
+
+def _plan(task: Any, env_type: Any, options: dict[str, Any], env_kwargs: dict[str, Any]) -> _Plan:
+    """Check every argument of ``make`` (its keywords in ``options``) and say what to build."""
+    cls = _style(env_type)
+    num_envs, batch_size, seed = options["num_envs"], options["batch_size"], options["seed"]
+    max_num_players, max_episode_steps = options["max_num_players"], options["max_episode_steps"]
+    thread_affinity_offset = options["thread_affinity_offset"]
+    gym_reset_return_info = options["gym_reset_return_info"]
+    reward_threshold, render_env_id = options["reward_threshold"], options["render_env_id"]
+    backend = options["backend"]
+    n = check_count("num_envs", num_envs)
+    batch = n if batch_size is None or (_is_int(batch_size) and batch_size == 0) \
+        else check_count("batch_size", batch_size, n)
+    workers = _workers(options["num_threads"], options["num_workers"])
+    seeds = check_seeds(seed, n)
+    if max_num_players != 1:
+        raise ValueError(f"max_num_players: gymnasium envs have one player, got {max_num_players!r}")
+    if not _is_int(thread_affinity_offset):
+        raise ValueError(f"thread_affinity_offset: expected an int, got {thread_affinity_offset!r}")
+    if not isinstance(gym_reset_return_info, (bool, np.bool_)):
+        raise TypeError(f"gym_reset_return_info: expected a bool, got {gym_reset_return_info!r}")
+    if not _is_int(render_env_id) or not 0 <= render_env_id < n:
+        raise ValueError(f"render_env_id: expected an env id below num_envs={n}, got {render_env_id!r}")
+    if max_episode_steps is not None:
+        max_episode_steps = check_count("max_episode_steps", max_episode_steps)
+    refused = [key for key in _RENDER_SIZE if key in env_kwargs]
+    if refused:
+        raise ValueError(f"{refused[0]}: not supported; a gymnasium env fixes its render size and "
+                         "camera when made (pass the env's own keywords, e.g. width=/height=)")
+    backend_kwargs = dict(options["backend_kwargs"] or {})
+    clash = [key for key in _OWN if key in backend_kwargs]
+    if clash:
+        raise ValueError(f"backend_kwargs: {clash[0]!r} is set by envpool.make itself; pass it "
+                         "as make's own argument")
+    wrappers = list(options["wrappers"] or [])
+    env_kwargs = dict(env_kwargs)
+    gym_spec = None
+    if isinstance(task, str):
+        gym_spec = gym.spec(task)  # gymnasium's clear error for an unknown id
+        name = task
+        if max_episode_steps is not None:
+            env_kwargs["max_episode_steps"] = max_episode_steps
+        else:
+            max_episode_steps = gym_spec.max_episode_steps
+        if reward_threshold is None:
+            reward_threshold = gym_spec.reward_threshold
+    elif callable(task):
+        name = getattr(task, "__name__", type(task).__name__)
+        if max_episode_steps is not None:
+            wrappers.insert(0, partial(TimeLimit, max_episode_steps=max_episode_steps))
+    else:
+        raise TypeError(f"task_id: expected a registered env id or a callable returning an env, "
+                        f"got {task!r:.80}")
+    if backend == "auto":
+        backend = "process" if usable_cores() > 1 else "serial"
+    config = {
+        "num_envs": n, "batch_size": batch, "num_threads": workers, "max_num_players": 1,
+        "thread_affinity_offset": int(thread_affinity_offset), "seed": seed,
+        "gym_reset_return_info": bool(gym_reset_return_info), "max_episode_steps": max_episode_steps,
+        "reward_threshold": reward_threshold, "render_env_id": int(render_env_id),
+        "task_id": name, "backend": backend, **env_kwargs,
+    }
+    return _Plan(cls, task, name, n, batch, workers, seeds, env_kwargs, wrappers, backend,
+                 backend_kwargs, config, gym_spec, int(render_env_id))
+
+
+def _style(env_type: Any) -> type[EnvPool]:
+    if env_type == "dm":
+        raise NotImplementedError("env_type='dm': dm_env's TimeStep API is not offered by "
+                                  "vecenv.envpool; use env_type='gymnasium' or 'gym'")
+    if env_type not in _STYLES:
+        raise ValueError(f"env_type: expected 'gymnasium' or 'gym', got {env_type!r}")
+    return _STYLES[env_type]
+
+
+def _workers(num_threads: Any, num_workers: Any) -> int | None:
+    """EnvPool's ``num_threads`` is vecenv's ``num_workers``: either names the worker count."""
+    given = [(name, v) for name, v in (("num_threads", num_threads), ("num_workers", num_workers))
+             if v is not None and not (_is_int(v) and v == 0)]
+    counts = {check_count(name, v) for name, v in given}
+    if len(counts) > 1:
+        raise ValueError(f"num_threads={num_threads} and num_workers={num_workers} name the same "
+                         "worker count; pass one of them")
+    return counts.pop() if counts else None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
