@@ -459,3 +459,41 @@ def test_video_recorder_writes_a_clip(tmp_path, closing):
     assert path.exists() and path.stat().st_size > 0
     with pytest.raises(ValueError, match="rgb_array"):
         VecVideoRecorder(DummyVecEnv([make_cartpole]), str(tmp_path), lambda s: True)
+
+
+@pytest.mark.timeout(120)
+def test_video_recorder_records_what_sb3_s_records(sv, tmp_path, closing):
+    """The same frames, clips and clip names as SB3's VecVideoRecorder (which writes with
+    moviepy) over the same envs; the clips read back frame for frame."""
+    imageio = pytest.importorskip("imageio.v2")
+    pytest.importorskip("imageio_ffmpeg")
+    pytest.importorskip("moviepy")
+    from vecenv.sb3 import VecVideoRecorder
+
+    fn = lambda: make_dict_env(render_mode="rgb_array")  # noqa: E731
+    ours_env, theirs_env = pair(sv, closing, fn, n=3)
+    trigger = lambda step: step % 6 == 0  # noqa: E731
+    ours = VecVideoRecorder(ours_env, str(tmp_path / "ours"), trigger, video_length=3, name_prefix="clip")
+    theirs = sv.VecVideoRecorder(theirs_env, str(tmp_path / "sb3"), trigger, video_length=3, name_prefix="clip")
+    ours_env.seed(1)
+    theirs_env.seed(1)
+    ours.reset()
+    theirs.reset()
+    for step in range(14):
+        for recorder in (ours, theirs):
+            recorder.step(np.array([0, 1, 2]))
+        assert (ours.recording, ours.step_id) == (theirs.recording, theirs.step_id), step
+        assert len(ours.recorded_frames) == len(theirs.recorded_frames), step
+        for a, b in zip(ours.recorded_frames, theirs.recorded_frames, strict=True):
+            np.testing.assert_array_equal(a, b)
+    ours.close()
+    theirs.close()
+    names = sorted(os.listdir(tmp_path / "ours"))
+    assert names == sorted(os.listdir(tmp_path / "sb3"))
+    assert names == ["clip-step-0-to-step-3.mp4", "clip-step-12-to-step-15.mp4", "clip-step-6-to-step-9.mp4"]
+    for name in names:
+        got = [np.asarray(f) for f in imageio.get_reader(str(tmp_path / "ours" / name))]
+        want = [np.asarray(f) for f in imageio.get_reader(str(tmp_path / "sb3" / name))]
+        assert len(got) == len(want) > 0, name
+        for a, b in zip(got, want, strict=True):  # H.264 is lossy: equal within a few levels
+            assert a.shape == b.shape and np.abs(a.astype(int) - b.astype(int)).max() <= 4, name

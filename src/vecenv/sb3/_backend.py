@@ -41,12 +41,15 @@ def has_wrapper_attr(env: gym.Env, name: str) -> bool:
 def call_wrapper_method(env: gym.Env, name: str, args: tuple, kwargs: dict) -> Any:
     method = env.get_wrapper_attr(name)
     if not callable(method):
-        raise TypeError(f"env_method({name!r}): the attribute is a {type(method).__name__}, not callable")
+        raise TypeError(
+            f"'{type(method).__name__}' object is not callable: env_method({name!r}) found a "
+            f"{type(method).__name__} attribute, not a method"
+        )
     return method(*args, **kwargs)
 
 
 def set_wrapper_attr(env: gym.Env, name: str, value: Any) -> None:
-    """Set ``name`` where it is defined in the wrapper chain (on the outermost wrapper if nowhere)."""
+    """Set ``name`` where the wrapper chain defines it (on the outermost wrapper if nowhere)."""
     setter = getattr(env, "set_wrapper_attr", None)
     if setter is None:
         setattr(env, name, value)
@@ -102,17 +105,6 @@ def is_wrapped(env: gym.Env, ref: ClassRef) -> bool:
 
 
 # --------------------------------------------------------------------------- access strategies
-class SubEnvAttributeError(AttributeError):
-    """A sub-environment lacks the requested attribute (the message names the env)."""
-
-
-def _caused_by_attribute_error(exc: BaseException) -> bool:
-    original = getattr(exc, "original", None)
-    if isinstance(original, AttributeError) or isinstance(exc.__cause__, AttributeError):
-        return True
-    return str(getattr(exc, "exc_type", "")).rsplit(".", 1)[-1] == "AttributeError"
-
-
 class SubEnvAccess:
     """Run per-env requests on selected sub-envs of a vector env, whatever its kind."""
 
@@ -138,16 +130,7 @@ class SubEnvAccess:
     def apply(self, fn: Callable[..., Any], indices: list[int], *args: Any) -> list[Any]:
         """``[fn(env_i, *args) for i in indices]``, run where the envs live."""
         if self._apply is not None:
-            try:
-                return list(self._apply(fn, *args, indices=indices))
-            except AttributeError:
-                raise
-            except Exception as exc:
-                # vecenv reports sub-env failures as EnvError (naming the env); keep SB3's
-                # contract that a missing attribute is an AttributeError.
-                if _caused_by_attribute_error(exc):
-                    raise SubEnvAttributeError(str(exc)) from exc
-                raise
+            return _apply_in_passes(self._apply, fn, indices, args)
         if self._envs is not None:
             envs = self._envs
             return [fn(envs[i], *args) for i in indices]
@@ -202,12 +185,33 @@ class SubEnvAccess:
         return [False] * len(indices)  # the wrapper chain cannot be inspected
 
 
+def _apply_in_passes(
+    apply: Callable[..., Any], fn: Callable[..., Any], indices: list[int], args: tuple
+) -> list[Any]:
+    """``apply`` over ``indices`` in order; an index given twice runs twice (SB3 allows that,
+    vecenv's engine takes each env once per call), so repeats go in later passes."""
+    if len(set(indices)) == len(indices):
+        return list(apply(fn, *args, indices=indices))
+    passes: list[list[int]] = []  # the k-th pass holds each index's k-th occurrence
+    slots: list[tuple[int, int]] = []
+    seen: dict[int, int] = {}
+    for i in indices:
+        k = seen.get(i, 0)
+        seen[i] = k + 1
+        if k == len(passes):
+            passes.append([])
+        slots.append((k, len(passes[k])))
+        passes[k].append(i)
+    results = [list(apply(fn, *args, indices=batch)) for batch in passes]
+    return [results[k][j] for k, j in slots]
+
+
 # --------------------------------------------------------------------------- info un-batching
 _FINAL_KEYS = frozenset(("final_obs", "_final_obs", "final_info", "_final_info"))
 
 
 def unbatch_info(infos: dict[str, Any], index: int, skip: frozenset[str] = frozenset()) -> dict:
-    """The info dict of env ``index`` from gymnasium's batched infos (``_key`` masks, nested dicts)."""
+    """Env ``index``'s info dict from gymnasium's batched infos (``_key`` masks, nested dicts)."""
     out: dict[str, Any] = {}
     for key, value in infos.items():
         if key in skip:
@@ -242,7 +246,7 @@ def unbatch_step_infos(
     if ended.any():
         final_obs = infos.get("final_obs")
         final_info = infos.get("final_info", {})
-        for i in np.flatnonzero(ended):
+        for i in np.flatnonzero(ended).tolist():
             i = int(i)
             if final_obs is None:
                 raise RuntimeError(

@@ -8,6 +8,7 @@ algorithms and wrappers accept them unchanged (see :mod:`vecenv.sb3._compat`).
 
 from __future__ import annotations
 
+import operator
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -20,6 +21,7 @@ import numpy as np
 from gymnasium import spaces
 
 from vecenv.sb3 import _compat
+from vecenv.sb3._errors import AssertionValueError, IndexValueError
 
 __all__ = [
     "CloudpickleWrapper",
@@ -75,12 +77,16 @@ class VecEnv(ABC):
             render_modes = self.get_attr("render_mode")
         except AttributeError:
             warnings.warn(
-                "The environments define no `render_mode` attribute; using render_mode=None.",
+                "The `render_mode` attribute is not defined in your environment. It will be set to "
+                "None.",
                 stacklevel=2,
             )
             render_modes = [None] * num_envs
         if any(mode != render_modes[0] for mode in render_modes):
-            raise ValueError(f"All environments must share one render_mode, got {render_modes}")
+            raise AssertionValueError(
+                "render_mode mode should be the same for all environments "
+                f"(got {list(render_modes)})"
+            )
         self.render_mode: str | None = render_modes[0] if render_modes else None
         if self.render_mode is None:
             modes: list[str] = []
@@ -93,7 +99,7 @@ class VecEnv(ABC):
     # ----------------------------------------------------------------- abstract API
     @abstractmethod
     def reset(self) -> VecEnvObs:
-        """Reset every env (with pending seeds/options) and return the batch of first observations."""
+        """Reset every env (with the pending seeds/options); return the first observations."""
 
     @abstractmethod
     def step_async(self, actions: np.ndarray) -> None:
@@ -101,7 +107,7 @@ class VecEnv(ABC):
 
     @abstractmethod
     def step_wait(self) -> VecEnvStepReturn:
-        """Wait for the step started by :meth:`step_async`; return ``(obs, rewards, dones, infos)``."""
+        """Wait for :meth:`step_async`'s step; return ``(obs, rewards, dones, infos)``."""
 
     @abstractmethod
     def close(self) -> None:
@@ -117,9 +123,13 @@ class VecEnv(ABC):
 
     @abstractmethod
     def env_method(
-        self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any
+        self,
+        method_name: str,
+        *method_args: Any,
+        indices: VecEnvIndices = None,
+        **method_kwargs: Any,
     ) -> list[Any]:
-        """Call ``method_name(*method_args, **method_kwargs)`` on each selected env; return the results."""
+        """Call ``method_name(*method_args, **method_kwargs)`` on each selected env; the results."""
 
     @abstractmethod
     def env_is_wrapped(
@@ -149,39 +159,52 @@ class VecEnv(ABC):
         """Render the envs; with ``rgb_array`` return one image tiling every env's frame.
 
         ``mode`` exists for SB3 compatibility: since gymnasium 0.26 the mode is fixed when the
-        envs are created, so any other mode than theirs only warns (except "human" over
-        "rgb_array", which shows the tiled frame with OpenCV).
+        envs are created, so another mode than theirs only warns, except "human" over
+        "rgb_array", which shows the tiled frame with OpenCV.
         """
-        if mode is not None and mode != self.render_mode:
-            if not (mode == "human" and self.render_mode == "rgb_array"):
+        if mode == "human" and self.render_mode != mode:
+            if self.render_mode != "rgb_array":
                 warnings.warn(
-                    f"render(mode={mode!r}) ignored: the environments were created with "
-                    f"render_mode={self.render_mode!r}, and that is fixed at creation.",
+                    f"You tried to render a VecEnv with mode='{mode}' but the render mode defined "
+                    "when initializing the environment must be 'human' or 'rgb_array', not "
+                    f"'{self.render_mode}'.",
                     stacklevel=2,
                 )
                 return None
-        mode = mode or self.render_mode
-        if mode is None:
+        elif mode and self.render_mode != mode:
             warnings.warn(
-                "render() called but the environments were created without a render_mode.",
+                "Starting from gymnasium v0.26, render modes are determined during the "
+                "initialization of the environment. The mode argument is kept for backward "
+                f"compatibility, but the mode ({mode}) has to be the same as the environment "
+                f"render mode ({self.render_mode}), which is not the case.",
                 stacklevel=2,
             )
             return None
-        if self.render_mode == "rgb_array" and mode in ("rgb_array", "human"):
-            image = tile_images(self.get_images())  # type: ignore[arg-type]
-            if mode == "rgb_array":
-                return image
-            try:
-                import cv2
-            except ImportError as exc:  # pragma: no cover - depends on the machine
-                raise ImportError(
-                    "render(mode='human') over rgb_array envs needs OpenCV: pip install opencv-python"
-                ) from exc
-            cv2.imshow("vecenv", image[:, :, ::-1])
-            cv2.waitKey(1)
+        mode = mode or self.render_mode
+        if mode is None:
+            warnings.warn(
+                "You tried to call render() but no `render_mode` was passed to the env "
+                "constructor.",
+                stacklevel=2,
+            )
             return None
-        # "human" and custom modes render inside each env and return nothing.
-        self.env_method("render")
+        if self.render_mode == "human" or mode not in ("rgb_array", "human"):
+            # The envs render themselves; nothing comes back.
+            self.env_method("render")
+            return None
+        image = tile_images(self.get_images())  # type: ignore[arg-type]
+        if mode == "rgb_array":
+            return image
+        try:
+            import cv2
+        except ModuleNotFoundError as exc:  # pragma: no cover - depends on the machine
+            raise ModuleNotFoundError(
+                f"{exc}: render(mode='human') over rgb_array envs shows the frames with OpenCV "
+                "(pip install opencv-python)",
+                name=exc.name,
+            ) from exc
+        cv2.imshow("vecenv", image[:, :, ::-1])
+        cv2.waitKey(1)
         return None
 
     def seed(self, seed: int | None = None) -> Sequence[int | None]:
@@ -202,8 +225,9 @@ class VecEnv(ABC):
             self._options = [deepcopy(options) for _ in range(self.num_envs)]
         else:
             if len(options) != self.num_envs:
-                raise ValueError(
-                    f"set_options got {len(options)} option dicts for {self.num_envs} envs"
+                raise IndexValueError(
+                    f"list index out of range: set_options got {len(options)} option dicts for "
+                    f"{self.num_envs} envs"
                 )
             self._options = deepcopy(list(options))
 
@@ -224,18 +248,30 @@ class VecEnv(ABC):
             return f"{type(self).__module__}.{type(self).__name__}"
         return None
 
+    #: what SB3's class indexes with env indices ("list" of envs, "tuple" of pipes), for messages
+    _indexed_container = "list"
+
     def _get_indices(self, indices: VecEnvIndices) -> list[int]:
-        """Normalize ``indices`` to a list of ints, checking the range."""
+        """``indices`` as a list of env indices: None (all), one int, or any iterable of ints;
+        negative ones count from the end, as with SB3's list indexing."""
         if indices is None:
             return list(range(self.num_envs))
-        if isinstance(indices, (int, np.integer)):
-            result = [int(indices)]
-        else:
-            result = [int(i) for i in indices]
-        for i in result:
+        items = [indices] if isinstance(indices, (int, np.integer)) else indices
+        container = self._indexed_container
+        result = []
+        for item in items:
+            try:
+                i = operator.index(item)
+            except TypeError:
+                raise TypeError(
+                    f"{container} indices must be integers or slices, not {type(item).__name__}"
+                ) from None
             if not -self.num_envs <= i < self.num_envs:
-                raise IndexError(f"env index {i} out of range for {self.num_envs} envs")
-        return [i % self.num_envs for i in result]
+                raise IndexError(
+                    f"{container} index out of range: env index {i} for {self.num_envs} envs"
+                )
+            result.append(i % self.num_envs)
+        return result
 
     def __enter__(self) -> VecEnv:
         return self
@@ -300,7 +336,11 @@ class VecEnvWrapper(VecEnv):
         return self.venv.set_attr(attr_name, value, indices)
 
     def env_method(
-        self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any
+        self,
+        method_name: str,
+        *method_args: Any,
+        indices: VecEnvIndices = None,
+        **method_kwargs: Any,
     ) -> list[Any]:
         return self.venv.env_method(method_name, *method_args, indices=indices, **method_kwargs)
 
@@ -321,9 +361,10 @@ class VecEnvWrapper(VecEnv):
             raise AttributeError(name)
         shadowed = self.getattr_depth_check(name, already_found=False)
         if shadowed is not None:
+            own_class = f"{type(self).__module__}.{type(self).__name__}"
             raise AttributeError(
-                f"Looking up {name!r} from {type(self).__module__}.{type(self).__name__} is "
-                f"ambiguous: it would hide the attribute of the same name on {shadowed}"
+                f"Error: Recursive attribute lookup for {name} from {own_class} is ambiguous and "
+                f"hides attribute from {shadowed}"
             )
         return self.getattr_recursive(name)
 

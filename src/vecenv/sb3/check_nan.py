@@ -23,11 +23,15 @@ class VecCheckNan(VecEnvWrapper):
     """
 
     def __init__(
-        self, venv: VecEnv, raise_exception: bool = False, warn_once: bool = True, check_inf: bool = True
+        self,
+        venv: VecEnv,
+        raise_exception: bool = False,
+        warn_once: bool = True,
+        check_inf: bool = True,
     ) -> None:
         super().__init__(venv)
         if isinstance(venv.action_space, spaces.Dict):
-            raise NotImplementedError("VecCheckNan does not support Dict action spaces")
+            raise NotImplementedError("VecCheckNan doesn't support dict action spaces")
         self.raise_exception = raise_exception
         self.warn_once = warn_once
         self.check_inf = check_inf
@@ -55,7 +59,10 @@ class VecCheckNan(VecEnvWrapper):
     def check_array_value(self, name: str, value: np.ndarray) -> list[tuple[str, str]]:
         """``[(name, "inf"), (name, "nan")]`` for whichever problems ``value`` has."""
         value = np.asarray(value)
-        if not (np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.complexfloating)):
+        if not (
+            np.issubdtype(value.dtype, np.floating)
+            or np.issubdtype(value.dtype, np.complexfloating)
+        ):
             return []  # integers and booleans cannot hold NaN or inf
         found = []
         if self.check_inf and np.isinf(value).any():
@@ -78,18 +85,18 @@ class VecCheckNan(VecEnvWrapper):
                 for idx, inner in enumerate(value):
                     found += self.check_array_value(f"{name}.{idx}", inner)
             else:
-                raise TypeError(f"VecCheckNan cannot check a {type(value).__name__} ({name})")
+                raise TypeError(f"Unsupported observation type {type(value)}.")
         if not found:
             return
         self._user_warned = True
         problems = ", ".join(f"found {kind} in {name}" for name, kind in found)
         if event == "reset":
-            origin = "the environment observation (at reset)"
+            origin = "environment observation (at reset)"
         elif event == "step_wait":
-            origin = f"the environment; last actions given were:\n\tactions={self._actions}"
+            origin = f"environment, Last given value was: \r\n\taction={self._actions}"
         else:
-            origin = f"the RL model; last observations given were:\n\tobservations={self._observations}"
-        message = f"{problems}.\nOriginated from {origin}"
+            origin = f"RL model, Last given value was: \r\n\tobservations={self._observations}"
+        message = f"{problems}.\r\nOriginated from the {origin}"
         if self.raise_exception:
             raise ValueError(message)
         warnings.warn(message, UserWarning, stacklevel=3)

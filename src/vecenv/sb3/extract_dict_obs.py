@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from gymnasium import spaces
 
+from vecenv.sb3._errors import AssertionTypeError
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
 __all__ = ["VecExtractDictObs"]
@@ -14,8 +15,9 @@ class VecExtractDictObs(VecEnvWrapper):
 
     def __init__(self, venv: VecEnv, key: str) -> None:
         if not isinstance(venv.observation_space, spaces.Dict):
-            raise TypeError(
-                f"VecExtractDictObs needs a Dict observation space, not {venv.observation_space}"
+            raise AssertionTypeError(
+                "VecExtractDictObs can only be used with Dict obs space, not "
+                f"{venv.observation_space}"
             )
         self.key = key
         super().__init__(venv, observation_space=venv.observation_space.spaces[key])

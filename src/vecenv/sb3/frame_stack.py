@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from vecenv.sb3._errors import AssertionTypeError, AssertionValueError
 from vecenv.sb3._spaces import is_image_space, is_image_space_channels_first
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
@@ -37,19 +38,28 @@ class StackedObservations:
             if not isinstance(channels_order, Mapping):
                 channels_order = {key: channels_order for key in observation_space.spaces}
             self.sub_stacked_observations = {
-                key: StackedObservations(num_envs, n_stack, subspace, channels_order[key])  # type: ignore[arg-type]
+                key: StackedObservations(
+                    num_envs,
+                    n_stack,
+                    subspace,  # type: ignore[arg-type]
+                    channels_order[key],  # type: ignore[arg-type]
+                )
                 for key, subspace in observation_space.spaces.items()
             }
             self.stacked_observation_space = spaces.Dict(
-                {key: sub.stacked_observation_space for key, sub in self.sub_stacked_observations.items()}
+                {
+                    key: sub.stacked_observation_space
+                    for key, sub in self.sub_stacked_observations.items()
+                }
             )
             return
         if not isinstance(observation_space, spaces.Box):
             raise TypeError(
-                f"StackedObservations supports Box and Dict observation spaces, not {observation_space}"
+                "StackedObservations only supports Box and Dict as observation spaces. "
+                f"{observation_space} was provided."
             )
         if isinstance(channels_order, Mapping):
-            raise TypeError("channels_order can be a mapping only for Dict observation spaces")
+            raise TypeError("When the observation space is Box, channels_order can't be a dict.")
         (self.channels_first, self.stack_dimension, self.stacked_shape, self.repeat_axis) = (
             self.compute_stacking(n_stack, observation_space, channels_order)
         )
@@ -72,7 +82,10 @@ class StackedObservations:
         elif channels_order in ("first", "last"):
             channels_first = channels_order == "first"
         else:
-            raise ValueError(f"channels_order must be 'first' or 'last', got {channels_order!r}")
+            raise AssertionValueError(
+                "`channels_order` must be one of following: 'last', 'first' "
+                f"(got {channels_order!r})"
+            )
         repeat_axis = 0 if channels_first else -1
         shape = list(observation_space.shape)
         shape[repeat_axis] *= n_stack
@@ -85,7 +98,10 @@ class StackedObservations:
     def reset(self, observation: Any) -> Any:
         """Start every stack afresh: zeros, then the reset observation in the newest slot."""
         if isinstance(observation, dict):
-            return {key: self.sub_stacked_observations[key].reset(obs) for key, obs in observation.items()}
+            return {
+                key: self.sub_stacked_observations[key].reset(obs)
+                for key, obs in observation.items()
+            }
         stack = np.zeros_like(self.stacked_obs)
         self._newest(stack, observation.shape[self.stack_dimension])[...] = observation
         self.stacked_obs = stack
@@ -105,7 +121,9 @@ class StackedObservations:
                     else {}
                     for info in infos
                 ]
-                stacked[key], key_infos = self.sub_stacked_observations[key].update(obs, dones, key_infos)
+                stacked[key], key_infos = self.sub_stacked_observations[key].update(
+                    obs, dones, key_infos
+                )
                 for info, key_info in zip(infos, key_infos, strict=True):
                     if "terminal_observation" in info:
                         info["terminal_observation"] = {
@@ -126,7 +144,8 @@ class StackedObservations:
                 )
             else:
                 warnings.warn(
-                    "VecFrameStack: a done env reported no terminal_observation", stacklevel=2
+                    "VecFrameStack wrapping a VecEnv without terminal_observation info",
+                    stacklevel=2,
                 )
             stack[i] = 0
         self._newest(stack, width)[...] = observations
@@ -145,11 +164,15 @@ class VecFrameStack(VecEnvWrapper):
         self, venv: VecEnv, n_stack: int, channels_order: str | Mapping[str, str] | None = None
     ) -> None:
         if not isinstance(venv.observation_space, (spaces.Box, spaces.Dict)):
-            raise TypeError(
-                f"VecFrameStack supports Box and Dict observation spaces, not {venv.observation_space}"
+            raise AssertionTypeError(
+                "VecFrameStack only works with gym.spaces.Box and gym.spaces.Dict observation "
+                f"spaces, not {venv.observation_space}"
             )
         self.stacked_obs = StackedObservations(
-            venv.num_envs, n_stack, venv.observation_space, channels_order  # type: ignore[arg-type]
+            venv.num_envs,
+            n_stack,
+            venv.observation_space,
+            channels_order,  # type: ignore[arg-type]
         )
         super().__init__(venv, observation_space=self.stacked_obs.stacked_observation_space)
 

@@ -43,7 +43,8 @@ class ResultsWriter:
         filename = os.path.realpath(filename)
         os.makedirs(os.path.dirname(filename), exist_ok=True)
         self.filename = filename
-        self.file_handler = open(filename, "wt" if override_existing else "at", newline="\n")  # noqa: SIM115
+        mode = "wt" if override_existing else "at"
+        self.file_handler = open(filename, mode, newline="\n")  # noqa: SIM115
         self.logger = csv.DictWriter(self.file_handler, fieldnames=("r", "l", "t", *extra_keys))
         if override_existing:
             self.file_handler.write(f"#{json.dumps(header or {})}\n")
@@ -101,20 +102,21 @@ class Monitor(gym.Wrapper):
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         if not self.allow_early_resets and not self.needs_reset:
             raise RuntimeError(
-                "Reset before the episode ended; create the Monitor with allow_early_resets=True"
+                "Tried to reset an environment before done. If you want to allow early resets, "
+                "wrap your env with Monitor(env, path, allow_early_resets=True)"
             )
         self.rewards = []
         self.needs_reset = False
         for key in self.reset_keywords:
             value = kwargs.get(key)
             if value is None:
-                raise ValueError(f"reset() needs the keyword argument {key!r}")
+                raise ValueError(f"Expected you to pass keyword argument {key} into reset")
             self.current_reset_info[key] = value
         return self.env.reset(**kwargs)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         if self.needs_reset:
-            raise RuntimeError("step() called on an env whose episode has ended; reset it first")
+            raise RuntimeError("Tried to step environment that needs reset")
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.rewards.append(float(reward))
         if terminated or truncated:
@@ -122,7 +124,11 @@ class Monitor(gym.Wrapper):
             ep_return = sum(self.rewards)
             ep_length = len(self.rewards)
             elapsed = time.time() - self.t_start
-            ep_info: dict[str, Any] = {"r": round(ep_return, 6), "l": ep_length, "t": round(elapsed, 6)}
+            ep_info: dict[str, Any] = {
+                "r": round(ep_return, 6),
+                "l": ep_length,
+                "t": round(elapsed, 6),
+            }
             for key in self.info_keywords:
                 ep_info[key] = info[key]
             ep_info.update(self.current_reset_info)
@@ -169,8 +175,9 @@ class VecMonitor(VecEnvWrapper):
             already = False
         if already:
             warnings.warn(
-                "The envs are already wrapped in a Monitor; VecMonitor's episode statistics will "
-                "replace the Monitor ones in the infos.",
+                "The environment is already wrapped with a `Monitor` wrapper but you are wrapping "
+                "it with a `VecMonitor` wrapper, the `Monitor` statistics will be overwritten by "
+                "the `VecMonitor` ones.",
                 UserWarning,
                 stacklevel=2,
             )
@@ -182,7 +189,9 @@ class VecMonitor(VecEnvWrapper):
         self.results_writer: ResultsWriter | None = None
         if filename:
             self.results_writer = ResultsWriter(
-                filename, header={"t_start": self.t_start, "env_id": str(env_id)}, extra_keys=info_keywords
+                filename,
+                header={"t_start": self.t_start, "env_id": str(env_id)},
+                extra_keys=info_keywords,
             )
         self.info_keywords = info_keywords
         self.episode_returns = np.zeros(self.num_envs, dtype=np.float32)

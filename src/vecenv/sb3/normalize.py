@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from vecenv.sb3._errors import AssertionValueError
 from vecenv.sb3._spaces import is_image_space
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 from vecenv.sb3.running_mean_std import RunningMeanStd
@@ -53,18 +54,18 @@ class VecNormalize(VecEnvWrapper):
             # treat them as uint8 images (and so its image checks fail loudly).
             if isinstance(self.observation_space, spaces.Dict):
                 self.observation_space = copy.deepcopy(self.observation_space)
-                self.obs_spaces = self.observation_space.spaces
+                self.obs_spaces = self.observation_space.spaces  # type: ignore[attr-defined]
                 self.obs_rms = {
                     key: RunningMeanStd(shape=self.obs_spaces[key].shape)
                     for key in self.norm_obs_keys  # type: ignore[union-attr]
                 }
                 for key in self.obs_rms:
                     if is_image_space(self.obs_spaces[key]):
-                        self.observation_space.spaces[key] = spaces.Box(
+                        self.observation_space.spaces[key] = spaces.Box(  # type: ignore[attr-defined]
                             -clip_obs, clip_obs, self.obs_spaces[key].shape, np.float32
                         )
             else:
-                self.obs_rms = RunningMeanStd(shape=self.observation_space.shape)
+                self.obs_rms = RunningMeanStd(shape=self.observation_space.shape)  # type: ignore[arg-type]
                 if is_image_space(self.observation_space):
                     self.observation_space = spaces.Box(
                         -clip_obs, clip_obs, self.observation_space.shape, np.float32
@@ -89,15 +90,21 @@ class VecNormalize(VecEnvWrapper):
             for key in self.norm_obs_keys:
                 if not isinstance(space.spaces[key], spaces.Box):
                     raise ValueError(
-                        f"VecNormalize can only normalize Box observations, but key {key!r} is "
-                        f"{space.spaces[key]}; pass the keys to normalize as norm_obs_keys."
+                        f"VecNormalize only supports `gym.spaces.Box` observation spaces but {key} "
+                        f"is of type {space.spaces[key]}. You should probably explicitly pass the "
+                        "observation keys that should be normalized via the `norm_obs_keys` "
+                        "parameter."
                     )
         elif isinstance(space, spaces.Box):
             if self.norm_obs_keys is not None:
-                raise ValueError("norm_obs_keys applies only to Dict observation spaces")
+                raise ValueError(
+                    "`norm_obs_keys` param is applicable only with `gym.spaces.Dict` observation "
+                    "spaces"
+                )
         else:
             raise ValueError(
-                f"VecNormalize supports Box and Dict observation spaces, not {space}"
+                "VecNormalize only supports `gym.spaces.Box` and `gym.spaces.Dict` observation "
+                f"spaces, not {space}"
             )
 
     # ----------------------------------------------------------------- pickling
@@ -117,7 +124,11 @@ class VecNormalize(VecEnvWrapper):
     def set_venv(self, venv: VecEnv) -> None:
         """Attach a venv to an unpickled instance; its observation shapes must match."""
         if self.venv is not None:
-            raise ValueError("This VecNormalize already wraps a venv")
+            raise ValueError(
+                "Trying to set venv of already initialized VecNormalize wrapper. "
+                "(This VecNormalize "
+                "already wraps a venv.)"
+            )
         self.venv = venv
         self.num_envs = venv.num_envs
         self.class_attributes = frozenset(dir(type(self)))
@@ -139,7 +150,9 @@ class VecNormalize(VecEnvWrapper):
         rewards = self.normalize_reward(rewards)
         for i in np.flatnonzero(dones):
             if "terminal_observation" in infos[i]:
-                infos[i]["terminal_observation"] = self.normalize_obs(infos[i]["terminal_observation"])
+                infos[i]["terminal_observation"] = self.normalize_obs(
+                    infos[i]["terminal_observation"]
+                )
         self.returns[dones] = 0
         return obs, rewards, dones, infos
 
@@ -181,7 +194,9 @@ class VecNormalize(VecEnvWrapper):
         """Scale rewards by the return's running std (float32), without updating it."""
         if self.norm_reward:
             reward = np.clip(
-                reward / np.sqrt(self.ret_rms.var + self.epsilon), -self.clip_reward, self.clip_reward
+                reward / np.sqrt(self.ret_rms.var + self.epsilon),
+                -self.clip_reward,
+                self.clip_reward,
             )
         return np.asarray(reward).astype(np.float32)
 
@@ -231,13 +246,22 @@ class VecNormalize(VecEnvWrapper):
 
 
 def _check_same_shapes(expected: spaces.Space, actual: spaces.Space) -> None:
-    if isinstance(expected, spaces.Dict) and isinstance(actual, spaces.Dict):
+    """SB3's ``check_shape_equal``: Dict spaces key by key, Box spaces by shape."""
+    if isinstance(expected, spaces.Dict):
+        if not isinstance(actual, spaces.Dict):
+            raise AssertionValueError(
+                f"spaces must be of the same type: {type(expected)} != {type(actual)}"
+            )
         if expected.spaces.keys() != actual.spaces.keys():
-            raise ValueError(f"Observation keys differ: {list(expected.spaces)} vs {list(actual.spaces)}")
+            raise AssertionValueError(
+                f"spaces must have the same keys: {list(expected.spaces)} != {list(actual.spaces)}"
+            )
         for key in expected.spaces:
             _check_same_shapes(expected.spaces[key], actual.spaces[key])
-    elif expected.shape != actual.shape:
-        raise ValueError(f"Observation shapes differ: saved {expected.shape}, venv {actual.shape}")
+    elif isinstance(expected, spaces.Box) and expected.shape != actual.shape:
+        raise AssertionValueError(
+            f"spaces must have the same shape: {expected.shape} != {actual.shape}"
+        )
 
 
 def _convert_rms(rms: Any) -> RunningMeanStd:

@@ -37,7 +37,9 @@ class RunningMeanStd:
         arr = np.asarray(arr)
         self.update_from_moments(np.mean(arr, axis=0), np.var(arr, axis=0), arr.shape[0])
 
-    def update_from_moments(self, batch_mean: np.ndarray, batch_var: np.ndarray, batch_count: float) -> None:
+    def update_from_moments(
+        self, batch_mean: np.ndarray, batch_var: np.ndarray, batch_count: float
+    ) -> None:
         """Add a batch given only its mean, variance and size."""
         delta = batch_mean - self.mean
         total = self.count + batch_count

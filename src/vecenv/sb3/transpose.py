@@ -7,6 +7,7 @@ import copy
 import numpy as np
 from gymnasium import spaces
 
+from vecenv.sb3._errors import AssertionValueError
 from vecenv.sb3._spaces import is_image_space, is_image_space_channels_first
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
@@ -23,7 +24,10 @@ class VecTransposeImage(VecEnvWrapper):
     def __init__(self, venv: VecEnv, skip: bool = False) -> None:
         space = venv.observation_space
         if not (is_image_space(space) or isinstance(space, spaces.Dict)):
-            raise ValueError("VecTransposeImage needs an image or a Dict observation space")
+            raise AssertionValueError(
+                "The observation space must be an image or dictionary observation space, "
+                f"not {space}"
+            )
         self.skip = skip
         if skip:
             super().__init__(venv)
@@ -37,17 +41,25 @@ class VecTransposeImage(VecEnvWrapper):
                     new_space.spaces[key] = self.transpose_space(sub, key)  # type: ignore[arg-type]
             super().__init__(venv, observation_space=new_space)
         else:
-            super().__init__(venv, observation_space=self.transpose_space(space))  # type: ignore[arg-type]
+            transposed = self.transpose_space(space)  # type: ignore[arg-type]
+            super().__init__(venv, observation_space=transposed)
 
     @staticmethod
     def transpose_space(observation_space: spaces.Box, key: str = "") -> spaces.Box:
         """The CxHxW space of a channels-last image space."""
         if not is_image_space(observation_space):
-            raise ValueError(f"Observation space {key!r} is not an image")
+            raise AssertionValueError(
+                "The observation space must be an image (uint8 HxWxC in [0, 255]), "
+                f"not {observation_space}"
+            )
         if is_image_space_channels_first(observation_space):
-            raise ValueError(f"Observation space {key!r} must be channels-last (HxWxC)")
+            raise AssertionValueError(
+                f"The observation space {key} must follow the channel last convention (HxWxC), "
+                f"not {observation_space}"
+            )
         height, width, channels = observation_space.shape
-        return spaces.Box(0, 255, (channels, height, width), observation_space.dtype)  # type: ignore[arg-type]
+        dtype = observation_space.dtype
+        return spaces.Box(0, 255, (channels, height, width), dtype)  # type: ignore[arg-type]
 
     @staticmethod
     def transpose_image(image: np.ndarray) -> np.ndarray:

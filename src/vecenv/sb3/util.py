@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 import gymnasium as gym
 
+from vecenv.sb3._errors import AssertionValueError
+from vecenv.sb3._spaces import GymnasiumEnvFn
 from vecenv.sb3.base import VecEnv, VecEnvWrapper
 from vecenv.sb3.monitor import Monitor
 from vecenv.sb3.normalize import VecNormalize
@@ -47,7 +49,7 @@ def unwrap_vec_wrapper(env: VecEnv, vec_wrapper_class: type[W]) -> W | None:
     while env is not None:
         if isinstance(env, vec_wrapper_class):
             return env
-        env = getattr(env, "venv", None) if _is_vec_wrapper(env) else None
+        env = getattr(env, "venv", None) if _is_vec_wrapper(env) else None  # type: ignore[assignment]
     return None
 
 
@@ -73,19 +75,24 @@ def sync_envs_normalization(env: VecEnv, eval_env: VecEnv) -> None:
     train, evaluate = env, eval_env
     while _is_vec_wrapper(train):
         if not _is_vec_wrapper(evaluate):
-            raise ValueError(
-                f"Cannot sync normalization: the eval env {evaluate!r} is not wrapped like the "
-                f"training env ({train!r})"
+            raise AssertionValueError(
+                "Error while synchronizing normalization stats: expected the eval env to be a "
+                f"VecEnvWrapper but got {evaluate} instead. This is probably due to the training "
+                "env not being wrapped the same way as the evaluation env. Training env type: "
+                f"{train}."
             )
         if isinstance(train, VecNormalize):
             if not isinstance(evaluate, VecNormalize):
-                raise ValueError(
-                    f"Cannot sync normalization: expected a VecNormalize in the eval env, got {evaluate!r}"
+                raise AssertionValueError(
+                    "Error while synchronizing normalization stats: expected the eval env to be a "
+                    f"VecNormalize but got {evaluate} instead. This is probably due to the "
+                    "training env not being wrapped the same way as the evaluation env. Training "
+                    f"env type: {train}."
                 )
             if hasattr(train, "obs_rms"):
                 evaluate.obs_rms = copy.deepcopy(train.obs_rms)
             evaluate.ret_rms = copy.deepcopy(train.ret_rms)
-        train, evaluate = train.venv, evaluate.venv
+        train, evaluate = train.venv, evaluate.venv  # type: ignore[attr-defined]
 
 
 def make_vec_env(
@@ -122,7 +129,7 @@ def make_vec_env(
                 except TypeError:  # the env takes no render_mode
                     env = gym.make(env_id, **env_kwargs)
             else:
-                env = env_id(**env_kwargs)
+                env = GymnasiumEnvFn(lambda: env_id(**env_kwargs))()
             if seed is not None:
                 env.action_space.seed(seed + rank)  # the env itself is seeded at the first reset
             monitor_path = None

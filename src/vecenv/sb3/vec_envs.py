@@ -9,15 +9,22 @@ observation in ``infos[i]["terminal_observation"]`` and the reset info in ``rese
 from __future__ import annotations
 
 import multiprocessing as mp
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
 from vecenv.sb3 import _backend
-from vecenv.sb3._spaces import assign_rows, copy_obs
+from vecenv.sb3._errors import IndexValueError, env_errors
+from vecenv.sb3._spaces import (
+    GymnasiumEnvFn,
+    assign_rows,
+    batch_actions,
+    check_for_nested_spaces,
+    copy_obs,
+)
 from vecenv.sb3.base import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
 __all__ = ["DummyVecEnv", "SubprocVecEnv", "VectorEnvAdapter", "from_vector_env"]
@@ -32,7 +39,10 @@ def _is_same_step(mode: Any) -> bool:
 class VectorEnvAdapter(VecEnv):
     """SB3's :class:`VecEnv` API over a gymnasium-API vector env in SAME_STEP autoreset mode.
 
-    Takes ownership of ``venv``: closing the adapter closes it.
+    Takes ownership of ``venv``: closing the adapter closes it. As in SB3, observation spaces
+    with a Dict or Tuple inside a Dict or Tuple raise ``NotImplementedError``; stepping before
+    the first ``reset()`` is left to the envs to allow or refuse; and an exception inside a
+    sub-env reaches the caller as that exception (with a note naming the env).
     """
 
     def __init__(self, venv: Any) -> None:
@@ -40,7 +50,7 @@ class VectorEnvAdapter(VecEnv):
         if not _is_same_step(mode):
             raise ValueError(
                 f"The SB3 API needs a vector env that auto-resets in the same step, but this one's "
-                f"autoreset_mode is {mode!r}. Create it with autoreset_mode=\"same_step\" "
+                f'autoreset_mode is {mode!r}. Create it with autoreset_mode="same_step" '
                 "(gymnasium: autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP)."
             )
         batch_size = getattr(venv, "batch_size", None)
@@ -52,27 +62,38 @@ class VectorEnvAdapter(VecEnv):
             )
         self.venv = venv
         self._access = _backend.SubEnvAccess(venv)
+        root = getattr(venv, "unwrapped", venv)
+        self._engine = (
+            root if isinstance(root, _core().VectorEnv) and hasattr(root, "_has_reset") else None
+        )
         # Fast path: vecenv's engine reports raw per-env infos, so nothing is batched and undone.
         self._fast = getattr(venv, "unwrapped", None) is venv and callable(
             getattr(type(venv), "step_entries", None)
         )
         self._actions: Any = None
+        self.actions: Any = None  # the last actions given, as SB3's DummyVecEnv keeps them
         self._waiting = False
         self._has_reset = False
         self.closed = False
         super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
-        try:
-            sub_metadata = self._access.get_attr("metadata", [0])[0]
-        except Exception:  # noqa: BLE001 - metadata is optional for exotic envs
-            sub_metadata = None
-        if isinstance(sub_metadata, dict):
-            self.metadata = sub_metadata
+        check_for_nested_spaces(self.observation_space)
+        if self._metadata_from_env:
+            try:
+                sub_metadata = self._access.get_attr("metadata", [0])[0]
+            except Exception:  # noqa: BLE001 - metadata is optional for exotic envs
+                sub_metadata = None
+            if isinstance(sub_metadata, dict):
+                self.metadata = sub_metadata
+
+    #: take ``metadata`` from env 0 (SB3's DummyVecEnv) rather than VecEnv's ``render_modes``
+    _metadata_from_env = True
 
     # ----------------------------------------------------------------- reset / step
+    @env_errors
     def reset(self) -> VecEnvObs:
         """Reset all envs with the pending seeds and options (then forget them)."""
         seeds: list[int | None] | None = list(self._seeds)
-        if all(s is None for s in seeds):
+        if all(s is None for s in seeds):  # type: ignore[union-attr]
             seeds = None
         groups: list[tuple[dict, list[int]]] = []
         for i, opts in enumerate(self._options):
@@ -85,16 +106,18 @@ class VectorEnvAdapter(VecEnv):
         if len(groups) == 1:
             obs, self.reset_infos = self._reset_call(seeds, dict(groups[0][0]) or None)
         else:
-            # Different options per env: one masked reset per distinct options dict. The very
-            # first reset resets every env (with the largest group's options) so that vector envs
-            # which cannot mask a reset before a full one (gymnasium's SyncVectorEnv) work too.
+            # Different options per env: one masked reset per distinct options dict, so each env
+            # is reset once with its own options. Before the first reset, vector envs other than
+            # vecenv's (gymnasium's SyncVectorEnv) cannot mask a reset: they first reset every
+            # env with the largest group's options.
             groups.sort(key=lambda group: -len(group[1]))
             reset_infos: list[dict] = [{} for _ in range(self.num_envs)]
             obs = None
+            full_first = not self._has_reset and self._engine is None
             for k, (opts, members) in enumerate(groups):
                 mask = np.zeros(self.num_envs, dtype=bool)
                 mask[members] = True
-                if k == 0 and not self._has_reset:
+                if k == 0 and full_first:
                     part, infos = self._reset_call(seeds, dict(opts) or None)
                 else:
                     part, infos = self._reset_call(seeds, {**opts, "reset_mask": mask})
@@ -125,19 +148,23 @@ class VectorEnvAdapter(VecEnv):
         return obs, per_env
 
     def step_async(self, actions: np.ndarray) -> None:
-        if isinstance(actions, (list, tuple)) and not isinstance(
-            self.action_space, (spaces.Tuple, spaces.Dict)
-        ):
-            actions = np.asarray(actions)
-        self._actions = actions
+        """Take one action per env: a batch array, or a list of ints, arrays, dicts (Dict action
+        spaces) or tuples (Tuple action spaces), as SB3's vector envs do."""
+        self._actions = batch_actions(actions, self.action_space, self.num_envs)
+        self.actions = actions
         self._waiting = True
 
+    @env_errors
     def step_wait(self) -> VecEnvStepReturn:
         if not self._waiting:
             raise RuntimeError("step_wait() called without a pending step_async()")
         self._waiting = False
         actions, self._actions = self._actions, None
         n = self.num_envs
+        if not self._has_reset and self._engine is not None:
+            # SB3 leaves stepping before the first reset to the envs; vecenv's gymnasium API
+            # refuses it, so lift that refusal for the engine this adapter owns.
+            self._engine._has_reset = True
         if self._fast:
             obs, rewards, terms, truncs, entries = self.venv.step_entries(actions)
             infos: list[dict[str, Any]] = [{} for _ in range(n)]
@@ -176,31 +203,42 @@ class VectorEnvAdapter(VecEnv):
         self.venv.close()
 
     # ----------------------------------------------------------------- per-env requests
+    @env_errors
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         return self._access.get_attr(attr_name, self._get_indices(indices))
 
+    @env_errors
     def has_attr(self, attr_name: str) -> bool:
         return self._access.has_attr(attr_name)
 
+    @env_errors
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
         self._access.set_attr(attr_name, value, self._get_indices(indices))
 
+    @env_errors
     def env_method(
-        self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **method_kwargs: Any
+        self,
+        method_name: str,
+        *method_args: Any,
+        indices: VecEnvIndices = None,
+        **method_kwargs: Any,
     ) -> list[Any]:
-        return self._access.call(method_name, self._get_indices(indices), method_args, method_kwargs)
+        return self._access.call(
+            method_name, self._get_indices(indices), method_args, method_kwargs
+        )
 
+    @env_errors
     def env_is_wrapped(
         self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
     ) -> list[bool]:
         return self._access.is_wrapped(wrapper_class, self._get_indices(indices))
 
+    @env_errors
     def get_images(self) -> Sequence[np.ndarray | None]:
         if self.render_mode != "rgb_array":
-            import warnings
-
             warnings.warn(
-                f"get_images() needs render_mode='rgb_array', but it is {self.render_mode!r}",
+                f"The render mode is {self.render_mode}, but this method assumes it is `rgb_array` "
+                "to obtain images.",
                 stacklevel=2,
             )
             return [None] * self.num_envs
@@ -226,19 +264,42 @@ class DummyVecEnv(VectorEnvAdapter):
     """SB3's ``DummyVecEnv``: all envs stepped one after another in this process.
 
     Built on ``vecenv.SerialVectorEnv``; ``envs`` lists the sub-environments.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> import numpy as np
+        >>> from vecenv.sb3 import DummyVecEnv
+        >>> venv = DummyVecEnv([lambda: gym.make("CartPole-v1")] * 2)
+        >>> _ = venv.seed(0)
+        >>> obs = venv.reset()
+        >>> obs, rewards, dones, infos = venv.step(np.array([0, 1]))
+        >>> obs.shape, rewards, dones
+        ((2, 4), array([1., 1.], dtype=float32), array([False, False]))
+        >>> len(venv.envs)
+        2
+        >>> venv.close()
     """
 
     def __init__(self, env_fns: list[Callable[[], gym.Env]]) -> None:
-        venv = _make_serial(list(env_fns))
-        access = _backend.SubEnvAccess(venv)
-        ids = access.apply(_backend.unwrapped_id, list(range(venv.num_envs)))
-        if len(set(ids)) != len(ids):
-            venv.close()
-            raise ValueError(
-                "Two env_fns returned the same environment instance; each must create a new env "
-                "(e.g. `lambda: gym.make(id)`, not `lambda: env`)."
+        env_fns = list(env_fns)
+        if not env_fns:
+            raise IndexValueError("list index out of range: DummyVecEnv needs at least one env_fn")
+        venv = _build(_core().SerialVectorEnv, env_fns)
+        try:
+            ids = _backend.SubEnvAccess(venv).apply(
+                _backend.unwrapped_id, list(range(venv.num_envs))
             )
-        super().__init__(venv)
+            if len(set(ids)) != len(ids):
+                raise ValueError(
+                    "You tried to create multiple environments, but the function to create them "
+                    "returned the same instance instead of creating different objects. Two env_fns "
+                    "returned the same environment instance; each must create a new env (e.g. "
+                    "`lambda: gym.make(id)`, not `lambda: env`)."
+                )
+            super().__init__(venv)
+        except BaseException:
+            venv.close()
+            raise
 
     @property
     def envs(self) -> list[gym.Env]:
@@ -247,11 +308,11 @@ class DummyVecEnv(VectorEnvAdapter):
         return list(root.envs)
 
 
-def _make_serial(env_fns: list[Callable[[], gym.Env]]) -> Any:
-    return _core().SerialVectorEnv(env_fns, autoreset_mode="same_step")
-
-
-_START_METHODS = ("fork", "spawn", "forkserver")
+@env_errors
+def _build(cls: Callable[..., Any], env_fns: list[Callable[[], gym.Env]], **kwargs: Any) -> Any:
+    """A SAME_STEP vector env of ``cls``; an env_fn's exception leaves as itself."""
+    kwargs.setdefault("autoreset_mode", "same_step")
+    return cls([GymnasiumEnvFn(fn) for fn in env_fns], **kwargs)
 
 
 class SubprocVecEnv(VectorEnvAdapter):
@@ -260,7 +321,26 @@ class SubprocVecEnv(VectorEnvAdapter):
     ``start_method`` is "fork", "spawn" or "forkserver" (default: the engine's choice). Extra
     keywords go to ``vecenv.ProcessVectorEnv``, e.g. ``num_workers`` (envs per process are
     ``num_envs / num_workers``; SB3 always uses one process per env).
+
+    Examples:
+        Four envs in two worker processes; close it to end them:
+
+        >>> import gymnasium as gym
+        >>> import numpy as np
+        >>> from vecenv.sb3 import SubprocVecEnv
+        >>> venv = SubprocVecEnv([lambda: gym.make("CartPole-v1")] * 4, num_workers=2)
+        >>> _ = venv.seed(0)
+        >>> obs = venv.reset()
+        >>> obs, rewards, dones, infos = venv.step(np.zeros(4, dtype=np.int64))
+        >>> obs.shape, dones, infos[0]
+        ((4, 4), array([False, False, False, False]), {'TimeLimit.truncated': False})
+        >>> venv.env_method("get_wrapper_attr", "spec", indices=[0])[0].id
+        'CartPole-v1'
+        >>> venv.close()
     """
+
+    _metadata_from_env = False  # SB3's SubprocVecEnv keeps VecEnv's {"render_modes": [...]}
+    _indexed_container = "tuple"  # SB3 indexes its tuple of pipes
 
     def __init__(
         self,
@@ -268,23 +348,32 @@ class SubprocVecEnv(VectorEnvAdapter):
         start_method: str | None = None,
         **vecenv_kwargs: Any,
     ) -> None:
-        if start_method is not None:
-            if start_method not in _START_METHODS:
-                raise ValueError(
-                    f"start_method must be one of {_START_METHODS} (or None), got {start_method!r}"
-                )
-            if start_method not in mp.get_all_start_methods():
-                raise ValueError(f"start_method {start_method!r} is not available on this platform")
+        if start_method is not None and start_method not in mp.get_all_start_methods():
+            # multiprocessing.get_context's own error, which SB3 lets through
+            raise ValueError(
+                f"cannot find context for {start_method!r} (start_method must be one of "
+                f"{mp.get_all_start_methods()} or None)"
+            )
         process_cls = getattr(_core(), "ProcessVectorEnv", None)
         if process_cls is None:
             raise NotImplementedError(
                 "SubprocVecEnv needs vecenv's process backend (vecenv.ProcessVectorEnv), which is "
                 "not available yet; use DummyVecEnv meanwhile."
             )
-        vecenv_kwargs.setdefault("autoreset_mode", "same_step")
-        venv = process_cls(list(env_fns), context=start_method, **vecenv_kwargs)
+        env_fns = list(env_fns)
+        if not env_fns:
+            raise ValueError(
+                "not enough values to unpack (expected 2, got 0): SubprocVecEnv needs at least one "
+                "env_fn"
+            )
+        venv = _build(process_cls, env_fns, context=start_method, **vecenv_kwargs)
         try:
             super().__init__(venv)
         except BaseException:
             venv.close()
             raise
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a ``step_async`` awaits its ``step_wait``."""
+        return self._waiting

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from vecenv.sb3._errors import AssertionValueError, VideoDependencyNotInstalled
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
 __all__ = ["VecVideoRecorder"]
@@ -21,7 +22,7 @@ def _writer_module() -> Any:
         import imageio.v2 as imageio
         import imageio_ffmpeg  # noqa: F401 - the mp4 backend imageio uses
     except ImportError as exc:
-        raise ImportError(_INSTALL_HINT) from exc
+        raise VideoDependencyNotInstalled(_INSTALL_HINT) from exc
     return imageio
 
 
@@ -53,11 +54,13 @@ class VecVideoRecorder(VecEnvWrapper):
         video_length: int = 200,
         name_prefix: str = "rl-video",
     ) -> None:
-        self._imageio = _writer_module()
         VecEnvWrapper.__init__(self, venv)
         self.env = venv
         if self.env.render_mode != "rgb_array":
-            raise ValueError(f"VecVideoRecorder needs render_mode='rgb_array', not {self.env.render_mode!r}")
+            raise AssertionValueError(
+                f"The render_mode must be 'rgb_array', not {self.env.render_mode}"
+            )
+        self._imageio = _writer_module()
         metadata = getattr(venv.unwrapped, "metadata", None) or {}
         self.frames_per_sec = metadata.get("render_fps", 30)
         self.record_video_trigger = record_video_trigger
