@@ -1,0 +1,40 @@
+"""Every program in examples/ runs to the end in its ``--smoke`` mode."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+# example -> (modules it needs, a line its output must contain)
+CASES = {
+    "cleanrl_ppo.py": (["torch"], "cleanrl_ppo: done"),
+    "sb3_ppo.py": (["torch", "stable_baselines3"], "sb3_ppo: trained"),
+    "envpool_async.py": (["torch"], "envpool_async: done"),
+    "async_batches.py": (["torch"], "async_batches: first-ready batches reached"),
+}
+
+
+def test_every_example_is_tested():
+    assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(CASES)
+
+
+@pytest.mark.timeout(200)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_example_smoke(name):
+    needs, expected = CASES[name]
+    for module in needs:
+        pytest.importorskip(module)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, str(EXAMPLES / name), "--smoke"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"{name} --smoke exited {proc.returncode}:\n{output[-4000:]}"
+    assert expected in proc.stdout, f"{name} --smoke did not print {expected!r}:\n{output[-4000:]}"
