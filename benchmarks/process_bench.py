@@ -8,18 +8,24 @@ median of the rounds is reported, so background load hits all contenders alike.
     python benchmarks/process_bench.py --only async     # the async-batch comparison only
     python benchmarks/process_bench.py --spin 0 50 200  # compare spin settings (tuning)
 
-Counts env steps per second (one batched step of N envs counts N).
+Counts env steps per second (one batched step of N envs counts N). Every round of every table,
+with the machine and versions, goes to ``--json PATH`` (default
+``benchmarks/results/process_bench.json``).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -30,6 +36,8 @@ try:
     from vecenv.bench.envs import BusyEnv, VariableBusyEnv
 except ImportError:  # pragma: no cover - the shared bench envs are optional here
     BusyEnv = VariableBusyEnv = None  # type: ignore[assignment]
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def cartpole() -> gym.Env:
@@ -102,15 +110,28 @@ def contenders(env_fn: Callable[[], gym.Env], n: int, spins: list[float | None])
     return out
 
 
-def measure(cases: dict, runner: Callable, steps: int, rounds: int) -> dict[str, float]:
+def measure(cases: dict, runner: Callable, steps: int, rounds: int) -> dict[str, list[float]]:
+    """Every round's env steps/s of each case, the cases taking turns."""
     rates: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(rounds):
         for name, make in cases.items():
             rates[name].append(runner(make, steps))
-    return {name: statistics.median(r) for name, r in rates.items()}
+    return rates
 
 
-def report(title: str, medians: dict[str, float], baselines: tuple[str, ...]) -> None:
+def report(title: str, rates: dict[str, list[float]], baselines: tuple[str, ...], tables: list) -> None:
+    """Print one table of medians (and ratios to ``baselines``) and keep it for the JSON."""
+    medians = {name: statistics.median(r) for name, r in rates.items()}
+    tables.append({
+        "title": title,
+        "unit": "env steps/s",
+        "baselines": list(baselines),
+        "rows": [
+            {"contender": name, "steps_per_s": rates[name], "median_steps_per_s": medians[name],
+             "vs": {b: medians[name] / medians[b] for b in baselines if b in medians}}
+            for name in rates
+        ],
+    })
     print(f"\n## {title}")
     header = f"| {'contender':34} | {'steps/s':>9} |" + "".join(f" vs {b:>10} |" for b in baselines)
     print(header)
@@ -122,7 +143,7 @@ def report(title: str, medians: dict[str, float], baselines: tuple[str, ...]) ->
         print(row)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, default=8, help="number of envs (default 8)")
     parser.add_argument("--steps", type=int, default=2000, help="batched steps per round (CartPole)")
@@ -131,7 +152,9 @@ def main() -> None:
     parser.add_argument("--only", choices=["cartpole", "busy", "async"], action="append")
     parser.add_argument("--spin", type=float, nargs="*", default=None,
                         help="spin settings (µs) to compare; default: the automatic choice only")
-    args = parser.parse_args()
+    parser.add_argument("--json", type=Path, default=RESULTS / "process_bench.json",
+                        help="where to write every round (default: benchmarks/results/process_bench.json)")
+    args = parser.parse_args(argv)
     which = set(args.only or ["cartpole", "busy", "async"])
     spins: list[float | None] = [None] if not args.spin else list(args.spin)
     n = args.envs
@@ -140,13 +163,14 @@ def main() -> None:
           f"gymnasium {gym.__version__}, numpy {np.__version__}; N={n} envs, "
           f"{args.rounds} interleaved rounds, median")
     base = ("gym Sync", "gym Async")
+    tables: list[dict] = []
     if "cartpole" in which:
         cases = contenders(cartpole, n, spins)
-        report(f"CartPole-v1, N={n}", measure(cases, run_sync, args.steps, args.rounds), base)
+        report(f"CartPole-v1, N={n}", measure(cases, run_sync, args.steps, args.rounds), base, tables)
     if "busy" in which and BusyEnv is not None:
         cases = contenders(busy, n, spins)
         report(f"busy env (100 µs/step, 84x84x4 uint8), N={n}",
-               measure(cases, run_sync, args.busy_steps, args.rounds), base)
+               measure(cases, run_sync, args.busy_steps, args.rounds), base, tables)
     for title, env_fn in (("busy", variable_busy), ("sleeping (waits instead of burning CPU)", variable_wait)):
         if "async" not in which or VariableBusyEnv is None:
             break
@@ -169,8 +193,27 @@ def main() -> None:
                 runner = run_async_batches if batched else run_sync
                 steps = args.busy_steps * 3 if batched else args.busy_steps
                 rates[name].append(runner(make, steps))
-        medians = {name: statistics.median(r) for name, r in rates.items()}
-        report(f"variable-cost {title} env (50–1000 µs/step), async batches", medians, (sync_name,))
+        report(f"variable-cost {title} env (50–1000 µs/step), async batches", rates, (sync_name,), tables)
+    write_json(args.json, vars(args), tables)
+
+
+def write_json(path: Path, settings: dict, tables: list[dict]) -> None:
+    """Every round of every table, with the settings, the machine and the versions."""
+    from vecenv.bench.report import machine_info, versions
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "schema": "vecenv-script/1",
+        "script": Path(__file__).name,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv[1:],
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()},
+        "machine": machine_info(),
+        "versions": versions(),
+        "tables": tables,
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {path}")
 
 
 if __name__ == "__main__":

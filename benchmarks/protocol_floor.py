@@ -8,21 +8,27 @@ there are: a byte on a pipe each way (both sides block in the kernel), or a coun
 memory each way with ``sched_yield()`` while waiting. No action checks, no info batching, no
 copies, no crash detection. If vecenv's process backend (measured in the same run) is near these
 figures, what is left is the machine (cores, scheduler, wake-up cost), not vecenv's protocol.
-Prints µs per batched step, with serial stepping of the same envs in this process for scale.
-Linux only (``os.fork``).
+Prints µs per batched step, with serial stepping of the same envs in this process for scale;
+every round, with the machine and versions, goes to ``--json PATH`` (default
+``benchmarks/results/protocol_floor.json``). Linux only (``os.fork``).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import mmap
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
+RESULTS = Path(__file__).resolve().parent / "results"
 
 def _step_all(envs: list[gym.Env]) -> None:
     for env in envs:
@@ -124,14 +130,16 @@ def vecenv_process(env_id: str, workers: int, n: int, steps: int) -> float:
         return (time.perf_counter() - t) / steps * 1e6
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--envs-per-worker", type=int, default=4)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--json", type=Path, default=RESULTS / "protocol_floor.json",
+                        help="where to write every round (default: benchmarks/results/protocol_floor.json)")
+    args = parser.parse_args(argv)
     n = args.workers * args.envs_per_worker
     contenders = {
         "serial (this process)": lambda: serial(args.env, n, args.steps),
@@ -143,10 +151,37 @@ def main() -> None:
     for _ in range(args.rounds):  # interleaved, so drift of a shared machine hits all alike
         for name, run in contenders.items():
             results[name].append(run())
-    print(f"{args.env}, {args.workers} workers x {args.envs_per_worker} envs, "
-          f"{len(os.sched_getaffinity(0))} usable cores; µs per batched step, median of {args.rounds} rounds")
+    title = (f"{args.env}, {args.workers} workers x {args.envs_per_worker} envs, "
+             f"{len(os.sched_getaffinity(0))} usable cores")
+    print(f"{title}; µs per batched step, median of {args.rounds} rounds")
     for name, values in results.items():
         print(f"  {name:26s} {statistics.median(values):8.1f}   {[round(v) for v in values]}")
+    table = {
+        "title": title,
+        "unit": "µs per batched step",
+        "rows": [{"contender": name, "us_per_step": values, "median_us_per_step": statistics.median(values)}
+                 for name, values in results.items()],
+    }
+    write_json(args.json, vars(args), [table])
+
+
+def write_json(path: Path, settings: dict, tables: list[dict]) -> None:
+    """Every round, with the settings, the machine and the versions."""
+    from vecenv.bench.report import machine_info, versions
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "schema": "vecenv-script/1",
+        "script": Path(__file__).name,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv[1:],
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()},
+        "machine": machine_info(),
+        "versions": versions(),
+        "tables": tables,
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -4,15 +4,21 @@
     python benchmarks/sb3_bench.py --rounds 7 --seconds 1
 
 Contenders take turns (interleaved rounds) and the median is reported, so background load hits
-them alike. Counts env steps per second (one vector step of N envs counts N). Needs SB3.
+them alike. Counts env steps per second (one vector step of N envs counts N). Needs SB3. Every
+round, with the machine and versions, goes to ``--json PATH`` (default
+``benchmarks/results/sb3_bench.json``).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import statistics
+import sys
 import time
 from functools import partial
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +28,8 @@ from stable_baselines3.common.vec_env import SubprocVecEnv as SB3Subproc
 import vecenv.bench.envs  # noqa: F401  (registers vecenv/Busy-v0)
 from vecenv.make import usable_cores
 from vecenv.sb3 import DummyVecEnv, SubprocVecEnv
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 CONTENDERS = {
     "sb3 DummyVecEnv": lambda fns: SB3Dummy(fns),
@@ -50,15 +58,20 @@ def measure(make, fns, seconds: float) -> float:
         venv.close()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=0.75)
     parser.add_argument("--num-envs", type=int, default=8)
-    args = parser.parse_args()
+    parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "vecenv/Busy-v0"],
+                        help="env ids to run (default: CartPole-v1 and the busy env)")
+    parser.add_argument("--json", type=Path, default=RESULTS / "sb3_bench.json",
+                        help="where to write every round (default: benchmarks/results/sb3_bench.json)")
+    args = parser.parse_args(argv)
     print(f"# vecenv.sb3 vs SB3: N={args.num_envs}, {usable_cores()} usable cores, "
           f"median of {args.rounds} interleaved rounds of {args.seconds} s\n")
-    for env_id in ["CartPole-v1", "vecenv/Busy-v0"]:
+    tables = []
+    for env_id in args.envs:
         fns = [partial(gym.make, env_id)] * args.num_envs
         rounds: dict[str, list[float]] = {name: [] for name in CONTENDERS}
         for _ in range(args.rounds):
@@ -70,6 +83,35 @@ def main() -> None:
             print(f"| {name} | {value:,.0f} | {value / med['sb3 DummyVecEnv']:.2f}× "
                   f"| {value / med['sb3 SubprocVecEnv']:.2f}× |")
         print()
+        baselines = ("sb3 DummyVecEnv", "sb3 SubprocVecEnv")
+        tables.append({
+            "title": f"{env_id}, N={args.num_envs}",
+            "env": env_id,
+            "unit": "env steps/s",
+            "baselines": list(baselines),
+            "rows": [{"contender": name, "steps_per_s": rounds[name], "median_steps_per_s": med[name],
+                      "vs": {b: med[name] / med[b] for b in baselines}} for name in CONTENDERS],
+        })
+    write_json(args.json, vars(args), tables)
+
+
+def write_json(path: Path, settings: dict, tables: list[dict]) -> None:
+    """Every round of every table, with the settings, the machine and the versions."""
+    from vecenv.bench.report import machine_info, versions
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "schema": "vecenv-script/1",
+        "script": Path(__file__).name,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv[1:],
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()},
+        "machine": machine_info(),
+        "versions": versions(),
+        "tables": tables,
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

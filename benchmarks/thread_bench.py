@@ -11,7 +11,8 @@ Two regimes:
 Each configuration is timed ``--repeats`` times, the backends taking turns; the median
 env-steps/s is reported (other programs may share the cores, so single runs are noisy).
 ``cpu/wall`` is this process's CPU time over wall time (serial and thread only): above 1.0 the
-threads really ran in parallel, whatever else the machine was doing.
+threads really ran in parallel, whatever else the machine was doing. Every run, with the machine
+and versions, goes to ``--json PATH`` (default ``benchmarks/results/thread_bench.json``).
 """
 
 from __future__ import annotations
@@ -22,17 +23,22 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # before numpy is imported, here and in every worker
 
 import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import sysconfig  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 from gymnasium import spaces  # noqa: E402
 
 import vecenv  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 class MatmulEnv(gym.Env):
@@ -121,7 +127,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--ray", action="store_true", help="also time the Ray backend")
     p.add_argument("--only", choices=sorted(ENVS), default=None)
+    p.add_argument("--json", type=Path, default=RESULTS / "thread_bench.json",
+                   help="where to write every run (default: benchmarks/results/thread_bench.json)")
     args = p.parse_args(argv)
+    tables = []
 
     gil = getattr(sys, "_is_gil_enabled", lambda: True)()
     print(f"Python {platform.python_version()} ({'GIL' if gil else 'free-threaded'}, "
@@ -136,12 +145,24 @@ def main(argv: list[str] | None = None) -> None:
     for name in [args.only] if args.only else list(ENVS):
         fn = ENVS[name]
         steps = max(10, args.steps // 10) if name == "matmul" else args.steps
+        one_step_us = single_step_cost(fn) * 1e6
         print(f"\n{name}: {args.envs} envs, {args.workers} workers, one env step alone "
-              f"{single_step_cost(fn) * 1e6:.1f} us; median of {args.repeats} x {steps} vector steps")
+              f"{one_step_us:.1f} us; median of {args.repeats} x {steps} vector steps")
         print(f"  {'backend':8} {'env-steps/s':>12} {'us/vector step':>15} {'vs serial':>9} "
               f"{'cpu/wall':>8}   (min..max steps/s)")
         results = time_backends(backends, fn, args.envs, args.workers, steps, args.repeats)
         base = statistics.median(results["serial"][0])
+        tables.append({
+            "title": f"{name}, {args.envs} envs, {args.workers} workers",
+            "env": name,
+            "unit": "env steps/s",
+            "one_env_step_us": one_step_us,
+            "vector_steps_per_run": steps,
+            "rows": [{"contender": b, "steps_per_s": rates, "cpu_per_wall": cpu,
+                      "median_steps_per_s": statistics.median(rates),
+                      "vs": {"serial": statistics.median(rates) / base}}
+                     for b, (rates, cpu) in results.items()],
+        })
         for backend, (rates, cpu) in results.items():
             med = statistics.median(rates)
             load = f"{statistics.median(cpu):8.2f}" if backend in ("serial", "thread") else f"{'-':>8}"
@@ -149,6 +170,26 @@ def main(argv: list[str] | None = None) -> None:
                   f"{load}   ({min(rates):.0f}..{max(rates):.0f})")
     if args.ray:
         ray.shutdown()
+    write_json(args.json, vars(args), tables)
+
+
+def write_json(path: Path, settings: dict, tables: list[dict]) -> None:
+    """Every run of every table, with the settings, the machine and the versions."""
+    from vecenv.bench.report import machine_info, versions
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "schema": "vecenv-script/1",
+        "script": Path(__file__).name,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv[1:],
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()},
+        "machine": {**machine_info(), "gil": getattr(sys, "_is_gil_enabled", lambda: True)()},
+        "versions": versions(),
+        "tables": tables,
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {path}")
 
 
 if __name__ == "__main__":

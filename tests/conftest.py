@@ -5,12 +5,16 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import tempfile
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
+# backend="auto" caches this machine's costs: in a directory of the test run's own, unforced
+os.environ["VECENV_CACHE_DIR"] = tempfile.mkdtemp(prefix="vecenv-test-cache-")
+os.environ.pop("VECENV_BACKEND", None)
 
-from helpers import backends_under_test  # noqa: E402
+from helpers import backends_under_test, use_backend  # noqa: E402
 
 
 def _shm_entries() -> set[str]:
@@ -38,10 +42,14 @@ def no_leaks():
 
 @pytest.fixture(params=backends_under_test())
 def backend(request) -> str:
-    """Each backend this installation can build."""
-    if request.param == "ray":
-        request.getfixturevalue("ray_local")
-    return request.param
+    """Each backend; one whose extra is not installed is skipped, with the reason."""
+    return use_backend(request, request.param)
+
+
+@pytest.fixture(params=["process", "ray"])
+def worker_backend(request) -> str:
+    """The backends whose envs run in worker processes (they survive crashes and hangs)."""
+    return use_backend(request, request.param)
 
 
 @pytest.fixture(scope="session")

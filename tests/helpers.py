@@ -7,6 +7,7 @@ import signal
 from typing import Any
 
 import numpy as np
+import pytest
 
 import vecenv
 
@@ -19,12 +20,33 @@ BACKEND_KWARGS: dict[str, dict[str, Any]] = {
 }
 
 
+#: backend -> (the module it needs beyond vecenv's core, the extra that installs it)
+BACKEND_EXTRAS: dict[str, tuple[str, str]] = {"ray": ("ray", "vecenv[ray]")}
+
+
 def backends_under_test() -> list[str]:
-    """Every backend this installation can build (ray only when ray is installed)."""
-    names = vecenv.available_backends()
-    if "ray" in names and importlib.util.find_spec("ray") is None:
-        names.remove("ray")
-    return names
+    """Every backend vecenv has; one whose extra is not installed is skipped by
+    :func:`use_backend`, visibly, never dropped from the list."""
+    return vecenv.available_backends()
+
+
+def missing_extra(name: str) -> str | None:
+    """Why backend ``name`` cannot run in this installation, or None when it can."""
+    module, extra = BACKEND_EXTRAS.get(name, (None, None))
+    if module is not None and importlib.util.find_spec(module) is None:
+        return f"the {name} backend needs {module}, which is not installed (pip install '{extra}')"
+    return None
+
+
+def use_backend(request: Any, name: str) -> str:
+    """The one rule for a test on backend ``name``: skip (visibly, with the reason) when its extra
+    is not installed; on ray, use the shared local Ray of the ``ray_local`` fixture."""
+    reason = missing_extra(name)
+    if reason is not None:
+        pytest.skip(reason)
+    if name == "ray":
+        request.getfixturevalue("ray_local")
+    return name
 
 
 def make_backend(name: str, env_fns, **kwargs):
@@ -43,8 +65,9 @@ def assert_same(a: Any, b: Any, path: str = "value", ignore: tuple[str, ...] = (
         for key in b:
             if key not in ignore:
                 assert_same(a[key], b[key], f"{path}[{key!r}]", ignore)
-    elif isinstance(b, tuple):
-        assert isinstance(a, tuple) and len(a) == len(b), f"{path}: {a!r} != {b!r}"
+    elif isinstance(b, (tuple, list)):
+        kind = tuple if isinstance(b, tuple) else list
+        assert isinstance(a, kind) and len(a) == len(b), f"{path}: {a!r} != {b!r}"
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             assert_same(x, y, f"{path}[{i}]", ignore)
     elif isinstance(b, np.ndarray):
@@ -102,3 +125,83 @@ class RandomAlarms:
         except Alarm:
             return True
         return False
+
+
+# ---------------------------------------------------------------- interpreter exit without close()
+#: a program that builds a vector env, prints its workers' pids and exits without close()
+EXIT_WITHOUT_CLOSE = '''
+import functools, os, sys, time
+import gymnasium as gym
+import numpy as np
+import vecenv
+
+
+class Env(gym.Env):
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, folder, hang):
+        self.folder, self.hang = folder, hang
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        if self.hang:
+            time.sleep(3600)
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+    def close(self):  # leaves a mark: the env was closed, not just killed with its worker
+        open(os.path.join(self.folder, f"closed-{os.getpid()}-{id(self)}"), "w").close()
+
+
+def make(folder, hang):
+    return Env(folder, hang)
+
+
+def getpid(env):
+    return os.getpid()
+
+
+if __name__ == "__main__":
+    backend, context, state, folder = sys.argv[1:5]
+    if backend == "ray":
+        kwargs = {"ray_init_kwargs": {"num_cpus": 2, "log_to_driver": False}}
+    else:
+        kwargs = {"context": context}
+    ENVS = vecenv.make([functools.partial(make, folder, state == "hung")] * 4, backend=backend,
+                       num_workers=2, **kwargs)
+    ENVS.reset(seed=0)
+    print(" ".join(map(str, sorted(set(ENVS.apply(getpid))))), flush=True)
+    if state != "idle":  # a step in flight; "hung": one that never ends
+        ENVS.step_async(np.zeros(4, np.int64))
+    # no close(): the interpreter exits with ENVS still referenced
+'''
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not count)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def exit_without_close(tmp_path: Any, backend: str, context: str, state: str, timeout: float = 90):
+    """Run :data:`EXIT_WITHOUT_CLOSE`; return (completed process, worker pids, envs closed)."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "exit_without_close.py"
+    script.write_text(EXIT_WITHOUT_CLOSE)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, str(script), backend, context, state, str(marks)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    first = done.stdout.splitlines()[:1]
+    pids = [int(p) for p in first[0].split()] if first else []
+    return done, pids, len(os.listdir(marks))

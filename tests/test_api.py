@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import vecenv
-from helpers import make_backend
+from helpers import BACKEND_KWARGS, assert_same, make_backend
 from vecenv.testing import FaultyEnv, TextEnv
 
 pytestmark = pytest.mark.timeout(60)
@@ -20,13 +20,6 @@ def test_make_variants():
     with vecenv.make(lambda max_steps: TextEnv(max_steps=max_steps), 2, backend="serial",
                      env_kwargs={"max_steps": 4}) as envs:
         assert envs.get_attr("max_steps") == (4, 4)
-    with vecenv.make("CartPole-v1", 2, backend="serial", env_kwargs={"max_episode_steps": 7},
-                     wrappers=[gym.wrappers.TimeAwareObservation]) as envs:
-        obs, _ = envs.reset(seed=0)
-        assert obs.shape == (2, 5)
-        for _ in range(7):
-            *_, truncs, _ = envs.step(np.zeros(2, int))
-        assert envs.single_observation_space.shape == (5,)
     with vecenv.make([lambda: TextEnv(max_steps=3), lambda: TextEnv(max_steps=5)], backend="serial") as envs:
         assert envs.num_envs == 2 and envs.get_attr("max_steps") == (3, 5)
     with pytest.raises(ValueError, match="num_envs=3 but 2 env callables"):
@@ -34,15 +27,39 @@ def test_make_variants():
     assert "serial" in vecenv.available_backends()
 
 
-def test_unavailable_backend_is_reported_clearly():
-    missing = [b for b in vecenv.make.__globals__["BACKENDS"] if b not in vecenv.available_backends()]
-    for name in missing:
-        with pytest.raises(NotImplementedError, match=f"backend '{name}' is not available"):
-            vecenv.make("CartPole-v1", 2, backend=name)
+def test_env_kwargs_reach_gym_make_and_wrappers_wrap_each_env(backend):
+    """``env_kwargs`` go to ``gym.make`` (here: a 7-step time limit) and ``wrappers`` wrap each
+    env: the same values as gymnasium's SyncVectorEnv over the envs built by hand."""
+    ref = gym.vector.SyncVectorEnv(
+        [lambda: gym.wrappers.TimeAwareObservation(gym.make("CartPole-v1", max_episode_steps=7))] * 2
+    )
+    kwargs = BACKEND_KWARGS[backend]
+    with vecenv.make("CartPole-v1", 2, backend=backend, env_kwargs={"max_episode_steps": 7},
+                     wrappers=[gym.wrappers.TimeAwareObservation], **kwargs) as envs:
+        assert envs.single_observation_space == ref.single_observation_space
+        assert envs.single_observation_space.shape == (5,)  # the wrapper's extra time entry
+        assert_same(envs.reset(seed=0), ref.reset(seed=0))
+        truncs_seen = []
+        for t in range(8):
+            actions = np.array([t % 2, 1 - t % 2])  # alternate pushes: the pole stays up
+            out = envs.step(actions)
+            assert_same(out, ref.step(actions), f"step {t}")
+            _, _, terms, truncs, _ = out
+            assert not terms.any()
+            truncs_seen.append(truncs.tolist())
+        # the 7th step ends both episodes by the time limit, the 8th is the autoreset step
+        assert truncs_seen == [[False, False]] * 6 + [[True, True], [False, False]]
+    ref.close()
+
+
+def test_available_backends_are_the_four_make_accepts():
+    from vecenv.make import BACKENDS
+
+    assert vecenv.available_backends() == list(BACKENDS) == ["serial", "thread", "process", "ray"]
 
 
 def test_serial_envs_and_sync_alias():
-    assert vecenv.SyncVectorEnv is vecenv.SerialVectorEnv
+    assert issubclass(vecenv.SyncVectorEnv, vecenv.SerialVectorEnv)  # gymnasium's name, the serial backend
     with vecenv.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2) as envs:
         assert len(envs.envs) == 2 and all(e.spec.id == "CartPole-v1" for e in envs.envs)
 
@@ -83,8 +100,9 @@ def test_env_fn_error_is_reported(backend):
     def broken():
         raise OSError("cannot open the simulator")
 
-    with pytest.raises(vecenv.EnvError, match=r"env 1 .*OSError in env_fn\(\): cannot open the simulator"):
+    with pytest.raises(OSError, match=r"^cannot open the simulator\n\(vecenv\) env 1 .*OSError in env_fn\(\)") as caught:
         make_backend(backend, [FaultyEnv, broken])
+    assert isinstance(caught.value, vecenv.EnvError) and caught.value.env_index == 1
 
 
 def test_async_batches_return_every_env(backend):
@@ -153,5 +171,5 @@ def test_step_async_out_of_order_errors(backend):
             envs.call("render")
         obs, *_ = envs.step_wait()
         assert obs.shape == (2, 4)
-        envs.call_async("planted") if False else envs.call_async("np_random_seed")
-        assert len(envs.call_wait()) == 2
+        envs.call_async("np_random_seed")
+        assert envs.call_wait() == (0, 1)  # reset(seed=0) seeds env i with 0 + i

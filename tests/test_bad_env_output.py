@@ -16,7 +16,7 @@ import pytest
 from gymnasium import spaces
 
 import vecenv
-from helpers import make_backend
+from helpers import make_backend, use_backend
 from vecenv.testing import FaultyEnv
 
 LOCAL_BACKENDS = ["serial", "thread", "process"]
@@ -82,7 +82,7 @@ def test_bad_step_output_is_an_env_error(backend_name, bad):
             envs.step(np.zeros(3, int))
         err = caught.value
         assert (err.env_index, err.method) == (2, "step")
-        assert str(err).startswith("env 2 (worker ")
+        assert re.match(BAD[bad], str(err)) and "\n(vecenv) env 2 (worker " in str(err)
 
 
 @pytest.mark.timeout(60)
@@ -96,8 +96,7 @@ def test_bad_reset_output_is_an_env_error(backend_name, bad):
 
 
 def _ray(request) -> None:
-    pytest.importorskip("ray")
-    request.getfixturevalue("ray_local")
+    use_backend(request, "ray")
 
 
 @pytest.mark.timeout(60)

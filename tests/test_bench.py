@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import pickle
 import time
+from types import SimpleNamespace
 
 import cloudpickle
 import gymnasium as gym
@@ -93,14 +94,26 @@ def test_variable_busy_costs_are_seeded():
         VariableBusyEnv(min_cost_us=10, max_cost_us=5)
 
 
-def test_variable_busy_wait_sleeps_instead_of_burning_cpu():
-    env = gym.make(VARIABLE_BUSY_ID, min_cost_us=20_000, max_cost_us=20_000, obs_shape=(2,), wait=True)
-    env.reset(seed=0)
-    wall, cpu = time.perf_counter(), time.process_time()
-    env.step(0)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    assert wall >= 0.02 and cpu < 0.01, (wall, cpu)  # waited its cost without spending it
+@pytest.mark.parametrize("wait", [True, False])
+def test_variable_busy_wait_sleeps_instead_of_burning_cpu(monkeypatch, wait):
+    """wait=True sleeps for each step's cost (an env waiting on something outside it), wait=False
+    burns it; either way the cost is the seeded draw."""
+    from vecenv.bench import envs as bench_envs
+
+    slept, spun = [], []
+    monkeypatch.setattr(bench_envs, "time", SimpleNamespace(sleep=slept.append, perf_counter=time.perf_counter))
+    monkeypatch.setattr(bench_envs, "spin", spun.append)
+    env = gym.make(VARIABLE_BUSY_ID, min_cost_us=200, max_cost_us=900, obs_shape=(2,), wait=wait)
+    env.reset(seed=3)
+    for _ in range(5):
+        env.step(0)
     env.close()
+    spent, unused = (slept, spun) if wait else (spun, slept)
+    assert unused == [] and len(spent) == 5
+    assert all(200e-6 <= s <= 900e-6 for s in spent) and len(set(spent)) == 5
+    twin = VariableBusyEnv(min_cost_us=200, max_cost_us=900, obs_shape=(2,), wait=wait)
+    twin.reset(seed=3)
+    assert spent == [twin._step_cost() for _ in range(5)]  # the seeded draws, in order
 
 
 def make_small_busy() -> gym.Env:
@@ -262,7 +275,93 @@ def test_check_cartpole_clean_with_recommendation():
     report = check_env("CartPole-v1", backends=["serial"], spawn=False, steps=30)
     assert report.problems == []
     assert report.step_us and report.step_us > 0 and report.obs_bytes == 16
-    assert report.recommendation == "serial" and report.backends["serial"]["steps_per_s"] > 0
+    assert report.backends["serial"]["steps_per_s"] > 0
+    # the rule backend="auto" follows, on the step cost the check measured and this machine
+    from vecenv.layout import EnvProbe, decide, machine_costs, usable_cores
+
+    rule = decide(EnvProbe(report.step_us, 1.0, 16), machine_costs(), report.num_envs, usable_cores())
+    assert report.recommendation == rule.backend and rule.reason in report.reason
+
+
+# what vecenv check recommends, branch by branch: the rule (vecenv.layout.decide, stubbed here with
+# a fixed choice) against the throughput each backend reached
+def _checked(step_us, **rates):
+    from vecenv.bench.check_report import CheckReport
+
+    report = CheckReport("env", num_envs=8, steps=10, step_us=step_us, obs_bytes=64)
+    report.backends = {b: {"steps_per_s": r, "num_workers": None, "error": None} for b, r in rates.items()}
+    return report
+
+
+@pytest.fixture
+def rule(monkeypatch):
+    """Stub the layout rule: ``rule["layout"]`` is what it picks; the probe it saw is recorded."""
+    from vecenv.bench import check_recommend
+
+    seen: dict = {}
+
+    def decide(probe, costs, num_envs, cores, **kwargs):
+        seen.update(probe=probe, num_envs=num_envs)
+        return seen["layout"]
+
+    monkeypatch.setattr(check_recommend, "decide", decide)
+    monkeypatch.setattr(check_recommend, "machine_costs", lambda: None)
+    return seen
+
+
+def _recommend(report):
+    from vecenv.bench.check_recommend import recommend
+
+    recommend(report)
+    return report.recommendation, report.reason
+
+
+def test_recommendation_follows_the_rule_when_the_measurements_agree(rule):
+    from vecenv.layout import Layout
+
+    rule["layout"] = Layout("process", num_workers=2, reason="steps cost more than a crossing")
+    backend, reason = _recommend(_checked(300.0, serial=3000.0, thread=3100.0, process=5500.0))
+    assert backend == "process"
+    assert "backend='process', num_workers=2, inline=False" in reason and "steps cost more" in reason
+    assert rule["probe"].step_us == 300.0 and rule["probe"].obs_bytes == 64 and rule["num_envs"] == 8
+    rule["layout"] = Layout("process", num_workers=1, inline=True, reason="cheap steps, few cores")
+    backend, reason = _recommend(_checked(5.0, serial=60000.0, process=70000.0))
+    assert backend == "process" and "inline=True" in reason
+    rule["layout"] = Layout("serial", reason="a step costs less than a crossing")
+    backend, reason = _recommend(_checked(5.0, serial=60000.0, process=85000.0))  # < 1.5x: the rule
+    assert backend == "serial" and "backend='serial'" in reason
+
+
+def test_a_backend_measured_much_faster_than_the_rules_choice_wins(rule):
+    from vecenv.layout import Layout
+
+    rule["layout"] = Layout("process", num_workers=2, reason="predicted faster")
+    backend, reason = _recommend(_checked(300.0, serial=9200.0, process=4000.0))  # cores were busy
+    assert backend == "serial" and "2.3× faster here" in reason
+    rule["layout"] = Layout("serial", reason="predicted faster")
+    backend, _ = _recommend(_checked(5.0, serial=10000.0, process=16000.0))
+    assert backend == "process"
+    rule["layout"] = Layout("process", num_workers=2, reason="predicted faster")
+    backend, _ = _recommend(_checked(300.0, serial=9000.0))  # the rule's choice did not run
+    assert backend == "process"
+
+
+def test_threads_that_beat_serial_mean_the_step_releases_the_gil(rule):
+    from vecenv.layout import Layout
+
+    rule["layout"] = Layout("process", num_workers=2, reason="predicted faster")
+    backend, reason = _recommend(_checked(2000.0, serial=1000.0, thread=1500.0, process=1700.0))
+    assert backend == "thread" and "threads ran 1.5× faster than serial" in reason
+    backend, _ = _recommend(_checked(2000.0, serial=1000.0, thread=1250.0, process=1700.0))  # < 1.3x
+    assert backend == "process"
+
+
+def test_recommendation_without_a_step_cost_or_without_any_run(rule):
+    rule["layout"] = None  # never asked
+    backend, reason = _recommend(_checked(None, serial=1000.0, process=3000.0))
+    assert backend == "process" and "ran fastest here" in reason
+    backend, reason = _recommend(_checked(40.0, serial=None, process=None))
+    assert backend is None and reason == "no backend ran the env"
 
 
 def test_unpicklable_factory_with_cloudpickle_only_is_a_warning():

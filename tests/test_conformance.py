@@ -62,15 +62,34 @@ def test_matches_gymnasium_sync(backend, env_name, mode):
 
 
 def test_seed_lists_and_none(backend):
+    """A seed list seeds env i with seed[i]; ``None`` leaves env i's generator where it was.
+    Every value that depends on the generators is compared with gymnasium's."""
     fns = [DictTupleEnv] * 3
     ref = gym.vector.SyncVectorEnv(fns)
     with make_backend(backend, fns) as ours:
-        assert_same(ours.reset(seed=[7, None, 9])[0]["count"], ref.reset(seed=[7, None, 9])[0]["count"])
-        a, _ = ours.reset(seed=[5, 6, 7])
-        b, _ = ours.reset(seed=5)  # int seed means 5, 6, 7
-        assert_same(a, b)
-        c, _ = ours.reset()  # unseeded: continues each env's generator
-        assert not np.array_equal(c["pos"], b["pos"])
+        assert_same(ours.reset(seed=[1, 2, 3]), ref.reset(seed=[1, 2, 3]), "first reset")
+        ref.action_space.seed(0)
+        for t in range(4):  # move every env's generator on from its seed
+            actions = ref.action_space.sample()
+            assert_same(ours.step(actions), ref.step(actions), f"step {t}")
+        got = ours.reset(seed=[7, None, 9])
+        assert_same(got, ref.reset(seed=[7, None, 9]), "reset(seed=[7, None, 9])")
+        # env 1 went on with the generator seeded 2 (not reseeded, not seeded afresh)
+        fresh = gym.vector.SyncVectorEnv(fns)
+        reseeded = fresh.reset(seed=[7, 2, 9])[0]
+        fresh.close()
+        assert np.array_equal(got[0]["pos"][[0, 2]], reseeded["pos"][[0, 2]])
+        assert not np.array_equal(got[0]["pos"][1], reseeded["pos"][1])
+        for t in range(4):  # and the generators keep agreeing afterwards
+            actions = ref.action_space.sample()
+            assert_same(ours.step(actions), ref.step(actions), f"step {t} after the seed list")
+        a = ours.reset(seed=[5, 6, 7])
+        b = ours.reset(seed=5)  # int seed means 5, 6, 7
+        assert_same(b, a)
+        assert_same(b, ref.reset(seed=5))
+        c = ours.reset()  # unseeded: continues each env's generator
+        assert not np.array_equal(c[0]["pos"], b[0]["pos"])
+        assert_same(c, ref.reset())
         with pytest.raises(ValueError, match="one per env"):
             ours.reset(seed=[1, 2])
     ref.close()
@@ -93,6 +112,20 @@ def test_reset_mask_resets_only_masked_envs(backend, mode):
                          (np.zeros(4, bool), ValueError), (np.ones(4, int), TypeError)]:
             with pytest.raises(err, match="reset_mask"):
                 ours.reset(options={"reset_mask": bad})
+    ref.close()
+
+
+@pytest.mark.parametrize("backend_name", ["serial", "process"])
+def test_reset_mask_leaves_the_callers_options_as_gymnasium_does(backend_name):
+    fns = [lambda: TupleDiscreteEnv(p_terminate=0.0)] * 2
+    ref = gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
+    with make_backend(backend_name, fns, autoreset_mode="disabled") as ours:
+        ours.reset(seed=0)
+        ref.reset(seed=0)
+        ours_options = {"reset_mask": np.array([True, False]), "extra": 1}
+        ref_options = {"reset_mask": np.array([True, False]), "extra": 1}
+        assert_same(ours.reset(options=ours_options), ref.reset(options=ref_options))
+        assert sorted(ours_options) == sorted(ref_options)
     ref.close()
 
 

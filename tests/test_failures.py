@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -111,16 +112,6 @@ class OnceFaulty:
             return FaultyEnv()
         os.close(fd)
         return FaultyEnv(self.fault, at=self.at)
-
-
-WORKER_BACKENDS = ["process", "ray"]
-
-
-@pytest.fixture(params=WORKER_BACKENDS)
-def worker_backend(request):
-    if request.param not in vecenv.available_backends():
-        pytest.skip(f"{request.param} backend not available")
-    return request.param
 
 
 @pytest.mark.timeout(60)
@@ -245,3 +236,67 @@ def test_worker_crash_loop_becomes_an_error(worker_backend):
         envs.step(np.zeros(2, int))  # worker 1 dies; restarted (1 of 1)
         with pytest.raises(vecenv.WorkerDiedError, match="already restarted 1 times"):
             envs.step(np.zeros(2, int))
+
+
+# ---------------------------------------------------------------- restart_window
+def test_restart_budget_forgets_restarts_older_than_the_window(monkeypatch):
+    """At most ``max_restarts`` per key within any ``window`` seconds (a fake clock)."""
+    from vecenv.worker import restarts
+
+    now = [100.0]
+    monkeypatch.setattr(restarts, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    budget = restarts.RestartBudget(max_restarts=2, window=10.0)
+    error = vecenv.errors.VecEnvError("boom")
+    assert budget.spend("env 1", "env 1", error) and budget.spend("env 1", "env 1", error)
+    now[0] = 105.0
+    assert not budget.spend("env 1", "env 1", error)  # 2 restarts in the last 10 s: spent
+    assert "env 1 was already restarted 2 times in 10 s" in error.args[0]
+    assert budget.spend("env 2", "env 2", vecenv.errors.VecEnvError("other"))  # per key
+    now[0] = 110.0  # the first two are exactly 10 s old: still inside the window
+    assert not budget.spend("env 1", "env 1", vecenv.errors.VecEnvError("boom"))
+    now[0] = 110.5  # now older than the window: they stop counting
+    assert budget.spend("env 1", "env 1", vecenv.errors.VecEnvError("boom"))
+    assert budget.spend("env 1", "env 1", vecenv.errors.VecEnvError("boom"))
+    assert not budget.spend("env 1", "env 1", vecenv.errors.VecEnvError("boom"))
+
+
+@pytest.mark.parametrize(("window", "survives"), [(0.3, True), (60.0, False)])
+def test_env_restarts_older_than_restart_window_stop_counting(backend, window, survives):
+    """max_restarts=1: a second failure 0.4 s after the first is restarted when the window is
+    0.3 s (the first restart no longer counts) and raised when it is 60 s."""
+    fns = [FaultyEnv, fault_at("step_raise", 1)]  # env 1 (and each rebuild) fails on its 1st step
+    with make_backend(backend, fns, on_error="restart", max_restarts=1, restart_window=window,
+                      autoreset_mode="same_step") as envs:
+        assert envs.restart_window == window
+        envs.reset(seed=0)
+        acts = np.zeros(2, int)
+        _, _, _, trunc, infos = envs.step(acts)
+        assert trunc.tolist() == [False, True] and infos["_restarted"].tolist() == [False, True]
+        time.sleep(0.4)  # at least 0.4 s pass: longer than the short window, whatever the load
+        if survives:
+            _, _, _, trunc, infos = envs.step(acts)
+            assert trunc.tolist() == [False, True] and infos["_restarted"].tolist() == [False, True]
+            with pytest.raises(vecenv.EnvError, match=r"already restarted 1 times in 0.3 s"):
+                envs.step(acts)  # at once: the restart just made is inside the window
+        else:
+            with pytest.raises(vecenv.EnvError, match=r"env 1 .*already restarted 1 times in 60 s"):
+                envs.step(acts)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(("window", "survives"), [(0.5, True), (60.0, False)])
+def test_worker_restarts_older_than_restart_window_stop_counting(worker_backend, window, survives):
+    fns = [FaultyEnv, fault_at("exit", 1)]  # worker 1 (and each rebuild) dies on its 1st step
+    with make_backend(worker_backend, fns, num_workers=2, on_error="restart", max_restarts=1,
+                      restart_window=window, autoreset_mode="same_step") as envs:
+        envs.reset(seed=0)
+        acts = np.zeros(2, int)
+        _, _, _, trunc, infos = envs.step(acts)
+        assert trunc.tolist() == [False, True] and "WorkerDiedError" in infos["restart_reason"][1]
+        time.sleep(0.6)
+        if survives:
+            _, _, _, trunc, infos = envs.step(acts)
+            assert trunc.tolist() == [False, True] and "WorkerDiedError" in infos["restart_reason"][1]
+        else:
+            with pytest.raises(vecenv.WorkerDiedError, match="already restarted 1 times in 60 s"):
+                envs.step(acts)

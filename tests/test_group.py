@@ -158,7 +158,7 @@ def test_next_step_fresh_group_resets_on_its_first_step():
     buffers.rewards[:] = 5.0
     buffers.truncations[:] = True
     entries, _ = group.step()
-    assert entries == []
+    assert not entries
     assert [(e.resets, e.steps) for e in group.envs] == [(1, 0), (1, 0)]
     assert buffers.rewards.tolist() == [0.0, 0.0] and not buffers.truncations.any()
     group.step()
@@ -233,15 +233,18 @@ def test_step_error_names_global_env_worker_and_method(mode):
     assert (err.env_index, err.worker, err.method) == (5, 2, "step")
     assert err.exc_type == "ValueError" and err.exc_message == "planted step failure at step 2"
     assert isinstance(err.__cause__, ValueError) and err.original is err.__cause__
-    assert str(err).startswith("env 5 (worker 2) raised ValueError in step: planted step failure at step 2")
+    assert isinstance(err, ValueError) and err.args == ("planted step failure at step 2",)
+    assert str(err).startswith("planted step failure at step 2\n(vecenv) env 5 (worker 2) raised ValueError in step")
     assert "Traceback" in err.remote_traceback and "planted step failure" in err.remote_traceback
 
 
 def test_reset_error_names_reset():
     group, _ = make_group([FaultyEnv, fault_at("reset_raise", 2)], SAME, start=1, worker=3, n=3)
     group.reset(seeds=[0, 1])
-    with pytest.raises(EnvError, match=r"^env 2 \(worker 3\) raised RuntimeError in reset: planted reset") as caught:
+    with pytest.raises(RuntimeError, match=r"^planted reset failure on reset 2\n\(vecenv\) env 2 \(worker 3\) "
+                       r"raised RuntimeError in reset") as caught:
         group.reset(ids=[1])
+    assert isinstance(caught.value, EnvError)
     assert (caught.value.env_index, caught.value.method) == (2, "reset")
 
 
@@ -312,7 +315,7 @@ def test_contain_exits_makes_an_exit_in_env_code_that_envs_failure(exc, text):
     def exit_in_env_fn():
         raise exc
 
-    with pytest.raises(EnvError, match=r"^env 1 \(worker 0\) raised .* in env_fn\(\)") as caught:
+    with pytest.raises(EnvError, match=r"\(vecenv\) env 1 \(worker 0\) raised .* in env_fn\(\)") as caught:
         EnvGroup([FaultyEnv, exit_in_env_fn], 0, 0, NEXT, contain_exits=True)
     assert text in str(caught.value)
     # and under on_error="restart" the env is rebuilt like one that raised
@@ -362,7 +365,7 @@ def test_restart_rebuilds_an_env_that_raised_in_step(mode):
         if mode is DISABLED:
             group.reset(ids=[1])
         entries, _ = group.step()
-        assert built[1].resets == 1 and entries == []
+        assert built[1].resets == 1 and not entries
         assert not rows.truncations.any()
         if mode is NEXT:  # the autoreset step of the rebuilt env
             assert built[1].steps == 0 and rows.rewards.tolist() == [1.0, 0.0]
@@ -526,7 +529,7 @@ def test_describe_and_close():
 def test_run_dispatches_commands():
     group, buffers = make_group([FaultyEnv, FaultyEnv], NEXT, start=0, worker=7)
     reply = group.run(commands.Reset(seeds=[0, 1]))
-    assert reply.entries == [] and reply.objects is None and reply.empty
+    assert not reply.entries and reply.objects is None and reply.empty
     buffers.actions.assign(np.array([1, 0]))
     group.run(commands.Step(ids=[0]))
     assert [e.steps for e in group.envs] == [1, 0]

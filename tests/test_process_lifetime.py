@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import vecenv
+from helpers import exit_without_close, pid_alive
 
 CONTEXTS = ["fork", "spawn", "forkserver"]
 
@@ -281,3 +282,32 @@ def test_an_env_that_exits_is_reported_as_that_env_failing(layout, how, shown):
         envs.reset(seed=0)
         _, _, _, truncs, infos = envs.step(np.zeros(2, np.int64))
         assert truncs.tolist() == [False, True] and shown in infos["restart_reason"][1]
+
+
+# ---------------------------------------------------------------- interpreter exit without close()
+EXIT_CASES = [("fork", "idle"), ("fork", "hung"), *((c, "pending") for c in CONTEXTS)]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize(("context", "state"), EXIT_CASES)
+def test_workers_end_at_interpreter_exit_without_close(tmp_path, context, state):
+    """README: interpreter exit ends every worker, as close() would (idle, mid-step, hung)."""
+    done, pids, _ = exit_without_close(tmp_path, "process", context, state)
+    assert len(pids) == 2, done.stderr[-3000:]
+    deadline = time.monotonic() + 30  # a generous bound: they end at exit, not on a timer
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in pids if pid_alive(p)], "workers outlived their caller's interpreter"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("state", ["idle", "pending", "hung"])
+def test_interpreter_exit_without_close_is_an_orderly_close(tmp_path, state):
+    """... and it is close(): the program exits cleanly and every env that is not stuck is
+    closed in its worker."""
+    done, pids, closed = exit_without_close(tmp_path, "process", "fork", state)
+    assert len(pids) == 2
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
+    assert "Traceback" not in done.stderr and "Fatal" not in done.stderr, done.stderr[-3000:]
+    assert closed == (0 if state == "hung" else 4)

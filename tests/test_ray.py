@@ -21,12 +21,13 @@ import numpy as np
 import pytest
 
 import vecenv
+from helpers import exit_without_close, missing_extra, pid_alive
 from vecenv.testing import FaultyEnv
 
 pytestmark = pytest.mark.timeout(90)
 
-HAVE_RAY = __import__("importlib").util.find_spec("ray") is not None
-needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="ray is not installed (pip install 'vecenv[ray]')")
+NO_RAY = missing_extra("ray")
+needs_ray = pytest.mark.skipif(NO_RAY is not None, reason=NO_RAY or "")
 
 
 def cartpole():  # module-level: the actors import it from this test module (driver's sys.path)
@@ -83,7 +84,7 @@ def test_errors_carry_env_index_worker_and_remote_traceback(ray_local):
         assert isinstance(err.original, ValueError)
         # the env stays usable, and an exception that cannot be pickled still arrives, as text
         assert envs.get_attr("steps")[:2] == (1, 1)
-        with pytest.raises(vecenv.EnvError, match=r"env 3 .*Unpicklable.*holds a lock") as info:
+        with pytest.raises(vecenv.EnvError, match=r"(?s)env 3 .*Unpicklable.*holds a lock") as info:
             envs.call_at([3], "step", 0)
         assert info.value.original is None and "Traceback" in info.value.remote_traceback
 
@@ -93,8 +94,9 @@ def test_env_fn_error_and_dead_actor_are_reported(ray_local):
     def broken():
         raise OSError("no simulator on this node")
 
-    with pytest.raises(vecenv.EnvError, match=r"env 2 .*OSError in env_fn\(\): no simulator"):
+    with pytest.raises(OSError, match=r"^no simulator on this node\n\(vecenv\) env 2 .*OSError in env_fn\(\)") as info:
         vecenv.RayVectorEnv([cartpole, cartpole, broken], num_workers=2)
+    assert isinstance(info.value, vecenv.EnvError)
     with vecenv.RayVectorEnv([FaultyEnv, lambda: FaultyEnv("exit", at=2)], num_workers=2) as envs:
         envs.reset(seed=0)
         envs.step(np.zeros(2, int))
@@ -214,3 +216,16 @@ def test_vecenv_starts_and_stops_its_own_ray():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=80, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "leftover shm: []" in out.stdout
+
+
+@needs_ray
+@pytest.mark.timeout(120)
+def test_actors_end_at_interpreter_exit_without_close(tmp_path):
+    """In a fresh interpreter that leaves a step in flight and never calls close(): it exits
+    cleanly and every actor process ends with it."""
+    done, pids, _ = exit_without_close(tmp_path, "ray", "-", "pending")
+    assert done.returncode == 0 and len(pids) == 2, done.stderr[-3000:]
+    deadline = time.monotonic() + 30  # a generous bound: they end at exit, not on a timer
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in pids if pid_alive(p)], "actors outlived their driver's interpreter"

@@ -190,7 +190,7 @@ def test_errors_leave_threads_serving():
     with vecenv.ThreadVectorEnv([FaultyEnv, lambda: FaultyEnv("step_raise", at=1)], num_workers=2) as envs:
         envs.reset(seed=0)
         for _ in range(2):
-            with pytest.raises(vecenv.EnvError, match="env 1 .*planted step failure"):
+            with pytest.raises(vecenv.EnvError, match=r"^planted step failure.*\n\(vecenv\) env 1 "):
                 envs.step(np.zeros(2, int))
         assert envs.get_attr("steps") == (2, 2)
         assert len(_vecenv_threads()) == 2

@@ -12,12 +12,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
-from gymnasium import spaces
+import numpy as np
+from gymnasium import logger, spaces
 from gymnasium.vector import AutoresetMode
 from typing_extensions import Unpack
 
 from vecenv.engine import VectorEnv, usable_cores
+from vecenv.engine.state import CallState
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT
+from vecenv.errors import EnvError
 from vecenv.policy import FailureOptions
 from vecenv.transports import InlineTransport, ProcessTransport, SerialTransport, ThreadTransport
 from vecenv.transports.ray_actors import RayTransport, import_ray
@@ -53,6 +56,25 @@ class SerialVectorEnv(VectorEnv):
     The fastest choice for cheap envs on one core, and the reference the other backends are
     tested against. Same constructor as ``gymnasium.vector.SyncVectorEnv``; ``envs`` gives the
     sub-env objects.
+
+    Examples:
+        >>> import gymnasium as gym
+        >>> import vecenv
+        >>> envs = vecenv.SerialVectorEnv([lambda: gym.make("CartPole-v1")] * 3)
+        >>> obs, infos = envs.reset(seed=[1, 2, 3])
+        >>> obs.shape
+        (3, 4)
+
+        Beyond gymnasium's API: calls on some envs only, and a function run where the envs live
+        (in their worker, on the other backends):
+
+        >>> envs.call_at([0, 2], "get_wrapper_attr", "spec")[0].id
+        'CartPole-v1'
+        >>> envs.apply(lambda env, k: env.unwrapped.gravity * k, 2)
+        [19.6, 19.6, 19.6]
+        >>> len(envs.envs)
+        3
+        >>> envs.close()
     """
 
     def __init__(
@@ -69,8 +91,9 @@ class SerialVectorEnv(VectorEnv):
                          observation_mode=observation_mode, autoreset_mode=autoreset_mode, **failure)
 
 
-#: Drop-in name for ``gymnasium.vector.SyncVectorEnv``.
-SyncVectorEnv = SerialVectorEnv
+class SyncVectorEnv(SerialVectorEnv):
+    """Drop-in for ``gymnasium.vector.SyncVectorEnv``: the serial backend under gymnasium's name
+    (so its repr and messages read as gymnasium's), with the same constructor."""
 
 
 class ThreadVectorEnv(VectorEnv):
@@ -85,7 +108,9 @@ class ThreadVectorEnv(VectorEnv):
         env_fns: one callable per env, each returning a fresh env.
         num_workers: threads (env groups); default the usable cores, at most ``num_envs``.
         batch_size: ``< num_envs`` for async batches (:meth:`send` / :meth:`recv`).
-        copy, observation_mode, autoreset_mode: as in gymnasium.
+        copy: as in gymnasium.
+        observation_mode: as in gymnasium.
+        autoreset_mode: as in gymnasium.
     """
 
     def __init__(
@@ -121,18 +146,46 @@ class ProcessVectorEnv(VectorEnv):
         copy: return copies of the observations (default); ``False`` returns views into shared
             memory that stay valid until the next step/recv.
         daemon: make the workers daemonic (ended when the main process exits).
-        observation_mode, autoreset_mode: as in gymnasium.
+        observation_mode: as in gymnasium.
+        autoreset_mode: as in gymnasium.
         spin_us: how long each side busy-spins before yielding (default: 50 when every process
             has its own core, else 0).
         yield_us: how long each side then keeps calling ``sched_yield()`` before it blocks in the
             kernel (default 500).
         inline: step the last env group in this process, during ``step`` itself, while the worker
             processes step theirs (``num_workers=2, inline=True`` is one worker process plus this
-            one). Faster for cheap envs on few cores; the inline envs lose crash isolation and
-            ``step_timeout`` cannot end them. Default ``False``.
+            one). Faster for cheap envs on few cores; the inline envs lose crash isolation, and
+            since nothing can end a hung step in the caller's own thread, ``step_timeout`` is
+            refused with it. Default ``False``.
         start_timeout: seconds a worker may take to build its envs (at start and on every
             rebuild) before it is ended and :class:`vecenv.errors.StepTimeoutError` names it;
             ``None`` waits as long as it takes. Default 120.
+
+    Examples:
+        Four envs in two worker processes (close it, or use ``with``, to end the workers):
+
+        >>> import gymnasium as gym
+        >>> import numpy as np
+        >>> import vecenv
+        >>> envs = vecenv.ProcessVectorEnv([lambda: gym.make("CartPole-v1")] * 4, num_workers=2)
+        >>> obs, infos = envs.reset(seed=0)
+        >>> obs, rewards, terminations, truncations, infos = envs.step(np.zeros(4, dtype=np.int64))
+        >>> rewards, envs.num_workers
+        (array([1., 1., 1., 1.]), 2)
+        >>> envs.close()
+
+        Async batches: :meth:`recv` returns the first ``batch_size`` envs to finish, named in
+        ``infos["env_id"]``, and :meth:`send` takes actions for exactly those:
+
+        >>> envs = vecenv.ProcessVectorEnv([lambda: gym.make("CartPole-v1")] * 4, num_workers=2,
+        ...                                batch_size=2)
+        >>> obs, infos = envs.reset(seed=0)
+        >>> for _ in range(10):
+        ...     envs.send(np.zeros(2, dtype=np.int64), infos["env_id"])
+        ...     obs, rewards, terminations, truncations, infos = envs.recv()
+        >>> obs.shape, infos["env_id"].shape
+        ((2, 4), (2,))
+        >>> envs.close()
     """
 
     def __init__(
@@ -153,6 +206,14 @@ class ProcessVectorEnv(VectorEnv):
         start_timeout: float | None = DEFAULT_START_TIMEOUT,
         **failure: Unpack[FailureOptions],
     ) -> None:
+        if inline and failure.get("step_timeout") is not None:
+            raise ValueError(
+                f"step_timeout={failure['step_timeout']!r} cannot be combined with inline=True: the "
+                "inline env group steps in your own thread, during step() itself, where a hung step "
+                "can be neither interrupted nor ended, so step_timeout could not bound it. Pass "
+                "inline=False (every env group in a worker process, which step_timeout ends when it "
+                "hangs), or leave step_timeout=None"
+            )
         self.shared_memory = shared_memory
         self.context = context
         self.daemon = daemon
@@ -166,7 +227,7 @@ class ProcessVectorEnv(VectorEnv):
     @property
     def processes(self) -> list[Any]:
         """The worker processes (``multiprocessing.Process``), one per env group (but an inline one)."""
-        return list(self._transport.processes)
+        return list(self._transport.processes)  # type: ignore[attr-defined]
 
 
 class AsyncVectorEnv(ProcessVectorEnv):
@@ -174,8 +235,15 @@ class AsyncVectorEnv(ProcessVectorEnv):
 
     Like gymnasium it runs one env per worker process unless ``num_workers`` is given; pass
     ``num_workers`` (e.g. the number of cores) to group envs and pay one round trip per worker.
+    ``max_concurrency=k`` bounds the envs in ``reset``/``step`` at once to ``k`` by running them in
+    at most ``k`` worker processes, each stepping its envs one after another (gymnasium starts one
+    process per env and shares a semaphore of ``k``). As gymnasium's, it warns when closed with a
+    call pending and logs an env's error through ``gymnasium.logger`` before raising it.
     gymnasium's custom ``worker`` function is not supported.
     """
+
+    #: open error messages with the words of gymnasium's AsyncVectorEnv (see ``check_spaces``)
+    gym_messages = "async"
 
     def __init__(
         self,
@@ -187,18 +255,81 @@ class AsyncVectorEnv(ProcessVectorEnv):
         worker: Callable | None = None,
         observation_mode: ObservationMode = "same",
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        max_concurrency: int | None = None,
         *,
         num_workers: int | None = None,
         **options: Any,
     ) -> None:
+        workers = _concurrency_workers(max_concurrency, num_workers, _count(env_fns))
         if worker is not None:
             raise NotImplementedError(
-                "AsyncVectorEnv(worker=...): vecenv runs its own worker loop; custom worker "
-                "functions are not supported"
+                "AsyncVectorEnv(worker=...): custom worker functions are not supported; vecenv runs "
+                "its own worker loop. For what a custom worker usually changes: autoreset_mode= "
+                "picks how finished episodes reset, on_error='restart' rebuilds failed envs, and "
+                "envs.apply(fn) runs fn(env) where each env lives"
             )
-        super().__init__(env_fns, num_workers=num_workers or _count(env_fns), context=context,
-                         shared_memory=shared_memory, copy=copy, daemon=daemon,
-                         observation_mode=observation_mode, autoreset_mode=autoreset_mode, **options)
+        self.worker = None
+        self.max_concurrency = max_concurrency
+        super().__init__(env_fns, num_workers=workers, context=context, shared_memory=shared_memory,
+                         copy=copy, daemon=daemon, observation_mode=observation_mode,
+                         autoreset_mode=autoreset_mode, **options)
+
+    # gymnasium logs an env's error (gymnasium.logger.error) before raising it; every step, reset
+    # and call collects its replies through one of these two
+    def _results(self, *args: Any, **kwargs: Any) -> tuple:
+        try:
+            return super()._results(*args, **kwargs)
+        except Exception as exc:
+            _log_env_error(exc)
+            raise
+
+    def _wait_calls(self, *args: Any, **kwargs: Any) -> dict[int, Any]:
+        try:
+            return super()._wait_calls(*args, **kwargs)
+        except Exception as exc:
+            _log_env_error(exc)
+            raise
+
+    def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
+        """Close as :meth:`ProcessVectorEnv.close_extras`, warning as gymnasium does when a call
+        is still pending (its results are dropped)."""
+        state = getattr(self, "_state", CallState.DEFAULT)
+        if state in _PENDING and self.batch_size == self.num_envs:
+            logger.warn(f"Calling `close` while waiting for a pending call to `{state.value}` to complete.")
+        super().close_extras(timeout=timeout, terminate=terminate, **kwargs)
+
+
+_PENDING = (CallState.WAITING_RESET, CallState.WAITING_STEP, CallState.WAITING_CALL)
+
+
+def _concurrency_workers(max_concurrency: Any, num_workers: int | None, num_envs: int) -> int:
+    """Worker processes for AsyncVectorEnv: one per env (or ``num_workers``), at most
+    ``max_concurrency``; the checks and their messages are gymnasium's."""
+    if max_concurrency is None:
+        return num_workers or num_envs
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, (int, np.integer)):
+        raise ValueError(f"`max_concurrency` must be an integer or None, got {type(max_concurrency)}.")
+    if max_concurrency < 1:
+        raise ValueError(f"`max_concurrency` must be a positive or None, got {max_concurrency}.")
+    if num_workers is not None and num_workers > max_concurrency:
+        raise ValueError(
+            f"max_concurrency={max_concurrency} with num_workers={num_workers}: each worker process "
+            "steps its envs one after another, so vecenv bounds the envs stepping at once by running "
+            "at most max_concurrency workers; pass num_workers <= max_concurrency, or only one of them"
+        )
+    return min(num_workers or num_envs, int(max_concurrency))
+
+
+def _log_env_error(exc: BaseException) -> None:
+    """Log an env's error through gymnasium's logger, in the words of gymnasium's AsyncVectorEnv."""
+    if not isinstance(exc, EnvError):
+        return
+    logger.error(
+        f"Received the following error from Worker-{exc.worker} - env {exc.env_index} raised it in "
+        f"{exc.method}; the worker keeps running"
+    )
+    logger.error(exc.remote_traceback.rstrip())
+    logger.error("Raising the last exception back to the main process.")
 
 
 class RayVectorEnv(VectorEnv):
@@ -219,8 +350,12 @@ class RayVectorEnv(VectorEnv):
             on a restart) before :class:`vecenv.errors.StepTimeoutError` says which did not;
             ``None`` waits as long as it takes (an autoscaling cluster adding nodes).
         batch_size: ``< num_envs`` for async batches; slow actors stop holding fast ones back.
-        copy, observation_mode, autoreset_mode: as in gymnasium. Under the failure policy a hung
-            or dead actor is killed and, with ``on_error="restart"``, replaced.
+        copy: as in gymnasium.
+        observation_mode: as in gymnasium.
+        autoreset_mode: as in gymnasium.
+
+    Under the failure policy a hung or dead actor is killed and, with ``on_error="restart"``,
+    replaced.
     """
 
     def __init__(

@@ -142,6 +142,8 @@ def _backends(option: str, text: str | None, variants: bool = False) -> list[str
     def check(name: str) -> None:
         if variants and name in VARIANTS:
             name = VARIANTS[name][0]
+        if name == "auto" and variants:
+            return
         if name not in BACKENDS:
             raise UsageError(
                 f"{option}: unknown backend {name!r}; expected names from {', '.join(BACKENDS)} "

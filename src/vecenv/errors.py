@@ -8,11 +8,21 @@ can catch one type. Errors about the caller's own input are ordinary ``ValueErro
 from __future__ import annotations
 
 import traceback
+import weakref
+from typing import Any
 
 import cloudpickle
-from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from gymnasium.error import (
+    AlreadyPendingCallError,
+    ClosedEnvironmentError,
+    CustomSpaceError,
+    NoAsyncCallError,
+)
 
 __all__ = [
+    "ActionIndexError",
+    "ActionKeyError",
+    "ActionSpaceError",
     "AlreadyPendingCallError",
     "ClosedEnvironmentError",
     "EnvError",
@@ -20,8 +30,31 @@ __all__ = [
     "StepTimeoutError",
     "VecEnvError",
     "WorkerDiedError",
+    "add_detail",
     "portable_error",
+    "typed_error_class",
 ]
+
+#: an EnvError's fields: env_index, worker, method, exc_type, exc_message, remote_traceback
+_Fields = tuple[int, int, str, str, str, str]
+
+
+class ActionKeyError(ValueError, KeyError):
+    """A dict of actions lacks a key of the action space: a ``ValueError``, and the ``KeyError``
+    gymnasium's vector envs raise for it."""
+
+    def __str__(self) -> str:  # the message itself, not KeyError's repr of it
+        return str(self.args[0]) if self.args else ""
+
+
+class ActionIndexError(TypeError, IndexError):
+    """A tuple of actions has fewer parts than the Tuple action space: a ``TypeError``, and the
+    ``IndexError`` gymnasium's vector envs raise for it."""
+
+
+class ActionSpaceError(ValueError, CustomSpaceError):
+    """Actions for a custom-space leaf (Text, Graph, ...) that are not a sequence of items: a
+    ``ValueError``, and the ``CustomSpaceError`` gymnasium's vector envs raise for it."""
 
 
 class VecEnvError(RuntimeError):
@@ -30,6 +63,13 @@ class VecEnvError(RuntimeError):
 
 class EnvError(VecEnvError):
     """A sub-environment raised an exception.
+
+    The error keeps the original's type: when that is an ``Exception`` subclass that can be
+    subclassed again, the error is an instance of ``EnvError[ThatClass]``, a subclass of both, so
+    ``except ValueError:`` (or ``except gym.error.DeprecatedEnv:``) catches it as it would the
+    env's own, and so does ``except vecenv.EnvError:``. Its ``args`` are the original's and
+    ``str()`` starts with the original's message, then says where it happened. Otherwise (a
+    class the caller cannot import or rebuild, an exit) it is a plain ``EnvError`` with the text.
 
     Attributes:
         env_index: index of the failing env in the vector env.
@@ -52,6 +92,13 @@ class EnvError(VecEnvError):
         remote_traceback: str,
         original: BaseException | None = None,
     ) -> None:
+        self._fill(env_index, worker, method, exc_type, exc_message, remote_traceback, original)
+        super().__init__(self._text())
+
+    def _fill(
+        self, env_index: int, worker: int, method: str, exc_type: str, exc_message: str,
+        remote_traceback: str, original: BaseException | None,
+    ) -> None:
         self.env_index = env_index
         self.worker = worker
         self.method = method
@@ -59,39 +106,126 @@ class EnvError(VecEnvError):
         self.exc_message = exc_message
         self.remote_traceback = remote_traceback
         self.original = original
-        super().__init__(
-            f"env {env_index} (worker {worker}) raised {exc_type} in {method}: {exc_message}\n"
-            f"--- original traceback ---\n{remote_traceback.rstrip()}"
-        )
+
+    def _fields(self) -> _Fields:
+        return (self.env_index, self.worker, self.method, self.exc_type, self.exc_message, self.remote_traceback)
+
+    #: lines added to the message after the fact (see :func:`add_detail`)
+    details: tuple[str, ...] = ()
+
+    def _text(self) -> str:
+        return "\n".join((
+            f"{self.exc_message}\n(vecenv) env {self.env_index} (worker {self.worker}) raised "
+            f"{self.exc_type} in {self.method}; its traceback:\n{self.remote_traceback.rstrip()}",
+            *self.details,
+        ))
+
+    def __str__(self) -> str:  # the original message first, whatever the original class prints
+        if type(self) is EnvError:
+            return super().__str__()  # the text, with any note added to args after construction
+        return self._text()
 
     @classmethod
     def from_exception(cls, exc: BaseException, env_index: int, worker: int, method: str) -> EnvError:
-        """Wrap ``exc``, raised by env ``env_index`` in ``method``, with its traceback text."""
+        """Wrap ``exc``, raised by env ``env_index`` in ``method``, keeping its type when it can."""
         kind = type(exc)
         name = f"{kind.__module__}.{kind.__qualname__}".removeprefix("builtins.")
-        return cls(env_index, worker, method, name, str(exc), format_traceback(exc), exc)
+        fields = (env_index, worker, method, name, str(exc), format_traceback(exc))
+        return _typed(kind, exc.args, _state(exc), fields, exc)
 
     def without_original(self) -> EnvError:
-        """A copy that carries the text alone (for an original that cannot be pickled)."""
-        copy = EnvError(self.env_index, self.worker, self.method, self.exc_type, self.exc_message,
-                        self.remote_traceback, None)
-        copy.args = self.args
-        return copy
+        """A copy without the original object (for an original that cannot be pickled)."""
+        kind = getattr(self, "_kind", None)
+        if kind is None:
+            copy = EnvError(*self._fields())
+            copy.args = self.args
+            return copy
+        return _typed(kind, self.args, {"details": self.details}, self._fields(), None)
 
-    def __reduce__(self):  # keep the fields when the error crosses a process boundary
-        return (
-            type(self),
-            (
-                self.env_index,
-                self.worker,
-                self.method,
-                self.exc_type,
-                self.exc_message,
-                self.remote_traceback,
-                self.original,
-            ),
-            {"args": self.args},  # the message, including any note added after construction
-        )
+    def __reduce__(self):  # the fields always arrive; the original class when it can be rebuilt
+        kind = getattr(self, "_kind", None)
+        payload = None
+        if kind is not None:
+            state = {k: v for k, v in self.__dict__.items() if k not in _OWN}
+            bare = {"details": self.details}
+            for parts in ((kind, self.args, state, self.original), (kind, self.args, bare, None), (kind, (), bare, None)):
+                try:
+                    payload = cloudpickle.dumps(parts)
+                    break
+                except Exception:  # noqa: PERF203 - only while pickling an error
+                    continue
+        return (_rebuild, (self._fields(), payload, self.original if kind is None else None, self.args))
+
+
+#: EnvError's own attributes (never copied from or to the original's)
+_OWN = frozenset(("env_index", "worker", "method", "exc_type", "exc_message", "remote_traceback", "original", "_kind"))
+#: original class -> its EnvError subclass (or EnvError when it cannot have one)
+_TYPED: weakref.WeakKeyDictionary[type, type[EnvError]] = weakref.WeakKeyDictionary()
+
+
+def add_detail(error: BaseException, text: str) -> None:
+    """Add a line to the end of ``error``'s message (it survives pickling)."""
+    if isinstance(error, EnvError):
+        error.details = (*error.details, text)
+        if type(error) is EnvError:
+            error.args = (error._text(),)
+    else:
+        error.args = (f"{error.args[0]}\n{text}" if error.args else text, *error.args[1:])
+
+
+def typed_error_class(kind: type[BaseException]) -> type[EnvError]:
+    """``EnvError[kind]``, a subclass of EnvError and ``kind``; EnvError itself when ``kind`` is
+    not an ``Exception`` (an exit, an interrupt), is vecenv's own, or cannot be subclassed."""
+    if not issubclass(kind, Exception) or issubclass(kind, VecEnvError):
+        return EnvError
+    cls = _TYPED.get(kind)
+    if cls is None:
+        try:
+            cls = type(f"EnvError[{kind.__qualname__}]", (EnvError, kind), {"__module__": __name__})
+        except Exception:  # a final class, a layout or metaclass conflict
+            cls = EnvError
+        _TYPED[kind] = cls
+    return cls
+
+
+def _builtin_init(kind: type) -> bool:
+    owner = next(k for k in kind.__mro__ if "__init__" in k.__dict__)
+    return owner.__module__ == "builtins"
+
+
+def _state(exc: BaseException) -> dict:
+    return {k: v for k, v in getattr(exc, "__dict__", {}).items() if k not in _OWN}
+
+
+def _typed(kind: type, args: tuple, state: dict, fields: _Fields, original: BaseException | None) -> EnvError:
+    cls = typed_error_class(kind)
+    if cls is not EnvError:
+        try:
+            err: Any = kind.__new__(cls, *args)  # the original class decides the memory layout
+            if _builtin_init(kind):  # fills C-level fields (OSError's errno, ...); no user code
+                kind.__init__(err, *args)  # type: ignore[misc]
+            err.__dict__.update(state)
+            err._fill(*fields, original)
+            err._kind = kind
+            err.args = tuple(args)
+            return err
+        except Exception:  # an odd constructor: the text alone
+            pass
+    return EnvError(*fields, original)
+
+
+def _rebuild(fields: _Fields, payload: bytes | None, original: BaseException | None, args: tuple) -> EnvError:
+    """Unpickle an EnvError: typed when its original class loads here, else with the text."""
+    if payload is not None:
+        try:
+            kind, kind_args, state, typed_original = cloudpickle.loads(payload)
+            return _typed(kind, kind_args, state, fields, typed_original)
+        except Exception:  # the class is not importable in this process
+            pass
+    err = EnvError(*fields, original)
+    if payload is None:
+        err.args = args  # the message, including any note added after construction
+    return err
 
 
 class WorkerDiedError(VecEnvError):

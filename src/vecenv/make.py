@@ -12,6 +12,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.backends import ProcessVectorEnv, RayVectorEnv, SerialVectorEnv, ThreadVectorEnv
 from vecenv.engine import VectorEnv, parse_autoreset_mode, usable_cores
+from vecenv.layout import choose
 
 __all__ = ["BACKENDS", "available_backends", "make", "usable_cores"]
 
@@ -59,12 +60,38 @@ def make(
         env: a registered env id (``"CartPole-v1"``), a callable returning an env (called with
             ``**env_kwargs``), or a list of callables (then ``num_envs`` is its length).
         num_envs: how many copies (default 1; for a list, its length).
-        backend: ``"serial"``, ``"thread"``, ``"process"``, ``"ray"`` or ``"auto"`` (processes
-            when more than one core is usable and the backend exists, else serial).
+        backend: ``"serial"``, ``"thread"``, ``"process"``, ``"ray"`` or ``"auto"``: the layout
+            that steps this env fastest here (serial, processes, or processes with
+            ``inline=True``), chosen by measuring; see :mod:`vecenv.layout`. The env's
+            ``layout`` attribute says what was chosen and why; ``VECENV_BACKEND`` forces it.
         autoreset_mode: ``"next_step"`` (default), ``"same_step"``, ``"disabled"`` or the enum.
         env_kwargs: keyword arguments for ``gym.make`` or the factory.
         wrappers: callables applied in order to each env after it is made.
         **backend_kwargs: passed to the backend's class (``copy``, ``num_workers``, ...).
+
+    Examples:
+        >>> import vecenv
+        >>> envs = vecenv.make("CartPole-v1", num_envs=4, backend="serial")
+        >>> envs
+        SerialVectorEnv(CartPole-v1, num_envs=4)
+        >>> obs, infos = envs.reset(seed=0)          # env i is seeded 0 + i
+        >>> obs.shape, obs.dtype
+        ((4, 4), dtype('float32'))
+        >>> obs, rewards, terminations, truncations, infos = envs.step(envs.action_space.sample())
+        >>> rewards
+        array([1., 1., 1., 1.])
+        >>> envs.close()
+
+        The env's keyword arguments and wrappers, and a context manager that closes it:
+
+        >>> import gymnasium as gym
+        >>> with vecenv.make("CartPole-v1", 2, backend="serial", env_kwargs={"max_episode_steps": 5},
+        ...                  wrappers=[gym.wrappers.RecordEpisodeStatistics]) as envs:
+        ...     _ = envs.reset(seed=0)
+        ...     for _ in range(5):
+        ...         *_, truncations, infos = envs.step(envs.action_space.sample())
+        >>> truncations, infos["episode"]["l"]
+        (array([ True,  True]), array([5, 5]))
     """
     mode = parse_autoreset_mode(autoreset_mode)
     if backend != "auto" and backend not in BACKENDS:
@@ -72,6 +99,7 @@ def make(
     env_kwargs = dict(env_kwargs or {})
     wrappers = list(wrappers or [])
     spec = None
+    env_fns: list[Callable[[], gym.Env]]
     if isinstance(env, str):
         spec = gym.spec(env)  # raises gymnasium's clear error for an unknown id
         n = _num_envs(num_envs)
@@ -84,15 +112,20 @@ def make(
             raise ValueError(f"num_envs={num_envs} but {len(env)} env callables were given")
         if env_kwargs:
             raise ValueError("env_kwargs is for an env id or a single factory, not a list of callables")
-        env_fns = [partial(_make_from_callable, fn, {}, wrappers) for fn in env] if wrappers else list(env)
+        env_fns = [partial(_make_from_callable, fn, {}, wrappers) for fn in env] if wrappers else list(env)  # type: ignore[arg-type]
     else:
         raise TypeError(
             f"env: expected a registered env id, a callable returning an env, or a non-empty list of "
             f"callables, got {env!r:.100}"
         )
+    chosen = None
     if backend == "auto":
-        backend = "process" if usable_cores() > 1 else "serial"
+        chosen = choose(env_fns, backend_kwargs)
+        backend = chosen.backend
+        backend_kwargs = {**chosen.kwargs(), **backend_kwargs}
     envs = BACKENDS[backend](env_fns, autoreset_mode=mode, **backend_kwargs)
+    if chosen is not None:
+        envs.layout = chosen
     if spec is not None:
         envs.spec = spec
     return envs

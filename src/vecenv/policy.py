@@ -39,6 +39,51 @@ class FailurePolicy:
         step_timeout: seconds a worker may take for one command before it is ended and reported
             (:class:`~vecenv.errors.StepTimeoutError`, or restarted); ``None`` waits as long as it
             takes.
+
+    Examples:
+        Every backend takes these fields as keyword arguments (and ``vecenv.make`` passes them
+        on); the vector env keeps the validated policy as ``policy``:
+
+        >>> import gymnasium as gym
+        >>> import numpy as np
+        >>> import vecenv
+        >>> class Crashy(gym.Wrapper):  # an env whose third step raises
+        ...     steps = 0
+        ...     def step(self, action):
+        ...         self.steps += 1
+        ...         if self.steps == 3:
+        ...             raise RuntimeError("simulator crashed")
+        ...         return super().step(action)
+        >>> envs = vecenv.make(lambda: Crashy(gym.make("CartPole-v1")), 2, backend="serial",
+        ...                    on_error="restart", max_restarts=5)
+        >>> envs.policy
+        FailurePolicy(on_error='restart', max_restarts=5, restart_window=60.0, step_timeout=None)
+        >>> _ = envs.reset(seed=0)
+        >>> for _ in range(3):
+        ...     *_, truncations, infos = envs.step(np.zeros(2, dtype=np.int64))
+        >>> truncations, infos["restarted"], infos["restart_reason"][0]
+        (array([ True,  True]), array([ True,  True]), 'RuntimeError: simulator crashed')
+        >>> envs.close()
+
+        With the default ``on_error="raise"`` the error reaches the caller, as its own type and
+        as a :class:`vecenv.EnvError` saying where it happened:
+
+        >>> envs = vecenv.make(lambda: Crashy(gym.make("CartPole-v1")), 2, backend="serial")
+        >>> _ = envs.reset(seed=0)
+        >>> try:
+        ...     for _ in range(3):
+        ...         _ = envs.step(np.zeros(2, dtype=np.int64))
+        ... except RuntimeError as error:
+        ...     print(isinstance(error, vecenv.EnvError), error.env_index, error.method)
+        True 0 step
+        >>> envs.close()
+
+        Invalid values are refused where the vector env is built:
+
+        >>> vecenv.FailurePolicy(on_error="retry")
+        Traceback (most recent call last):
+        ...
+        ValueError: on_error: expected 'raise' or 'restart', got 'retry'
     """
 
     on_error: Literal["raise", "restart"] = "raise"

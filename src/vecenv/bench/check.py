@@ -26,7 +26,6 @@ from vecenv.bench.check_backends import check_backends
 from vecenv.bench.check_probe import SPAWN_TIMEOUT as SPAWN_TIMEOUT
 from vecenv.bench.check_probe import check_pickle
 from vecenv.bench.check_probe import spawn_probe as spawn_probe
-from vecenv.bench.check_recommend import CHEAP_STEP_US as CHEAP_STEP_US
 from vecenv.bench.check_recommend import THREAD_SPEEDUP as THREAD_SPEEDUP
 from vecenv.bench.check_recommend import recommend
 from vecenv.bench.check_report import JSON_SCHEMA as JSON_SCHEMA
@@ -98,8 +97,8 @@ def _env_fn(env: Any, env_kwargs: dict[str, Any] | None) -> tuple[Callable[[], g
         if env.kind == "factory":
             factory = _factory(env.name)
             if env.kwargs:
-                return partial(factory, **env.kwargs), env.name
-            return factory, env.name
+                return partial(factory, **env.kwargs), env.name  # type: ignore[misc, arg-type]
+            return factory, env.name  # type: ignore[return-value]
         return env.env_fn, env.name
     if callable(env):
         label = getattr(env, "__qualname__", None) or type(env).__name__

@@ -1,18 +1,20 @@
-"""The backend ``vecenv check`` recommends: a rule of thumb from the step cost, cross-checked
-with the throughput each backend reached."""
+"""The backend ``vecenv check`` recommends: :func:`vecenv.layout.decide` on the measured step
+cost (the rule ``backend="auto"`` follows), cross-checked with the throughput each backend
+reached here."""
 
 from __future__ import annotations
 
 from vecenv.bench.check_report import CheckReport
 from vecenv.bench.check_values import size_text
+from vecenv.layout import EnvProbe, decide, machine_costs
 from vecenv.make import usable_cores
 
-__all__ = ["CHEAP_STEP_US", "THREAD_SPEEDUP", "recommend"]
+__all__ = ["MEASURED_LEAD", "THREAD_SPEEDUP", "recommend"]
 
-#: below this many µs per env step, crossing a process boundary costs more than it saves
-CHEAP_STEP_US = 20.0
 #: a threaded run this much faster than serial means the step releases the GIL
 THREAD_SPEEDUP = 1.3
+#: a measured backend this much faster than the rule's choice overrides the rule
+MEASURED_LEAD = 1.5
 
 
 def recommend(report: CheckReport) -> None:
@@ -21,28 +23,9 @@ def recommend(report: CheckReport) -> None:
     if not ran:
         report.recommendation, report.reason = None, "no backend ran the env"
         return
-    step_us = report.step_us
-    obs = size_text(report.obs_bytes or 0)
     cores = usable_cores()
     measured = " (measured here: " + ", ".join(f"{b} {r:,.0f}" for b, r in ran.items()) + " env steps/s)"
-    serial = ran.get("serial")
-    thread = ran.get("thread")
-    process = ran.get("process")
-    best = max(ran, key=ran.__getitem__)
-    if step_us is not None and step_us < CHEAP_STEP_US and serial:
-        if best != "serial" and ran[best] > 1.5 * serial:
-            report.recommendation = best
-            report.reason = (
-                f"a step costs only {step_us:.1f} µs, but {best} ran {ran[best] / serial:.1f}× "
-                f"faster than serial here{measured}"
-            )
-            return
-        report.recommendation = "serial"
-        report.reason = (
-            f"a step costs only {step_us:.1f} µs (observation {obs}), less than a round trip to "
-            f"a worker, so stepping every env in the calling process is fastest{measured}"
-        )
-        return
+    serial, thread = ran.get("serial"), ran.get("thread")
     if serial and thread and thread > THREAD_SPEEDUP * serial:
         report.recommendation = "thread"
         report.reason = (
@@ -50,21 +33,23 @@ def recommend(report: CheckReport) -> None:
             f"GIL; threads share the cores without copying observations between processes{measured}"
         )
         return
-    cost = f"{step_us:,.0f} µs" if step_us is not None else "the step"
-    if process and cores > 1:
-        if serial and process < 0.9 * serial:
-            report.recommendation = "serial"
-            report.reason = (
-                f"a step costs {cost}, enough for worker processes to pay off on {cores} idle "
-                f"cores, but process ran slower than serial here (are the cores busy?){measured}"
-            )
-            return
-        report.recommendation = "process"
+    if report.step_us is None:
+        best = max(ran, key=ran.__getitem__)
+        report.recommendation, report.reason = best, f"it ran fastest here{measured}"
+        return
+    probe = EnvProbe(report.step_us, 1.0, report.obs_bytes or 0)
+    layout = decide(probe, machine_costs(), report.num_envs, cores)
+    choice = layout.backend
+    best = max(ran, key=ran.__getitem__)
+    if choice in ran and best != choice and ran[best] > MEASURED_LEAD * ran[choice]:
+        report.recommendation = best
         report.reason = (
-            f"a step costs {cost} of CPU and holds the GIL, so worker processes on the {cores} "
-            f"usable cores pay off; the {obs} observation travels through shared memory{measured}"
+            f"the rule picks {layout.name} ({layout.reason}), but {best} ran "
+            f"{ran[best] / ran[choice]:.1f}× faster here{measured}"
         )
         return
-    report.recommendation = "serial" if serial else best
-    why = "only one core is usable" if cores <= 1 else "the process backend did not run"
-    report.reason = f"{why}{measured}"
+    report.recommendation = choice
+    options = ", ".join(f"{k}={v!r}" for k, v in layout.kwargs().items())
+    how = f"backend={choice!r}" + (f", {options}" if options else "")
+    obs = size_text(report.obs_bytes or 0)
+    report.reason = f"{how} — {layout.reason}; observation {obs}; the rule vecenv.make's backend='auto' follows{measured}"

@@ -80,19 +80,20 @@ def missing_backend_dependency(name: str) -> str | None:
 OPT_IN_BACKENDS = ("ray",)
 
 
-#: bench-only variants: ``name+flag`` runs backend ``name`` with ``flag=True``
-VARIANTS = {"process+inline": ("process", {"inline": True})}
+#: bench-only variants: ``auto`` is what ``vecenv.make`` builds by default (see
+#: :mod:`vecenv.layout`); ``name+flag`` runs backend ``name`` with ``flag=True``
+VARIANTS = {"auto": ("auto", {}), "process+inline": ("process", {"inline": True})}
 
 
 def default_backends(variants: bool = False) -> list[str]:
     """The vecenv backends measured or checked when none are named (with ``variants``, also
-    the variants of those backends, e.g. ``process+inline``)."""
+    ``auto`` first and the variants of those backends, e.g. ``process+inline``)."""
     names = [
         b for b in vecenv.available_backends()
         if b not in OPT_IN_BACKENDS and missing_backend_dependency(b) is None
     ]
     if variants:
-        names += [v for v, (base, _) in VARIANTS.items() if base in names]
+        names = ["auto", *names, *(v for v, (base, _) in VARIANTS.items() if base in names)]
     return names
 
 

@@ -199,7 +199,7 @@ def run_bench(config: BenchConfig, progress: Progress | None = None) -> BenchRun
                         result.error = first_line(exc)
                         round_ = None
                     else:
-                        result.rounds.append(round_)
+                        result.rounds.append(round_)  # type: ignore[arg-type]
                         result.num_workers = workers
                     if progress is not None:
                         progress.advance(result, round_)

@@ -49,7 +49,7 @@ class Calls:
         """Wait for :meth:`call_async`'s results, one per env."""
         self._check_open()
         if self._state is not CallState.WAITING_CALL:
-            raise NoAsyncCallError("Calling `call_wait` without any prior call to `call_async`.", "call_async")
+            raise NoAsyncCallError("Calling `call_wait` without any prior call to `call_async`.", "call")
         with self._collecting():
             results = self._wait_calls(timeout, "call_wait")
         return tuple(x for w in range(self.num_workers) for x in results[w])
@@ -144,6 +144,7 @@ class Calls:
     @one_caller
     def render(self) -> tuple[Any, ...]:
         """Each env's rendered frame (``render_mode`` is set when the envs are made)."""
+        self._check_idle("call_async")  # refused in gymnasium's words: it renders through call()
         return tuple(self._run_at("render", None, lambda local, _: Render(local)))
 
     @property

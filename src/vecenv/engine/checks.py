@@ -7,7 +7,7 @@ for the same mistake where it has them.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -52,20 +52,25 @@ def check_env_fns(env_fns: Any) -> list[Callable[[], gym.Env]]:
 def check_count(name: str, value: Any, upper: int | None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
-    if upper is not None and value > upper:
+    if upper is not None and value > upper:  # type: ignore[operator]
         raise ValueError(f"{name}: expected at most num_envs={upper}, got {value}")
     return int(value)
 
 
 def check_observation_mode(mode: Any) -> None:
-    if isinstance(mode, tuple):
-        if len(mode) != 2 or not all(isinstance(s, spaces.Space) for s in mode):
+    """``"same"``, ``"different"`` or a ``(batched, single)`` pair of spaces, as gymnasium takes it."""
+    if isinstance(mode, tuple) and len(mode) == 2:
+        if not all(isinstance(s, spaces.Space) for s in mode):
             raise TypeError(
-                "observation_mode: a tuple must be (batched observation space, single observation space)"
+                f"Expected both elements of observation_mode to be Spaces, got {type(mode[0])} and "
+                f"{type(mode[1])}: the tuple is (batched observation space, single observation space)"
             )
-    elif mode not in ("same", "different"):
+    elif isinstance(mode, tuple) or not isinstance(mode, str) or mode not in ("same", "different"):
         raise ValueError(
-            f"observation_mode: expected 'same', 'different' or a (batched, single) tuple of spaces, got {mode!r}"
+            "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch "
+            f"observation space, actual got {mode}: observation_mode must be 'same' (every env has "
+            "the same observation space), 'different' (spaces of one shape and dtype, bounds may "
+            "differ) or a (batched observation space, single observation space) tuple"
         )
 
 
@@ -79,7 +84,8 @@ def check_seeds(seed: Any, n: int) -> list[int | None]:
         seeds = list(seed)
         if len(seeds) != n:
             raise ValueError(
-                f"reset(seed=...): a list of seeds must have one per env (num_envs={n}), got {len(seeds)}"
+                f"If seeds are passed as a list the length must match num_envs={n} but got "
+                f"length={len(seeds)}. reset(seed=...) takes an int, or a list of one per env"
             )
         return seeds
     raise TypeError(f"reset(seed=...): expected None, an int or a list of {n} ints, got {seed!r}")
@@ -137,30 +143,70 @@ class SpaceMismatchError(ValueError, RuntimeError):
 
 
 def check_spaces(descriptions: Sequence[Any], observation_mode: Any, single_obs: spaces.Space,
-                 single_act: spaces.Space) -> None:
-    """Every env's spaces must batch with env 0's (equal, or for ``"different"`` of one shape)."""
-    for i, d in enumerate(descriptions):
-        if observation_mode == "same":
-            if d.observation_space != single_obs:
-                raise SpaceMismatchError(
-                    f"env {i}'s observation space {d.observation_space} differs from env 0's "
-                    f"{single_obs}; with observation_mode='same' every env "
-                    "must have the same observation space (use observation_mode='different' "
-                    "when only the bounds differ)"
-                )
-        elif not is_space_dtype_shape_equiv(d.observation_space, single_obs):
-            raise SpaceMismatchError(
-                f"env {i}'s observation space {d.observation_space} does not share the shape "
-                f"and dtype of {single_obs}, so they cannot be batched"
+                 single_act: spaces.Space, owner: type | None = None) -> None:
+    """Every env's spaces must batch with env 0's (equal, or for ``"different"`` of one shape).
+
+    The message opens with the words of gymnasium's vector env for the same mistake: its
+    ``AsyncVectorEnv``'s when ``owner`` (the vector env's class) sets ``gym_messages = "async"``,
+    else its ``SyncVectorEnv``'s, with ``owner``'s name.
+    """
+    name = owner.__name__ if owner is not None else "VectorEnv"
+    mimic_async = getattr(owner, "gym_messages", "sync") == "async"
+    observations = [(i, True, d.observation_space) for i, d in enumerate(descriptions)]
+    actions = [(i, False, d.action_space) for i, d in enumerate(descriptions)]
+    # gymnasium's Sync checks env by env, its Async every observation space first
+    order = observations + actions if mimic_async else [c for pair in zip(observations, actions, strict=True) for c in pair]
+    for i, is_obs, space in order:
+        if is_obs:
+            _check_observation_space(i, space, observation_mode, single_obs, name, mimic_async)
+        elif space != single_act:
+            opening = (
+                f"Some environments have an action space different from `{single_act}`. In order to "
+                "batch actions, the action spaces from all environments must be equal."
+                if mimic_async else
+                f"Sub-environment action space doesn't make the `single_action_space`, "
+                f"action_space={space}, single_action_space={single_act}."
             )
-        if d.action_space != single_act:
             raise SpaceMismatchError(
-                f"env {i}'s action space {d.action_space} differs from env 0's "
-                f"{single_act}; every env must have the same action space"
+                f"{opening} (env {i}'s action space {space} differs from env 0's {single_act}; "
+                "every env must have the same action space)"
             )
 
 
-def check_policy(failure: dict[str, Any], backend: str, can_end_workers: bool) -> FailurePolicy:
+def _check_observation_space(i: int, space: spaces.Space, observation_mode: Any, single: spaces.Space,
+                             name: str, mimic_async: bool) -> None:
+    if observation_mode == "same":
+        if space == single:
+            return
+        opening = (
+            f"{name}(..., observation_mode='same') however some of the sub-environments observation "
+            "spaces are not equivalent."
+            if mimic_async else
+            f"{name}(..., observation_mode='same') however the sub-environments observation spaces "
+            f"are not equivalent. single_observation_space={single}, sub-environment "
+            f"observation_space={space}."
+        )
+        raise SpaceMismatchError(
+            f"{opening} If this is intentional, use `observation_mode='different'` instead. (env {i}'s "
+            f"observation space {space} differs from env 0's {single}; 'different' batches spaces "
+            "that share a shape and dtype, such as Boxes with other bounds)"
+        )
+    if not is_space_dtype_shape_equiv(space, single):
+        opening = (
+            f"{name}(..., observation_mode='different' or custom space) however the sub-environment's "
+            "observation spaces do not share a common shape and dtype."
+            if mimic_async else
+            f"{name}(..., observation_mode='different' or custom space) however the sub-environments "
+            f"observation spaces do not share a common shape and dtype, single_observation_space="
+            f"{single}, sub-environment observation space={space}."
+        )
+        raise SpaceMismatchError(
+            f"{opening} (env {i}'s observation space {space} does not share the shape and dtype of "
+            f"{single}, so they cannot be batched)"
+        )
+
+
+def check_policy(failure: Mapping[str, Any], backend: str, can_end_workers: bool) -> FailurePolicy:
     """The failure policy from a backend's keywords; step_timeout only where workers can be ended."""
     unknown = set(failure) - set(FailureOptions.__annotations__)
     if unknown:

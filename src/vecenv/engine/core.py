@@ -47,7 +47,7 @@ from vecenv.errors import (
 )
 from vecenv.policy import FailureOptions
 from vecenv.worker import EnvDescription, InfoEntry
-from vecenv.worker.commands import Configure, Reset, Step
+from vecenv.worker.commands import STEP_ALL, Configure, Reset, Step
 from vecenv.worker.restarts import RestartBudget
 
 __all__ = ["SpaceMismatchError", "VectorEnv"]
@@ -56,7 +56,7 @@ _NO_IDS = np.empty(0, dtype=np.int64)
 StepResult = tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]
 
 
-class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
+class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one per env
     """A batch of ``num_envs`` sub-environments behind gymnasium's vector API.
 
     Subclasses choose the transport; see :class:`vecenv.SerialVectorEnv` and the others.
@@ -70,6 +70,8 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
 
     #: the transport's name, e.g. ``"serial"``
     backend: str
+    #: what ``backend="auto"`` chose and why (a :class:`vecenv.layout.Layout`); None otherwise
+    layout: Any = None
 
     def __init__(
         self,
@@ -92,12 +94,14 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         self.observation_mode = observation_mode
         self.copy = bool(copy)
         self.batch_size = n if batch_size is None else check_count("batch_size", batch_size, n)
+        self._async_batches = self.batch_size < n  # recv() returns the first batch_size envs ready
         self.num_workers = min(check_count("num_workers", num_workers, None), n)
         self.backend = transport.name
         self.policy = check_policy(failure, transport.name, transport.can_end_workers)
         self._worker_budget = RestartBudget(self.policy.max_restarts, self.policy.restart_window)
         self._partition = split_envs(n, self.num_workers)
         self._whole_groups = [(w, None, np.arange(a, b)) for w, (a, b) in enumerate(self._partition)]
+        self._whole_steps = [(w, STEP_ALL, gids) for w, _, gids in self._whole_groups]
         self._worker_of = [w for w, (a, b) in enumerate(self._partition) for _ in range(a, b)]
         self._init_flight(n)
         self._init_recovery()
@@ -140,7 +144,8 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
             self.observation_space = batch_space(first.observation_space, self.num_envs)
         else:
             self.observation_space = batch_differing_spaces([d.observation_space for d in descriptions])
-        check_spaces(descriptions, observation_mode, self.single_observation_space, self.single_action_space)
+        check_spaces(descriptions, observation_mode, self.single_observation_space, self.single_action_space,
+                     type(self))
 
     # ================================================================ reset
     @one_caller
@@ -174,14 +179,15 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         check_options(options)
         mask = None
         if options is not None and "reset_mask" in options:
-            options = dict(options)
-            mask = options.pop("reset_mask")
+            mask = options["reset_mask"]
             check_reset_mask(mask, n)
             if self.batch_size < n:
                 raise ValueError("reset(options={'reset_mask': ...}) is not supported with batch_size < num_envs")
         if self._state is CallState.INTERRUPTED or self._wait_interrupted:
             self._settle()
         self._check_idle("reset_async")
+        if mask is not None:
+            options.pop("reset_mask")  # type: ignore[union-attr]  # from the caller's dict, as gymnasium's vector envs do
         ids = np.arange(n) if mask is None else np.flatnonzero(mask)
         with self._dispatching(CallState.WAITING_RESET):
             if self.batch_size < n:
@@ -189,7 +195,8 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
                 self._held.clear()
                 self._cut.clear()  # every env starts a new episode
             self._needs_reset[ids] = False
-            self._busy[ids] = True
+            if self._async_batches:
+                self._busy[ids] = True
             for w, local, gids in self._by_worker(ids):
                 a, b = self._partition[w]
                 self._submit(w, Reset(seeds[a:b], options, local), gids)
@@ -199,7 +206,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         """Wait for :meth:`reset_async`'s results: ``(observations, infos)``."""
         self._check_open()
         if self._state is not CallState.WAITING_RESET:
-            raise NoAsyncCallError("Calling `reset_wait` without any prior call to `reset_async`.", "reset_async")
+            raise NoAsyncCallError("Calling `reset_wait` without any prior call to `reset_async`.", "reset")
         obs, _, _, _, infos = self._results(timeout, "reset_wait")
         self._has_reset = True
         return obs, infos
@@ -233,28 +240,33 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         self._send(actions, env_ids)
 
     def _send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None) -> None:
-        self._check_open()
-        n = self.num_envs
-        if self._state is not CallState.DEFAULT and not (self._state is CallState.WAITING_STEP and self.batch_size < n):
+        if self.closed:
+            self._check_open()
+        state = self._state
+        if state is not CallState.DEFAULT and not (state is CallState.WAITING_STEP and self._async_batches):
             self._check_idle("step_async")
         if not self._has_reset:
             raise gym.error.ResetNeeded("step() was called before reset(): call reset() first")
         ids = self._check_send(actions, env_ids)
-        cut = [i for i in ids.tolist() if i in self._cut] if self._cut and ids is not None else []
-        stepping = ids if not cut else ids[~np.isin(ids, cut)]
-        previous, self._state = self._state, CallState.WAITING_STEP
+        cut = [i for i in ids.tolist() if i in self._cut] if self._cut and ids is not None else None
+        self._state = CallState.WAITING_STEP
         try:  # what _dispatching does, inline on the step path
-            self._busy[slice(None) if ids is None else ids] = True
-            if stepping is None or stepping.size:
-                for w, local, gids in self._by_worker(stepping):
-                    if w in self._in_flight:
-                        self._deferred.setdefault(w, []).extend(gids.tolist())
-                    else:
-                        self._submit(w, Step(local), gids)
+            if ids is None:
+                commands = self._whole_steps
+            else:
+                if self._async_batches:
+                    self._busy[ids] = True
+                stepping = ids[~np.isin(ids, cut)] if cut else ids
+                commands = [(w, Step(local), gids) for w, local, gids in self._by_worker(stepping)]
+            for w, command, gids in commands:
+                if w in self._in_flight:
+                    self._deferred.setdefault(w, []).extend(gids.tolist())
+                else:
+                    self._submit(w, command, gids)
             if cut:
                 self._truncate_cut(cut)
         except BaseException:
-            self._cut_dispatch(previous)
+            self._cut_dispatch(state)
             raise
 
     def _check_send(self, actions: Any, env_ids: Any) -> np.ndarray | None:
@@ -290,7 +302,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
     def _recv(self, timeout: float | None) -> StepResult:
         self._check_open()
         if self._state is not CallState.WAITING_STEP:
-            raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.", "step_async")
+            raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.", "step")
         return self._results(timeout, "step_wait")
 
     # The SB3 layer reads each env's report as it came (exact Python types, no batching).
@@ -327,10 +339,11 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
     # ================================================================ results
     def _results(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
         try:  # what _collecting does, inline on the step path
-            self._gather(self.batch_size if self.batch_size < self.num_envs else None, timeout, method)
-            if self.batch_size == self.num_envs:
-                return self._full_batch(raw)
-            return self._async_batch()
+            if self._async_batches:
+                self._gather(self.batch_size, timeout, method)
+                return self._async_batch()
+            self._gather(None, timeout, method)
+            return self._full_batch(raw)
         except multiprocessing.TimeoutError:
             raise
         except BaseException:
@@ -343,7 +356,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
         self._clear_flight()
         if self.autoreset_mode is AutoresetMode.DISABLED:
             self._needs_reset = np.logical_or(b.terminations, b.truncations)
-        infos = entries if raw else batch_infos(entries, n)
+        infos = entries if raw else batch_infos(entries, n) if entries else {}
         return b.observations.read(self.copy), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
 
     def _async_batch(self) -> tuple:
@@ -427,5 +440,6 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):
 
     def __repr__(self) -> str:
         spec = f"{self.spec.id}, " if self.spec is not None else ""
-        return f"{type(self).__name__}({spec}num_envs={self.num_envs})"
+        chosen = f", layout={self.layout.name!r} (auto)" if self.layout is not None else ""
+        return f"{type(self).__name__}({spec}num_envs={self.num_envs}{chosen})"
 

@@ -12,6 +12,7 @@ It also keeps every call interruption-safe (:meth:`Dispatcher._dispatching`, ``_
 from __future__ import annotations
 
 import multiprocessing
+import sys
 import threading
 import time
 from collections import deque
@@ -25,6 +26,7 @@ import numpy as np
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import Transport
 from vecenv.errors import (
+    AlreadyPendingCallError,
     ClosedEnvironmentError,
     NoAsyncCallError,
     StepTimeoutError,
@@ -49,17 +51,20 @@ class Overdue(Exception):
 
 
 class CallerGuard:
-    """Who is inside a vector env's API now: ``owner`` is ``(thread ident, method)`` or ``None``.
+    """Who is inside a vector env's API now: :attr:`owner` is ``(thread ident, method)`` or ``None``.
 
-    Taken by :func:`one_caller`. ``lock`` is held only to test-and-set ``owner``, never while a
-    call runs, so it never blocks for long; a ``with`` block takes it, which no signal can split.
+    Taken by :func:`one_caller` with one ``dict.setdefault``, a test-and-set that is atomic (one C
+    call, under the GIL or a free-threaded build's per-dict lock) and never blocks.
     """
 
-    __slots__ = ("lock", "owner")
+    __slots__ = ("slot",)
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.owner: tuple[int, str] | None = None
+        self.slot: dict[int, tuple[int, str]] = {}
+
+    @property
+    def owner(self) -> tuple[int, str] | None:
+        return self.slot.get(0)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -69,32 +74,29 @@ def one_caller(method: _F) -> _F:
     """Let one thread at a time into ``method`` of a vector env (a second caller gets a
     RuntimeError at once, before anything is touched); calls it makes itself pass through.
 
-    Interrupt-safe: the caller owns the guard through a token of its own, set and cleared by
-    plain attribute stores (no point where a signal handler runs in between), and the
-    ``finally`` gives it back whatever was raised, wherever, so a KeyboardInterrupt never leaves
-    the guard held.
+    Interrupt-safe: the caller owns the guard through a token of its own, taken inside the
+    ``try`` and given back by the ``finally`` whatever was raised, wherever (an interruption
+    just after the take included), so a KeyboardInterrupt never leaves the guard held.
     """
     name = method.__name__
+    get_ident = threading.get_ident
 
     @wraps(method)
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-        guard: CallerGuard = self._guard
-        me = threading.get_ident()
-        owner = guard.owner
+        slot = self._guard.slot
+        me = get_ident()
+        owner = slot.get(0)
         if owner is not None and owner[0] == me:  # inside this thread's own call
             return method(self, *args, **kwargs)
         token = (me, name)
         try:
-            with guard.lock:
-                owner = guard.owner
-                if owner is None:
-                    guard.owner = token
-            if owner is not None:
+            owner = slot.setdefault(0, token)
+            if owner is not token:
                 raise RuntimeError(_refusal(owner, name))
             return method(self, *args, **kwargs)
-        finally:
-            if guard.owner is token:
-                guard.owner = None
+        finally:  # no call here: a signal handler runs only at calls and loops, and must not skip this
+            if 0 in slot and slot[0] is token:
+                del slot[0]
 
     return guarded  # type: ignore[return-value]
 
@@ -116,6 +118,7 @@ class Dispatcher:
     policy: FailurePolicy
     num_envs: int
     batch_size: int
+    _async_batches: bool
     closed: bool
 
     def _init_flight(self, n: int) -> None:
@@ -139,8 +142,9 @@ class Dispatcher:
 
     def _cut_call(self) -> None:
         """``step``/``reset``/``call`` are one call to their user: cut short anywhere (between
-        send and wait too), what they left pending is the next reset()'s to drop."""
-        if self._state is not CallState.DEFAULT:
+        send and wait too), what they left pending is the next reset()'s to drop. A call refused
+        because another is pending left nothing: that one stays pending, as in gymnasium."""
+        if self._state is not CallState.DEFAULT and not isinstance(sys.exc_info()[1], AlreadyPendingCallError):
             self._wait_interrupted = True
 
     def _cut_collect(self) -> None:
@@ -252,10 +256,11 @@ class Dispatcher:
 
     def _accept(self, w: int, gids: np.ndarray, entries: list[InfoEntry], objects: Any) -> None:
         """Take a worker's results for ``gids``: they are ready to be returned."""
-        self._buffers.observations.set_objects(objects, gids)
+        if objects is not None:
+            self._buffers.observations.set_objects(objects, gids)
         for entry in entries:
             self._held[entry.index] = entry
-        if self.batch_size < self.num_envs:  # full batches wait for every reply, not a count
+        if self._async_batches:  # full batches wait for every reply, not a count
             self._ready.extend(gids.tolist())
         deferred = self._deferred.pop(w, None)
         if deferred:
@@ -305,6 +310,7 @@ class Dispatcher:
             self._ready.clear()
         if self._held:
             self._held.clear()
-        self._busy.fill(False)
+        if self._async_batches:  # full batches never mark envs busy
+            self._busy.fill(False)
         self._state = CallState.DEFAULT
         self._wait_interrupted = False

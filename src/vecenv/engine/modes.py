@@ -22,6 +22,7 @@ def parse_autoreset_mode(mode: str | AutoresetMode) -> AutoresetMode:
         if key in _MODES:
             return _MODES[key]
     raise ValueError(
-        f"unknown autoreset_mode {mode!r}: expected 'next_step', 'same_step', 'disabled' "
+        f"{mode!r} is not a valid AutoresetMode: unknown autoreset_mode {mode!r}, expected "
+        "'next_step', 'same_step', 'disabled' (or gymnasium's 'NextStep', 'SameStep', 'Disabled') "
         "or a gymnasium.vector.AutoresetMode"
     )

@@ -12,17 +12,23 @@ arrays, tuple of items for custom spaces).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+from gymnasium.vector.utils import batch_space, iterate
+
+from vecenv.errors import ActionIndexError, ActionKeyError, ActionSpaceError
 
 __all__ = ["BatchBuffer", "Leaf", "StepBuffers", "is_fixed_leaf"]
 
 _FIXED = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 _ALIGN = 64
+
+_NDARRAY = np.ndarray
 
 
 def is_fixed_leaf(space: spaces.Space) -> bool:
@@ -51,7 +57,7 @@ class Leaf:
 def _leaf_shape_dtype(space: spaces.Space) -> tuple[tuple[int, ...], np.dtype]:
     if isinstance(space, spaces.Discrete):
         return (), np.dtype(space.dtype)
-    return tuple(space.shape), np.dtype(space.dtype)
+    return tuple(space.shape), np.dtype(space.dtype)  # type: ignore[arg-type]
 
 
 def _walk(space: spaces.Space, path: tuple = ()):
@@ -104,6 +110,10 @@ class BatchBuffer:
             else None
         )
         self._single_shape = self.leaves[0].shape if self._single_array is not None else None
+        #: row -> the item as the caller passed it, for rows assigned a batch that is not numpy
+        #: arrays of the leaves' dtypes (see :meth:`assign`); emptied in place, never rebound
+        self.given: dict[int, Any] = {}
+        self._batched: spaces.Space | None = None
 
     # ----------------------------------------------------------------- layout
     @staticmethod
@@ -126,6 +136,8 @@ class BatchBuffer:
         view.has_objects = self.has_objects
         view._single_array = view.leaves[0].array if self._single_array is not None else None
         view._single_shape = self._single_shape
+        view.given = {}
+        view._batched = None
         return view
 
     # ----------------------------------------------------------------- writing
@@ -138,15 +150,21 @@ class BatchBuffer:
         """
         single = self._single_array
         if single is not None:
-            shape = self._single_shape
-            if getattr(item, "shape", None) != shape and _shape_of(item) != shape:
-                raise _misfit(what, self.leaves[0], item)
+            if type(item) is not _NDARRAY or item.shape != self._single_shape:
+                if _shape_of(item) != self._single_shape:
+                    raise _misfit(what, self.leaves[0], item)
             single[i] = item
             return
         values: list = []
         _split(self._tree, self.leaves, item, what, values)
         for leaf, value in zip(self.leaves, values, strict=True):
             leaf.array[i] = value
+
+    def single_leaf(self) -> tuple[np.ndarray | None, tuple[int, ...] | None]:
+        """``(rows, shape)`` when the space is one fixed leaf: a caller writing many items may
+        store an ndarray of exactly ``shape`` at ``rows[i]`` itself, as :meth:`write` would;
+        ``(None, None)`` otherwise."""
+        return self._single_array, self._single_shape
 
     def check(self, item: Any, what: str = "observation") -> None:
         """Raise as :meth:`write` would for ``item``, writing nothing."""
@@ -171,7 +189,10 @@ class BatchBuffer:
         """Validate ``batch`` (a batched value for ``len(rows)`` items) and store it.
 
         Raises ``ValueError``/``TypeError`` naming the leaf, the expected shape and dtype, and
-        what was given, before anything is written.
+        what was given, before anything is written. When an array leaf of ``batch`` is not a
+        numpy array of the leaf's dtype (a float64 batch for a float32 Box, a list of ints),
+        the rows also keep, in :attr:`given`, each item as ``gymnasium.vector.utils.iterate``
+        yields it: gymnasium's vector envs hand the envs those, so a transport hands them on.
         """
         single = self._single_array
         if (
@@ -179,19 +200,46 @@ class BatchBuffer:
             and rows is None
             and type(batch) is np.ndarray
             and batch.shape == single.shape
-            and batch.dtype.kind in _accepted_kinds(single.dtype)
-            and not _may_overflow(batch.dtype, single.dtype)
-        ):  # the common case (one fixed leaf, a full batch as an array): nothing else to check
+            and batch.dtype == single.dtype
+        ):  # the common case (one fixed leaf, a full batch of its dtype): nothing else to check
             single[...] = batch
+            if self.given:
+                self.given.clear()
             return
         k = self.n if rows is None else len(rows)
-        values = []
-        _collect(self._tree, self.leaves, batch, k, what, values)
+        values: list = []
+        exact = _collect(self._tree, self.leaves, batch, k, what, values)
         for leaf, value in zip(self.leaves, values, strict=True):
             if rows is None:
                 leaf.array[...] = value
             else:
                 leaf.array[rows] = value
+        self._keep_given(batch, rows, exact)
+
+    def _keep_given(self, batch: Any, rows: Any, exact: bool) -> None:
+        """Record (or, for a batch the buffer holds exactly, forget) the items as given."""
+        given = self.given
+        if exact:
+            if given and rows is None:
+                given.clear()
+            elif given:
+                for r in rows:
+                    given.pop(int(r), None)
+            return
+        if self._batched is None:
+            self._batched = batch_space(self.space, self.n)
+        targets = range(self.n) if rows is None else [int(r) for r in rows]
+        given.update(zip(targets, iterate(self._batched, batch), strict=True))
+
+    @contextmanager
+    def giving(self, given: Mapping[int, Any]) -> Iterator[None]:
+        """Within the block, :meth:`item` returns ``given[i]`` for the rows ``given`` names."""
+        stored = self.item
+        self.__dict__["item"] = lambda i: given[i] if i in given else stored(i)
+        try:
+            yield
+        finally:
+            self.__dict__.pop("item", None)
 
     # ----------------------------------------------------------------- reading
     def read(self, copy: bool = True) -> Any:
@@ -308,25 +356,44 @@ def _item(tree: Any, leaves: list[Leaf], i: int) -> Any:
     return tuple(_item(sub, leaves, i) for sub in tree[1])
 
 
-def _collect(tree: Any, leaves: list[Leaf], value: Any, k: int, where: str, out: list) -> None:
-    """Check a batched value against the tree and append each leaf's array to ``out``."""
+def _collect(tree: Any, leaves: list[Leaf], value: Any, k: int, where: str, out: list) -> bool:
+    """Check a batched value against the tree and append each leaf's array to ``out``.
+
+    Returns whether every array leaf came as a numpy array of the leaf's dtype (so the buffer
+    holds exactly what gymnasium's ``iterate`` would hand each env). The errors for a missing
+    dict key and a short tuple are also the ``KeyError`` / ``IndexError`` gymnasium raises.
+    """
     if isinstance(tree, int):
-        out.append(_check_leaf(leaves[tree], value, k, where))
-    elif tree[0] == "dict":
+        leaf = leaves[tree]
+        out.append(_check_leaf(leaf, value, k, where))
+        return not leaf.fixed or (type(value) is np.ndarray and value.dtype == leaf.array.dtype)
+    exact = True
+    if tree[0] == "dict":
         keys = [key for key, _ in tree[1]]
         if not isinstance(value, Mapping):
             raise TypeError(f"{where}: expected a dict with keys {keys}, got {type(value).__name__}")
         if set(value.keys()) != set(keys):
-            raise ValueError(f"{where}: expected a dict with keys {keys}, got keys {list(value.keys())}")
+            error: type[Exception] = ActionKeyError if set(keys) - set(value.keys()) else ValueError
+            raise error(f"{where}: expected a dict with keys {keys}, got keys {list(value.keys())}")
         for key, sub in tree[1]:
-            _collect(sub, leaves, value[key], k, f"{where}[{key!r}]", out)
-    else:
-        subs = tree[1]
-        if not isinstance(value, (tuple, list)) or len(value) != len(subs):
-            got = f"length {len(value)}" if isinstance(value, (tuple, list)) else type(value).__name__
-            raise TypeError(f"{where}: expected a tuple of {len(subs)} parts, got {got}")
-        for i, (sub, part) in enumerate(zip(subs, value, strict=True)):
-            _collect(sub, leaves, part, k, f"{where}[{i}]", out)
+            exact &= _collect(sub, leaves, value[key], k, f"{where}[{key!r}]", out)
+        return exact
+    subs = tree[1]
+    if not isinstance(value, (tuple, list)) or len(value) != len(subs):
+        got = f"length {len(value)}" if isinstance(value, (tuple, list)) else type(value).__name__
+        error = ActionIndexError if isinstance(value, (tuple, list)) and len(value) < len(subs) else TypeError
+        raise error(f"{where}: expected a tuple of {len(subs)} parts, got {got}")
+    for i, (sub, part) in enumerate(zip(subs, value, strict=True)):
+        exact &= _collect(sub, leaves, part, k, f"{where}[{i}]", out)
+    return exact
+
+
+def _iterable(value: Any) -> bool:
+    try:
+        iter(value)
+    except TypeError:
+        return False
+    return True
 
 
 def _check_leaf(leaf: Leaf, value: Any, k: int, where: str) -> Any:
@@ -334,7 +401,8 @@ def _check_leaf(leaf: Leaf, value: Any, k: int, where: str) -> Any:
         if not isinstance(value, (tuple, list, np.ndarray)) or len(value) != k:
             sequence = isinstance(value, (tuple, list, np.ndarray))
             got = f"{len(value)} items" if sequence else type(value).__name__
-            raise ValueError(f"{where}: expected a sequence of {k} items of {leaf.space}, got {got}")
+            error = ValueError if sequence or _iterable(value) else ActionSpaceError
+            raise error(f"{where}: expected a sequence of {k} items of {leaf.space}, got {got}")
         out = np.empty(k, dtype=object)
         out[:] = list(value)
         return out
@@ -345,6 +413,12 @@ def _check_leaf(leaf: Leaf, value: Any, k: int, where: str) -> Any:
         raise ValueError(
             f"{where}: expected an array of shape {expected_shape} for {leaf.space}, got {value!r:.80} ({exc})"
         ) from None
+    if array.ndim == 0 and not _iterable(value):
+        raise TypeError(
+            f"Unable to iterate over the following elements: {value}: {where} needs a batch of {k} "
+            f"actions for {leaf.space}, one per env (shape {expected_shape}), not a single "
+            f"{type(value).__name__}"
+        )
     if array.shape != expected_shape:
         source = "" if isinstance(value, np.ndarray) else f" from a {type(value).__name__}"
         raise ValueError(

@@ -27,7 +27,7 @@ from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport
 from vecenv.errors import EnvError, StepTimeoutError, WorkerDiedError, portable_error
 from vecenv.spaces import StepBuffers
 from vecenv.worker import EnvDescription
-from vecenv.worker.commands import Command
+from vecenv.worker.commands import Command, Step, with_given
 from vecenv.worker.detached import DetachedGroup, command_inputs, store_outputs
 
 __all__ = ["DEFAULT_START_TIMEOUT", "RayTransport", "import_ray"]
@@ -104,11 +104,11 @@ class _GroupActor:
             return False, portable_error(exc)
 
     def attach(self, observation_space: spaces.Space, action_space: spaces.Space) -> None:
-        self.group.attach(observation_space, action_space)
+        self.group.attach(observation_space, action_space)  # type: ignore[union-attr]
 
     def run(self, command: Command, inputs: Any) -> tuple[bool, Any]:
         try:
-            return True, self.group.run(command, inputs)
+            return True, self.group.run(command, inputs)  # type: ignore[union-attr]
         except BaseException as exc:  # delivered by fetch(), like every transport's errors
             return False, portable_error(exc)
 
@@ -223,6 +223,7 @@ class RayTransport(Transport):
         )
 
     def attach(self, buffers: StepBuffers) -> None:
+        self._given = buffers.actions.given
         self._rows = [buffers.rows(a, b) for a, b in self.partition]
         self._spaces = (buffers.observations.space, buffers.actions.space)
         self.ray.get([a.attach.remote(*self._spaces) for a in self.actors])
@@ -245,9 +246,11 @@ class RayTransport(Transport):
         ok, value = self._get(ref, worker)
         if not ok:
             raise value
-        self.ray.get(self.actors[worker].attach.remote(*self._spaces))
+        self.ray.get(self.actors[worker].attach.remote(*self._spaces))  # type: ignore[misc]
 
     def submit(self, worker: int, command: Command) -> None:
+        if self._given and type(command) is Step:
+            command = with_given(command, self._given, *self.partition[worker])
         inputs = command_inputs(self._rows[worker], command)
         ref = self.actors[worker].run.remote(command, inputs)
         self._calls[worker] = (ref, command)

@@ -8,7 +8,7 @@ within the group (``None``: every env of the group).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -21,25 +21,33 @@ __all__ = [
     "Close",
     "Command",
     "Configure",
+    "NO_REPLY",
     "GetAttr",
+    "GivenStep",
     "Render",
     "Reset",
     "SetAttr",
+    "STEP_ALL",
     "Step",
     "StepReply",
+    "with_given",
 ]
 
 
 class StepReply(NamedTuple):
     """What a reset or step returns beside the rows it wrote: info entries and object leaves."""
 
-    entries: list[InfoEntry]
+    entries: Sequence[InfoEntry]
     objects: list | None = None
 
     @property
     def empty(self) -> bool:
         """Nothing to carry back: the buffers hold the whole result."""
         return not self.entries and self.objects is None
+
+
+#: the reply of a step that left everything in the buffers (no infos, no object leaves)
+NO_REPLY = StepReply(())
 
 
 class Reset(NamedTuple):
@@ -60,6 +68,31 @@ class Step(NamedTuple):
 
     def run(self, group: EnvGroup) -> StepReply:
         return group.step(self.ids)
+
+
+#: the step of a whole group, sent as is on every full-batch step
+STEP_ALL = Step()
+
+
+class GivenStep(NamedTuple):
+    """A :class:`Step` in which env ``j`` (local index) of ``given`` takes ``given[j]`` as its
+    action instead of its buffer row: the action as the caller passed it, for a batch that is
+    not numpy arrays of the action space's dtypes (gymnasium hands envs those as they are)."""
+
+    ids: Sequence[int] | None
+    given: dict[int, Any]
+
+    def run(self, group: EnvGroup) -> StepReply:
+        with group.buffers.actions.giving(self.given):  # type: ignore[union-attr]
+            return group.step(self.ids)
+
+
+def with_given(command: Step, given: Mapping[int, Any], start: int, stop: int) -> Step | GivenStep:
+    """``command`` for the group of envs ``start:stop``, as a :class:`GivenStep` when any of its
+    envs has an action in ``given`` (global env index -> action)."""
+    ids = range(stop - start) if command.ids is None else command.ids
+    mine = {int(j): given[start + int(j)] for j in ids if start + int(j) in given}
+    return GivenStep(command.ids, mine) if mine else command
 
 
 class Call(NamedTuple):
@@ -132,5 +165,5 @@ class Close(NamedTuple):
 
 
 #: every command type a group accepts
-Command = Reset | Step | Call | GetAttr | SetAttr | Apply | Render | Configure | Close
-COMMANDS = (Reset, Step, Call, GetAttr, SetAttr, Apply, Render, Configure, Close)
+Command = Reset | Step | GivenStep | Call | GetAttr | SetAttr | Apply | Render | Configure | Close
+COMMANDS = (Reset, Step, GivenStep, Call, GetAttr, SetAttr, Apply, Render, Configure, Close)

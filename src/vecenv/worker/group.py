@@ -17,7 +17,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.errors import EnvError
 from vecenv.spaces import StepBuffers
-from vecenv.worker.commands import COMMANDS, Command, StepReply
+from vecenv.worker.commands import COMMANDS, NO_REPLY, Command, StepReply
 from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
 
 __all__ = ["EnvDescription", "EnvGroup", "InfoEntry"]
@@ -110,7 +110,7 @@ class EnvGroup:
         contain_exits: bool = False,
     ) -> None:
         # what counts as an env's failure (an ``except`` clause evaluates this only on an error)
-        self._catch: type | tuple = (Exception, SystemExit, KeyboardInterrupt) if contain_exits else Exception
+        self._catch: type[BaseException] | tuple[type[BaseException], ...] = (Exception, SystemExit, KeyboardInterrupt) if contain_exits else Exception
         self.start = start
         self.worker = worker
         self.autoreset_mode = autoreset_mode
@@ -134,7 +134,7 @@ class EnvGroup:
     def describe(self) -> list[EnvDescription]:
         """Spaces, metadata and render mode of each env, for the engine's checks."""
         return [
-            EnvDescription(e.observation_space, e.action_space, dict(e.metadata), e.render_mode)
+            EnvDescription(e.observation_space, e.action_space, dict(e.metadata), getattr(e, "render_mode", None))
             for e in self.envs
         ]
 
@@ -228,6 +228,7 @@ class EnvGroup:
         rewards, terms, truncs = b.rewards, b.terminations, b.truncations
         needs_reset = self._needs_reset
         mode = self.autoreset_mode
+        rows, shape = obs_buf.single_leaf()
         entries: list[InfoEntry] = []
         for j in self._ids(ids):
             env = self.envs[j]
@@ -250,12 +251,17 @@ class EnvGroup:
                         needs_reset[j] = True
                 if not isinstance(info, dict):
                     _check_info(info)
-                obs_buf.write(j, obs)
+                if rows is not None and type(obs) is np.ndarray and obs.shape == shape:
+                    rows[j] = obs  # what write() does for this common case, without the call
+                else:
+                    obs_buf.write(j, obs)
             except self._catch as exc:
                 entries.append(self._restart_in_step(j, exc))
                 continue
             if info:
                 entries.append(InfoEntry(self.start + j, info))
+        if not entries and not self.ship_objects:
+            return NO_REPLY
         return StepReply(entries, self._objects(ids))
 
     def _same_step_reset(self, j: int, final_obs: Any, final_info: Any) -> InfoEntry:

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Any
 
-from vecenv.errors import VecEnvError
+from vecenv.errors import VecEnvError, add_detail
 
 __all__ = ["RestartBudget", "restart_report", "truncate_rows"]
 
@@ -33,10 +33,8 @@ class RestartBudget:
         while recent and now - recent[0] > self.window:
             recent.popleft()
         if len(recent) >= self.max_restarts:
-            error.args = (
-                f"{error.args[0]}\n({what} was already restarted {len(recent)} times in "
-                f"{self.window:g} s, the most on_error='restart' allows)",
-            )
+            add_detail(error, f"({what} was already restarted {len(recent)} times in "
+                              f"{self.window:g} s, the most on_error='restart' allows)")
             return False
         recent.append(now)
         return True
@@ -44,7 +42,7 @@ class RestartBudget:
 
 def restart_report(error: VecEnvError | str) -> dict:
     """The info entries of an env whose episode a restart cut short."""
-    reason = error if isinstance(error, str) else f"{type(error).__name__}: {error.args[0]}"
+    reason = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     return {"restarted": True, "restart_reason": reason}
 
 

@@ -23,7 +23,7 @@ from vecenv.transports.process import control, lifetime, wire
 from vecenv.transports.process.control import CMD, OP, WORKER_SLEEPS, ControlBlock
 from vecenv.transports.process.shm import SharedBlock
 from vecenv.worker import EnvGroup, StepReply
-from vecenv.worker.commands import Close
+from vecenv.worker.commands import NO_REPLY, Close
 
 __all__ = ["OP_MASKED_STEP", "OP_MESSAGE", "OP_STEP", "THREAD_VARS", "worker_main"]
 
@@ -115,7 +115,7 @@ class Child:
     # ------------------------------------------------------------ replying
     def reply(self, ok: bool, value: Any, name: str) -> None:
         """Finish the command: in shared memory alone when it allows, else as a message."""
-        if ok and type(value) is StepReply and value.empty:
+        if value is NO_REPLY or (ok and type(value) is StepReply and value.empty):
             self.ctrl.finish(self.index, self.seq, control.IN_MEMORY)
             control.fence()
             if self.ctrl.slots[self.index, control.CALLER_SLEEPS] or not control.TSO:

@@ -42,13 +42,13 @@ class InlineTransport(Transport):
         return self.remote.processes
 
     def launch(self) -> list[EnvDescription]:
-        k = len(self.partition) - 1
+        self._k = k = len(self.partition) - 1  # the inline group's worker index
         self.local.first_worker = k
         described = self.remote.start(self.env_fns, self.partition[:k], self.autoreset_mode) if k else []
         return described + self.local.start(self.env_fns, self.partition[k:], self.autoreset_mode)
 
     def _part(self, worker: int) -> tuple[Transport, int]:
-        k = self.num_workers - 1
+        k = self._k
         return (self.remote, worker) if worker < k else (self.local, worker - k)
 
     def allocate(self, observation_space: spaces.Space, action_space: spaces.Space, num_envs: int) -> StepBuffers:
@@ -62,20 +62,23 @@ class InlineTransport(Transport):
         self.local.attach(buffers)
 
     def submit(self, worker: int, command: Command) -> None:
-        part, w = self._part(worker)
-        part.submit(w, command)
+        if worker < self._k:
+            self.remote.submit(worker, command)
+        else:
+            self.local.submit(worker - self._k, command)
 
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
-        k = self.num_workers - 1
-        local = [w for w in workers if w == k and self.local.ready([0])]
+        k = self._k
+        local = [k] if k in workers and self.local.ready([0]) else []
         remote = [w for w in workers if w < k]
         if not remote:
             return local
         return local + self.remote.ready(remote, 0 if local else timeout)
 
     def fetch(self, worker: int) -> Any:
-        part, w = self._part(worker)
-        return part.fetch(w)
+        if worker < self._k:
+            return self.remote.fetch(worker)
+        return self.local.fetch(worker - self._k)
 
     def outstanding(self, worker: int) -> bool:
         part, w = self._part(worker)

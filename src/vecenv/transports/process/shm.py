@@ -93,7 +93,9 @@ class SharedBlock:
             raise
         _MAPPED[self.address] = self.size
         memory = (ctypes.c_char * self.size).from_address(self.address)
-        weakref.finalize(memory, _unmap, self.address, self.size)  # once nothing views it
+        unmap = weakref.finalize(memory, _unmap, self.address, self.size)  # once nothing views it
+        unmap.atexit = False  # at exit the mapping goes with the process; an exit hook that still
+        # closes a vector env (lifetime._close_all) reads it after weakref's own hooks have run
         self.buffer = memoryview(memory).cast("B")
 
     @classmethod

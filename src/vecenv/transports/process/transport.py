@@ -36,7 +36,7 @@ from vecenv.transports.process.control import (
 from vecenv.transports.process.shm import SharedBlock, aligned
 from vecenv.transports.signals import deferred_signals, quiet_children
 from vecenv.worker import EnvDescription, StepReply
-from vecenv.worker.commands import Close, Command, Step
+from vecenv.worker.commands import Close, Command, GivenStep, Step, with_given
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport"]
 
@@ -192,6 +192,7 @@ class ProcessTransport(Transport):
         self._mask = np.frombuffer(buf, np.bool_, num_envs, mask_off)
         self._layout = (observation_space, action_space, num_envs, size, ctrl_off, self.num_workers, mask_off)
         self._action_objects = self._buffers.actions.has_objects
+        self._given = self._buffers.actions.given
         return self._buffers
 
     def attach(self, buffers: StepBuffers) -> None:
@@ -216,6 +217,8 @@ class ProcessTransport(Transport):
         if worker in self.dead:
             return  # fetch reports it
         ctrl = self.ctrl
+        if self._given and type(command) is Step:  # actions as the caller passed them: a message
+            command = with_given(command, self._given, *self.partition[worker])
         if type(command) is Step and not self._action_objects:
             if command.ids is None:
                 op = OP_STEP
@@ -231,7 +234,7 @@ class ProcessTransport(Transport):
                 self.peers[worker].wake(wire.WAKE_WORKER)
             return
         objects = None
-        if type(command) is Step:
+        if type(command) is Step or type(command) is GivenStep:
             start, stop = self.partition[worker]
             objects = self._buffers.actions.rows(start, stop).get_objects()
         data = wire.frame(wire.MESSAGE, cloudpickle.dumps((command, objects), wire.PROTOCOL))

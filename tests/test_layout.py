@@ -1,0 +1,211 @@
+"""``backend="auto"``: the decision on given measurements (nothing timed), its constraints and
+override, the caches, and that the chosen layout steps exactly as a fixed backend does."""
+
+from __future__ import annotations
+
+import json
+import time
+from functools import partial
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import vecenv
+from vecenv import layout as L
+from vecenv.layout import EnvProbe, Layout, MachineCosts, allowed_layouts, choose, decide
+
+#: about this project's 2-core machine: crossings of 88 µs (process) and 45 µs (inline) at 2 groups
+TWO_CORES = MachineCosts(fixed_us=20.0, per_env_us=3.0, process_us=(80.0, 8.0), inline_us=(37.0, 8.0), cores=2)
+SIXTEEN_CORES = MachineCosts(fixed_us=20.0, per_env_us=3.0, process_us=(60.0, 4.0), inline_us=(25.0, 4.0), cores=16)
+
+
+def test_a_cheap_env_on_two_cores_steps_inline_when_the_crossing_pays_off():
+    got = decide(EnvProbe(step_us=8.0), TWO_CORES, 8, cores=2)
+    # serial 20 + 8·11 = 108; process 88 + 4·11 = 132; inline 45 + 4·11 = 89
+    assert (got.backend, got.inline, got.num_workers) == ("process", True, 2)
+    assert got.predicted_us["inline×2"] < got.predicted_us["serial"] < got.predicted_us["process×2"]
+    assert "a step costs 8.0 µs" in got.reason
+
+
+def test_a_trivial_env_or_few_envs_stay_serial():
+    assert decide(EnvProbe(step_us=1.0), TWO_CORES, 8, cores=2).backend == "serial"  # 52 vs 61
+    assert decide(EnvProbe(step_us=8.0), TWO_CORES, 2, cores=2).backend == "serial"  # 42 vs 56
+
+
+def test_a_slow_env_goes_to_processes_and_isolation_wins_a_near_tie():
+    got = decide(EnvProbe(step_us=1000.0), TWO_CORES, 8, cores=2)
+    # process 88 + 4·1003 is within TIE of inline 45 + 4·1003: the isolated layout wins
+    assert (got.backend, got.inline, got.num_workers) == ("process", False, 2)
+
+
+def test_groups_follow_the_cores_and_never_exceed_the_envs():
+    got = decide(EnvProbe(step_us=500.0), SIXTEEN_CORES, 64, cores=16)
+    assert (got.backend, got.num_workers) == ("process", 16)
+    assert decide(EnvProbe(step_us=500.0), SIXTEEN_CORES, 4, cores=16).num_workers == 4
+
+
+def test_an_env_that_waits_gets_more_workers_than_cores():
+    got = decide(EnvProbe(step_us=2000.0, cpu_share=0.05), TWO_CORES, 16, cores=2)
+    assert got.backend == "process" and got.num_workers == 16
+    assert "5% of it on a CPU" in got.reason
+
+
+def test_observations_sent_as_messages_count_against_workers():
+    cheap = decide(EnvProbe(step_us=15.0), TWO_CORES, 8, cores=2)
+    pickled = decide(EnvProbe(step_us=15.0, pickle_us=30.0), TWO_CORES, 8, cores=2)
+    assert cheap.inline and pickled.backend == "serial"
+
+
+def test_given_num_workers_fixes_the_groups():
+    got = decide(EnvProbe(step_us=500.0), SIXTEEN_CORES, 64, cores=16, num_workers=4)
+    assert got.num_workers == 4 and set(got.predicted_us) == {"process×4", "inline×4"}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "cores", "allowed"),
+    [
+        ({}, 1, ["serial"]),
+        ({"context": "spawn"}, 1, ["process"]),
+        ({}, 2, ["serial", "process", "inline"]),
+        ({"step_timeout": 5.0}, 8, ["process"]),
+        ({"batch_size": 2}, 8, ["process"]),
+        ({"batch_size": 8}, 8, ["serial", "process", "inline"]),
+        ({"inline": True}, 8, ["inline"]),
+        ({"inline": False}, 8, ["process"]),
+        ({"context": "fork"}, 8, ["process"]),
+        ({"num_workers": 4}, 8, ["process", "inline"]),
+        ({"copy": False}, 8, ["serial", "process", "inline"]),
+    ],
+)
+def test_the_arguments_narrow_the_layouts(kwargs, cores, allowed):
+    assert allowed_layouts(kwargs, 8, cores)[0] == allowed
+
+
+def test_one_core_means_serial_without_measuring(monkeypatch):
+    monkeypatch.setattr(L, "usable_cores", lambda: 1)
+    monkeypatch.setattr(L, "probe_env", _must_not_run)
+    monkeypatch.setattr(L, "machine_costs", _must_not_run)
+    got = choose([_CountingEnv] * 8, {})
+    assert got.backend == "serial" and got.reason == "only one core is usable"
+
+
+def _must_not_run(*args, **kwargs):
+    raise AssertionError("nothing should be measured")
+
+
+def test_vecenv_backend_forces_the_choice(monkeypatch):
+    monkeypatch.setattr(L, "probe_env", _must_not_run)
+    monkeypatch.setenv("VECENV_BACKEND", "inline")
+    got = choose([_CountingEnv] * 4, {"num_workers": 2})
+    assert got == Layout("process", 2, True, "forced by VECENV_BACKEND")
+    monkeypatch.setenv("VECENV_BACKEND", "gpu")
+    with pytest.raises(ValueError, match=r"VECENV_BACKEND='gpu': expected one of \['serial'"):
+        choose([_CountingEnv] * 4, {})
+
+
+class _CountingEnv(gym.Env):
+    """Counts how many copies were built in this process."""
+
+    built = 0
+    observation_space = gym.spaces.Box(-10, 10, (3,), np.float32)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self):
+        type(self).built += 1
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.uniform(-1, 1, 3).astype(np.float32), {"t": self.t}
+
+    def step(self, action):
+        self.t += 1
+        obs = np.full(3, self.t / 10 + float(action), np.float32)
+        return obs, float(self.np_random.random()), self.t % 7 == 0, self.t % 11 == 0, {"t": self.t}
+
+
+def test_the_probe_builds_one_copy_once_per_env(monkeypatch):
+    monkeypatch.setattr(L, "_PROBES", {})
+    _CountingEnv.built = 0
+    probe = L.cached_probe(_CountingEnv)
+    assert _CountingEnv.built == 1 and probe.step_us > 0 and probe.obs_bytes == 12
+    assert 0 < probe.cpu_share <= 1 and probe.pickle_us == 0
+    assert L.cached_probe(_CountingEnv) is probe and _CountingEnv.built == 1
+
+
+def test_env_keys_name_importable_factories_only():
+    assert L.env_key(_CountingEnv) == f"{__name__}._CountingEnv"
+    assert L.env_key(partial(gym.make, "CartPole-v1")) == "gymnasium.envs.registration.make(('CartPole-v1',), [])"
+    assert L.env_key(lambda: _CountingEnv()) is None
+    assert L.env_key(partial(gym.make, lambda: None)) is None
+
+
+def test_machine_costs_are_cached_on_disk_and_expire(tmp_path, monkeypatch):
+    monkeypatch.setenv("VECENV_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(L, "_COSTS", {})
+    calls = []
+    fake = MachineCosts(1.0, 2.0, (3.0, 4.0), (5.0, 6.0), L.usable_cores())
+    monkeypatch.setattr(L, "measure_machine", lambda cores=None: calls.append(cores) or fake)
+    assert L.machine_costs() == fake and len(calls) == 1
+    (path,) = tmp_path.iterdir()
+    monkeypatch.setattr(L, "_COSTS", {})
+    assert L.machine_costs() == fake and len(calls) == 1  # read back from the file
+    data = json.loads(path.read_text())
+    data["measured_at"] = time.time() - L.COSTS_MAX_AGE_S - 1
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(L, "_COSTS", {})
+    L.machine_costs()
+    assert len(calls) == 2  # too old: measured again
+    path.write_text("{not json")
+    monkeypatch.setattr(L, "_COSTS", {})
+    L.machine_costs()
+    assert len(calls) == 3
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("costs", "expected"),
+    [
+        (TWO_CORES, "inline"),
+        (MachineCosts(20.0, 3.0, (1.0, 0.0), (500.0, 0.0), 2), "process"),
+        (MachineCosts(20.0, 3.0, (500.0, 0.0), (500.0, 0.0), 2), "serial"),
+    ],
+    ids=["inline", "process", "serial"],
+)
+def test_auto_steps_exactly_as_a_fixed_backend(monkeypatch, costs, expected):
+    """Whatever auto picks, seeds, trajectories and infos are those of the serial backend."""
+    monkeypatch.setattr(L, "usable_cores", lambda: 2)
+    monkeypatch.setattr(L, "machine_costs", lambda refresh=False: costs)
+    monkeypatch.setattr(L, "cached_probe", lambda fn: EnvProbe(step_us=8.0))
+    with vecenv.make(_CountingEnv, 8) as auto, vecenv.make(_CountingEnv, 8, backend="serial") as ref:
+        assert auto.layout.name == expected and auto.backend == auto.layout.backend
+        assert f"layout={expected!r} (auto)" in repr(auto)
+        assert ref.layout is None
+        rng = np.random.default_rng(0)
+        for got, want in zip(auto.reset(seed=3), ref.reset(seed=3), strict=True):
+            _same(got, want)
+        for _ in range(30):
+            actions = rng.integers(0, 3, 8)
+            for got, want in zip(auto.step(actions), ref.step(actions), strict=True):
+                _same(got, want)
+
+
+def _same(got, want):
+    if isinstance(want, dict):
+        assert got.keys() == want.keys()
+        for k in want:
+            _same(got[k], want[k])
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.timeout(120)
+def test_auto_measures_a_real_env_and_says_why():
+    with vecenv.make("CartPole-v1", 3) as envs:
+        assert envs.layout.name in ("serial", "process", "inline")
+        assert "a step costs" in envs.layout.reason and "predicted µs per batched step" in envs.layout.reason
+        assert envs.layout.predicted_us
+        envs.reset(seed=0)
+        envs.step(np.zeros(3, np.int64))
