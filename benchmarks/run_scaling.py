@@ -33,7 +33,7 @@ def runs(out: Path) -> list[list[str]]:
         plot = ["--plot", str(out / "scaling.png")]
     return [
         ["bench", "CartPole-v1", "vecenv/Busy-v0", "--num-envs", "16,64",
-         "--backends", "serial,thread,process", "--compare", "gym-sync,gym-async",
+         "--backends", "auto,serial,thread,process,process+inline", "--compare", "gym-sync,gym-async",
          "--json", str(out / "scaling.json"), *plot],
         ["bench", "vecenv/VariableBusy-v0", "--num-envs", "48", "--batch-size", "16",
          "--backends", "process", "--compare", "gym-sync,gym-async",
