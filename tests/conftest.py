@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
+import shutil
 import sys
 import tempfile
 
@@ -12,6 +14,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 # backend="auto" caches this machine's costs: in a directory of the test run's own, unforced
 os.environ["VECENV_CACHE_DIR"] = tempfile.mkdtemp(prefix="vecenv-test-cache-")
+atexit.register(shutil.rmtree, os.environ["VECENV_CACHE_DIR"], True)
 os.environ.pop("VECENV_BACKEND", None)
 
 from helpers import backends_under_test, use_backend  # noqa: E402

@@ -207,3 +207,28 @@ def test_interrupts_never_leave_the_caller_guard_held(backend_name):
         other.join(10)
         assert done, "another thread could not get in after the interrupts"
     assert interrupts >= 50
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("backend_name", ["serial", "process"])
+def test_a_bool_or_a_string_is_not_a_timeout(backend_name):
+    """recv(False) reads as a flag; every wait refuses it before touching the pending call."""
+    with make_backend(backend_name, [FaultyEnv] * 2) as envs:
+        envs.reset_async(seed=0)
+        with pytest.raises(TypeError, match=r"reset_wait\(timeout=...\): expected a number of seconds or None, got False"):
+            envs.reset_wait(False)
+        envs.reset_wait(5)  # the reset was still pending: nothing was lost
+        envs.send(np.zeros(2, int))
+        for bad in (True, "1"):
+            with pytest.raises(TypeError, match=r"recv\(timeout=...\)"):
+                envs.recv(bad)
+        with pytest.raises(TypeError, match=r"recv\(timeout=...\)"):
+            envs.step_wait(timeout=False)
+        assert len(envs.recv(5.0)) == 5
+        envs.call_async("reset")
+        with pytest.raises(TypeError, match=r"call_wait\(timeout=...\)"):
+            envs.call_wait(True)
+        assert len(envs.call_wait(np.float64(5.0))) == 2
+        with pytest.raises(TypeError, match=r"close\(timeout=...\)"):
+            envs.close(timeout=True)
+        assert not envs.closed

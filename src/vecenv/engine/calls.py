@@ -14,7 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from vecenv.engine.checks import check_env_ids, check_name, check_values
+from vecenv.engine.checks import check_env_ids, check_name, check_timeout, check_values
 from vecenv.engine.flight import Overdue, one_caller
 from vecenv.engine.state import CallState
 from vecenv.errors import NoAsyncCallError, StepTimeoutError
@@ -47,6 +47,7 @@ class Calls:
     @one_caller
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
         """Wait for :meth:`call_async`'s results, one per env."""
+        check_timeout(timeout, "call_wait")
         self._check_open()
         if self._state is not CallState.WAITING_CALL:
             raise NoAsyncCallError("Calling `call_wait` without any prior call to `call_async`.", "call")

@@ -18,6 +18,7 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from vecenv.policy import FailureOptions, FailurePolicy
 
 __all__ = [
+    "check_timeout",
     "SpaceMismatchError",
     "check_spaces",
     "check_values",
@@ -89,6 +90,16 @@ def check_seeds(seed: Any, n: int) -> list[int | None]:
             )
         return seeds
     raise TypeError(f"reset(seed=...): expected None, an int or a list of {n} ints, got {seed!r}")
+
+
+def check_timeout(timeout: Any, method: str) -> None:
+    """A wait's ``timeout``: seconds (any real number) or None; a bool is refused, since
+    ``recv(False)`` reads as a flag rather than a timeout of zero."""
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, numbers.Real)):
+        raise TypeError(
+            f"{method}(timeout=...): expected a number of seconds or None, got {timeout!r} "
+            f"({type(timeout).__name__})"
+        )
 
 
 def check_options(options: Any) -> None:

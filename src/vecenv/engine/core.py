@@ -32,6 +32,7 @@ from vecenv.engine.checks import (
     check_reset_mask,
     check_seeds,
     check_spaces,
+    check_timeout,
 )
 from vecenv.engine.flight import Dispatcher, one_caller
 from vecenv.engine.infos import batch_infos
@@ -204,6 +205,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
     @one_caller
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
         """Wait for :meth:`reset_async`'s results: ``(observations, infos)``."""
+        check_timeout(timeout, "reset_wait")
         self._check_open()
         if self._state is not CallState.WAITING_RESET:
             raise NoAsyncCallError("Calling `reset_wait` without any prior call to `reset_async`.", "reset")
@@ -297,6 +299,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
     @one_caller
     def recv(self, timeout: float | None = None) -> StepResult:
         """Wait for the results of :meth:`send`: all envs, or the first ``batch_size`` ready."""
+        check_timeout(timeout, "recv")
         return self._recv(timeout)
 
     def _recv(self, timeout: float | None) -> StepResult:
@@ -387,6 +390,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
         """Close the envs and release every worker and buffer; calling it again does nothing."""
         if getattr(self, "closed", True):
             return
+        check_timeout(kwargs.get("timeout"), "close")
         self.closed = True  # first: a call blocked in another thread sees it and stops
         self.close_extras(**kwargs)
 
