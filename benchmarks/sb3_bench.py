@@ -12,10 +12,7 @@ round, with the machine and versions, goes to ``--json PATH`` (default
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import statistics
-import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -97,21 +94,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def write_json(path: Path, settings: dict, tables: list[dict]) -> None:
     """Every round of every table, with the settings, the machine and the versions."""
-    from vecenv.bench.report import machine_info, versions
+    from vecenv.bench.report import write_script_json
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "schema": "vecenv-script/1",
-        "script": Path(__file__).name,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": sys.argv[1:],
-        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()},
-        "machine": machine_info(),
-        "versions": versions(),
-        "tables": tables,
-    }
-    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {path}")
+    write_script_json(path, Path(__file__).name, settings, tables)
 
 
 if __name__ == "__main__":

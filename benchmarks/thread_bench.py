@@ -23,8 +23,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")  # before numpy is imported, here and in every worker
 
 import argparse  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -174,22 +172,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def write_json(path: Path, settings: dict, tables: list[dict]) -> None:
-    """Every run of every table, with the settings, the machine and the versions."""
-    from vecenv.bench.report import machine_info, versions
+    """Every round of every table, with the settings, the machine and the versions."""
+    from vecenv.bench.report import write_script_json
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "schema": "vecenv-script/1",
-        "script": Path(__file__).name,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": sys.argv[1:],
-        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()},
-        "machine": {**machine_info(), "gil": getattr(sys, "_is_gil_enabled", lambda: True)()},
-        "versions": versions(),
-        "tables": tables,
-    }
-    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    print(f"\nwrote {path}")
+    write_script_json(path, Path(__file__).name, settings, tables, machine={"gil": getattr(sys, "_is_gil_enabled", lambda: True)()})
 
 
 if __name__ == "__main__":

@@ -209,3 +209,26 @@ def test_auto_measures_a_real_env_and_says_why():
         assert envs.layout.predicted_us
         envs.reset(seed=0)
         envs.step(np.zeros(3, np.int64))
+
+
+def _broken_env() -> gym.Env:
+    raise OSError("no simulator licence")
+
+
+@pytest.mark.timeout(60)
+def test_an_env_that_fails_to_build_is_reported_by_the_backend_as_the_envs_error(monkeypatch):
+    monkeypatch.setattr(L, "_PROBES", {})
+    got = choose([_broken_env] * 4, {})
+    assert got.backend == "process" and "could not be probed here (OSError: no simulator" in got.reason
+    with pytest.raises(OSError, match="^no simulator licence") as caught:
+        vecenv.make(_broken_env, 4)
+    assert isinstance(caught.value, vecenv.EnvError) and caught.value.method == "env_fn()"
+
+
+def test_one_env_with_more_workers_asked_is_not_serial(monkeypatch):
+    monkeypatch.setattr(L, "usable_cores", lambda: 4)
+    monkeypatch.setattr(L, "machine_costs", lambda refresh=False: TWO_CORES)
+    monkeypatch.setattr(L, "cached_probe", lambda fn: EnvProbe(step_us=8.0))
+    assert choose([_CountingEnv], {}).backend == "serial"
+    got = choose([_CountingEnv], {"num_workers": 2})
+    assert (got.backend, got.num_workers, got.inline) == ("process", 1, False)

@@ -171,7 +171,8 @@ def decide(
     if num_workers is not None:
         widths = [min(num_workers, n)]
     elif waits:  # the cores are not the limit: as many workers as the waiting allows
-        widths = sorted({min(n, cores), min(n, MAX_WAITING_WORKERS, max(cores, int(cores / max(probe.cpu_share, 1e-3))))})
+        most = max(cores, int(cores / max(probe.cpu_share, 1e-3)))
+        widths = sorted({min(n, cores), min(n, MAX_WAITING_WORKERS, most)})
     else:
         widths = [min(n, cores)]
     predicted: dict[str, float] = {}
@@ -466,7 +467,13 @@ def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str
     if len(allowed) == 1 and allowed[0] != "serial":
         w = max(1, min(n, workers or cores))
         return Layout(_backend(allowed[0]), w, allowed[0] == "inline", narrowed)
-    if allowed == ["serial"] or n == 1:
+    if allowed == ["serial"] or (n == 1 and "serial" in allowed):
         return Layout("serial", 1, False, narrowed or "one env")
-    layout = decide(cached_probe(env_fns[0]), machine_costs(), n, cores, allowed=allowed, num_workers=workers)
-    return layout
+    try:
+        probe = cached_probe(env_fns[0])
+    except Exception as exc:  # the backend builds the envs again and reports the failure as the env's
+        kind = "process" if "process" in allowed else allowed[0]
+        w = 1 if kind == "serial" else max(1, min(n, workers or cores))
+        reason = f"the env could not be probed here ({type(exc).__name__}: {exc})"
+        return Layout(_backend(kind), w, kind == "inline", reason)
+    return decide(probe, machine_costs(), n, cores, allowed=allowed, num_workers=workers)

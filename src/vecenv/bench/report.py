@@ -32,6 +32,7 @@ __all__ = [
     "versions",
     "write_json",
     "write_plot",
+    "write_script_json",
 ]
 
 BENCH_EXTRA = "pip install 'vecenv[bench]'"
@@ -409,3 +410,22 @@ def _bars(ax: Any, env: str, results: list[Result], cores: int) -> None:
     ax.set_title(f"{env}, num_envs={n} ({cores} usable cores)")
     ax.grid(True, axis="x", alpha=0.3)
     ax.margins(x=0.15)
+
+
+def write_script_json(path: Path, script: str, settings: dict[str, Any], tables: list[dict],
+                      machine: dict[str, Any] | None = None) -> None:
+    """A benchmark script's run as JSON (schema ``vecenv-script/1``): every round of every table,
+    with the script's settings, the machine and the versions."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "schema": "vecenv-script/1",
+        "script": script,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv[1:],
+        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()},
+        "machine": {**machine_info(), **(machine or {})},
+        "versions": versions(),
+        "tables": tables,
+    }
+    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {path}")
