@@ -120,17 +120,18 @@ def check_reset_mask(mask: Any, n: int) -> None:
         )
 
 
-def check_env_ids(env_ids: Any, n: int, unique: bool = True) -> np.ndarray:
-    """``env_ids`` as an int64 array of distinct indices below ``n``."""
+def check_env_ids(env_ids: Any, n: int, unique: bool = True, name: str = "env_ids") -> np.ndarray:
+    """``env_ids`` as an int64 array of distinct indices below ``n`` (``name`` is what the
+    caller calls the argument, for the messages)."""
     ids = np.asarray(env_ids)
     if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
-        raise TypeError(f"env_ids: expected a 1-D sequence of env indices, got {env_ids!r}")
+        raise TypeError(f"{name}: expected a 1-D sequence of env indices, got {env_ids!r:.80}")
     ids = ids.astype(np.int64, copy=False)
     bad = ids[(ids < 0) | (ids >= n)]
     if bad.size:
-        raise ValueError(f"env_ids: {bad.tolist()} out of range for num_envs={n}")
+        raise ValueError(f"{name}: {bad.tolist()} out of range for num_envs={n}")
     if unique and len(set(ids.tolist())) != ids.size:
-        raise ValueError(f"env_ids: each env may appear once, got {ids.tolist()}")
+        raise ValueError(f"{name}: each env may appear once, got {ids.tolist()}")
     return ids
 
 

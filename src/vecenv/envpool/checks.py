@@ -10,6 +10,9 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from vecenv.engine.checks import check_env_ids
+from vecenv.engine.checks import check_timeout as engine_check_timeout
+
 __all__ = [
     "cast_actions", "check_count", "check_flag", "check_seeds", "check_timeout", "env_ids_of", "same_ids",
 ]
@@ -37,13 +40,11 @@ def check_flag(name: str, value: Any) -> bool:
     )
 
 
-def check_timeout(timeout: Any) -> float | None:
+def check_timeout(timeout: Any, method: str = "recv") -> float | None:
     """``None`` or a number of seconds >= 0; a bool is refused (``recv(False)`` is no timeout)."""
+    engine_check_timeout(timeout, method)  # a number or None, never a bool
     if timeout is None:
         return None
-    if isinstance(timeout, (bool, np.bool_)) or not isinstance(timeout, numbers.Real):
-        raise TypeError(f"timeout: expected None or a number of seconds, got {timeout!r} "
-                        f"({type(timeout).__name__})")
     if timeout != timeout or timeout < 0:
         raise ValueError(f"timeout: expected a number of seconds >= 0, got {timeout!r}")
     return float(timeout)
@@ -73,17 +74,7 @@ def _one_seed(seed: Any, name: str) -> int:
 def env_ids_of(env_id: Any, n: int) -> np.ndarray:
     """``env_id`` (an int, or a 1-D sequence of distinct ints below ``n``) as an int64 array."""
     ids = np.asarray(env_id)
-    if ids.ndim == 0:
-        ids = ids.reshape(1)
-    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
-        raise TypeError(f"env_id: expected an int or a 1-D sequence of env ids, got {env_id!r:.80}")
-    ids = ids.astype(np.int64, copy=False)
-    bad = ids[(ids < 0) | (ids >= n)]
-    if bad.size:
-        raise ValueError(f"env_id: {bad.tolist()} out of range for num_envs={n}")
-    if np.unique(ids).size != ids.size:
-        raise ValueError(f"env_id: each env may appear once, got {ids.tolist()}")
-    return ids
+    return check_env_ids(ids.reshape(1) if ids.ndim == 0 else ids, n, name="env_id")
 
 
 def cast_actions(actions: Any, space: spaces.Space) -> Any:

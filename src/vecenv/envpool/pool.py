@@ -217,7 +217,7 @@ class EnvPool(gym.Env):
     def close(self, **kwargs: Any) -> None:
         """Close every env and worker (``timeout=``, ``terminate=`` as vecenv's); again: nothing."""
         if "timeout" in kwargs:
-            kwargs["timeout"] = check_timeout(kwargs["timeout"])
+            kwargs["timeout"] = check_timeout(kwargs["timeout"], "close")
         self.vector_env.close(**kwargs)
 
     def __repr__(self) -> str:
