@@ -24,7 +24,7 @@ DOCUMENTED = [
     "vecenv.backends:SerialVectorEnv",
     "vecenv.backends:ProcessVectorEnv",
     "vecenv.policy:FailurePolicy",
-    "vecenv.layout:decide",
+    "vecenv.layout.rule:decide",
     "vecenv.sb3.vec_envs:DummyVecEnv",
     "vecenv.sb3.vec_envs:SubprocVecEnv",
     "vecenv.envpool.registration:make",

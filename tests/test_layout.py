@@ -84,7 +84,7 @@ def test_the_arguments_narrow_the_layouts(kwargs, cores, allowed):
 
 def test_one_core_means_serial_without_measuring(monkeypatch):
     monkeypatch.setattr(L, "usable_cores", lambda: 1)
-    monkeypatch.setattr(L, "probe_env", _must_not_run)
+    monkeypatch.setattr(L, "cached_probe", _must_not_run)
     monkeypatch.setattr(L, "machine_costs", _must_not_run)
     got = choose([_CountingEnv] * 8, {})
     assert got.backend == "serial" and got.reason == "only one core is usable"
@@ -95,7 +95,7 @@ def _must_not_run(*args, **kwargs):
 
 
 def test_vecenv_backend_forces_the_choice(monkeypatch):
-    monkeypatch.setattr(L, "probe_env", _must_not_run)
+    monkeypatch.setattr(L, "cached_probe", _must_not_run)
     monkeypatch.setenv("VECENV_BACKEND", "inline")
     got = choose([_CountingEnv] * 4, {"num_workers": 2})
     assert got == Layout("process", 2, True, "forced by VECENV_BACKEND")
@@ -127,39 +127,39 @@ class _CountingEnv(gym.Env):
 
 
 def test_the_probe_builds_one_copy_once_per_env(monkeypatch):
-    monkeypatch.setattr(L, "_PROBES", {})
+    monkeypatch.setattr(L.probe, "_PROBES", {})
     _CountingEnv.built = 0
-    probe = L.cached_probe(_CountingEnv)
+    probe = L.probe.cached_probe(_CountingEnv)
     assert _CountingEnv.built == 1 and probe.step_us > 0 and probe.obs_bytes == 12
     assert 0 < probe.cpu_share <= 1 and probe.pickle_us == 0
-    assert L.cached_probe(_CountingEnv) is probe and _CountingEnv.built == 1
+    assert L.probe.cached_probe(_CountingEnv) is probe and _CountingEnv.built == 1
 
 
 def test_env_keys_name_importable_factories_only():
-    assert L.env_key(_CountingEnv) == f"{__name__}._CountingEnv"
-    assert L.env_key(partial(gym.make, "CartPole-v1")) == "gymnasium.envs.registration.make(('CartPole-v1',), [])"
-    assert L.env_key(lambda: _CountingEnv()) is None
-    assert L.env_key(partial(gym.make, lambda: None)) is None
+    assert L.probe.env_key(_CountingEnv) == f"{__name__}._CountingEnv"
+    assert L.probe.env_key(partial(gym.make, "CartPole-v1")) == "gymnasium.envs.registration.make(('CartPole-v1',), [])"
+    assert L.probe.env_key(lambda: _CountingEnv()) is None
+    assert L.probe.env_key(partial(gym.make, lambda: None)) is None
 
 
 def test_machine_costs_are_cached_on_disk_and_expire(tmp_path, monkeypatch):
     monkeypatch.setenv("VECENV_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(L, "_COSTS", {})
+    monkeypatch.setattr(L.machine, "_COSTS", {})
     calls = []
     fake = MachineCosts(1.0, 2.0, (3.0, 4.0), (5.0, 6.0), L.usable_cores())
-    monkeypatch.setattr(L, "measure_machine", lambda cores=None: calls.append(cores) or fake)
+    monkeypatch.setattr(L.machine, "measure_machine", lambda cores=None: calls.append(cores) or fake)
     assert L.machine_costs() == fake and len(calls) == 1
     (path,) = tmp_path.iterdir()
-    monkeypatch.setattr(L, "_COSTS", {})
+    monkeypatch.setattr(L.machine, "_COSTS", {})
     assert L.machine_costs() == fake and len(calls) == 1  # read back from the file
     data = json.loads(path.read_text())
-    data["measured_at"] = time.time() - L.COSTS_MAX_AGE_S - 1
+    data["measured_at"] = time.time() - L.machine.COSTS_MAX_AGE_S - 1
     path.write_text(json.dumps(data))
-    monkeypatch.setattr(L, "_COSTS", {})
+    monkeypatch.setattr(L.machine, "_COSTS", {})
     L.machine_costs()
     assert len(calls) == 2  # too old: measured again
     path.write_text("{not json")
-    monkeypatch.setattr(L, "_COSTS", {})
+    monkeypatch.setattr(L.machine, "_COSTS", {})
     L.machine_costs()
     assert len(calls) == 3
 
@@ -217,7 +217,7 @@ def _broken_env() -> gym.Env:
 
 @pytest.mark.timeout(60)
 def test_an_env_that_fails_to_build_is_reported_by_the_backend_as_the_envs_error(monkeypatch):
-    monkeypatch.setattr(L, "_PROBES", {})
+    monkeypatch.setattr(L.probe, "_PROBES", {})
     got = choose([_broken_env] * 4, {})
     assert got.backend == "process" and "could not be probed here (OSError: no simulator" in got.reason
     with pytest.raises(OSError, match="^no simulator licence") as caught:

@@ -1,6 +1,6 @@
 """mkdocs hook: a relative link in the docs must name a file that exists in the repository.
 
-The guides link to the source (``../src/vecenv/layout.py``) and to the README, which are outside
+The guides link to the source (``../src/vecenv/make.py``) and to the README, which are outside
 ``docs/``: they work on GitHub, and mkdocs cannot check them (``validation.links.not_found`` is
 ``info`` in ``mkdocs.yml`` for that reason). This hook checks every relative link, inside or
 outside ``docs/``, against the files on disk and warns (failing ``mkdocs build --strict``) when

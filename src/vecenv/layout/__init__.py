@@ -1,0 +1,86 @@
+"""``backend="auto"``: the layout that steps a given env fastest on this machine, by measuring.
+
+::
+
+    make(env, n)                          backend="auto"
+      │
+      ├── probe.probe_env(env_fns[0])     one copy, built, reset, stepped for at most PROBE_S
+      │                                   ──► EnvProbe (step µs, CPU share, observation size)
+      ├── machine.machine_costs()         vecenv's own cost per batched step on a no-op env,
+      │                                   serial / process / inline, measured once per machine
+      │                                   ──► MachineCosts (cached in the user's cache directory)
+      └── rule.decide(probe, costs, n, cores)  ──► Layout(backend, num_workers, inline, reason)
+
+:func:`decide` predicts the microseconds of one batched step of ``n`` envs for each candidate and
+takes the least (``c`` an env's step, ``e`` vecenv's work per env, ``W`` groups)::
+
+    serial             F + n·(c + e)
+    process, W groups  X_process(W) + ⌈n/W⌉·(c + e)      W ≤ usable cores
+    inline,  W groups  X_inline(W)  + ⌈n/W⌉·(c + e)      W-1 workers + the caller's process
+
+``F`` and the crossings ``X`` come from :class:`MachineCosts`. An env whose step mostly waits
+(sleep, I/O: CPU share below :data:`WAITING_SHARE`) may have more workers than cores. Within
+:data:`TIE` of the best, the simpler layout wins: serial, then process (isolated), then inline.
+
+``VECENV_BACKEND`` (``serial``, ``thread``, ``process``, ``inline``, ``ray``) forces auto's choice;
+``backend=`` forces it for one call. Probing never changes results: the probe copy is closed and
+the run builds its envs as every fixed backend does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+
+from vecenv.engine import usable_cores
+from vecenv.layout.machine import machine_costs
+from vecenv.layout.probe import cached_probe, probe_env
+from vecenv.layout.rule import (
+    FORCE_VAR,
+    EnvProbe,
+    Layout,
+    MachineCosts,
+    allowed_layouts,
+    backend_of,
+    decide,
+    forced,
+)
+
+__all__ = [
+    "FORCE_VAR",
+    "EnvProbe",
+    "Layout",
+    "MachineCosts",
+    "allowed_layouts",
+    "choose",
+    "decide",
+    "forced",
+    "machine_costs",
+    "probe_env",
+]
+
+
+def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str, Any]) -> Layout:
+    """The layout ``backend="auto"`` builds for ``env_fns`` with these backend arguments."""
+    n = len(env_fns)
+    layout = forced(n, backend_kwargs)
+    if layout is not None:
+        return layout
+    cores = usable_cores()
+    allowed, narrowed = allowed_layouts(backend_kwargs, n, cores)
+    workers = backend_kwargs.get("num_workers")
+    if len(allowed) == 1 and allowed[0] != "serial":
+        w = max(1, min(n, workers or cores))
+        return Layout(backend_of(allowed[0]), w, allowed[0] == "inline", narrowed)
+    if allowed == ["serial"] or (n == 1 and "serial" in allowed):
+        return Layout("serial", 1, False, narrowed or "one env")
+    try:
+        probe = cached_probe(env_fns[0])
+    except Exception as exc:  # the backend builds the envs again and reports the failure as the env's
+        kind = "process" if "process" in allowed else allowed[0]
+        w = 1 if kind == "serial" else max(1, min(n, workers or cores))
+        reason = f"the env could not be probed here ({type(exc).__name__}: {exc})"
+        return Layout(backend_of(kind), w, kind == "inline", reason)
+    return decide(probe, machine_costs(), n, cores, allowed=allowed, num_workers=workers)

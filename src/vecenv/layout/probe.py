@@ -1,0 +1,110 @@
+"""Measuring one env copy for ``backend="auto"``: its step time, CPU share and what its
+observations cost to send (:class:`~vecenv.layout.rule.EnvProbe`), remembered per env factory."""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from vecenv.layout.rule import EnvProbe
+from vecenv.spaces.buffers import is_fixed_leaf
+
+#: at most this long stepping the probe copy (plus its build and one reset)
+PROBE_S = 0.05
+PROBE_STEPS = 200
+
+_PROBES: dict[str, EnvProbe] = {}
+
+
+def probe_env(env_fn: Callable[[], gym.Env], budget_s: float = PROBE_S) -> EnvProbe:
+    """Build one copy of the env, reset it and step it for at most ``budget_s`` (and
+    :data:`PROBE_STEPS` steps), then close it."""
+    start = time.perf_counter()
+    env = env_fn()
+    build_s = time.perf_counter() - start
+    try:
+        env.action_space.seed(0)
+        actions = [env.action_space.sample() for _ in range(16)]
+        obs, _ = env.reset(seed=0)
+        walls: list[float] = []
+        cpus: list[float] = []
+        clock, cpu_clock = time.perf_counter, time.process_time
+        end = clock() + budget_s
+        while len(walls) < PROBE_STEPS and clock() < end:
+            t, p = clock(), cpu_clock()
+            obs, _, terminated, truncated, _ = env.step(actions[len(walls) % 16])
+            walls.append(clock() - t)
+            cpus.append(cpu_clock() - p)
+            if terminated or truncated:
+                env.reset()
+        # medians: a step preempted by another program says nothing about the env
+        wall, cpu = float(np.median(walls)), float(np.median(cpus))
+        share = min(1.0, cpu / wall) if wall > 0 else 1.0
+        return EnvProbe(wall * 1e6, share, _nbytes(obs), _pickle_us(env.observation_space, obs), build_s)
+    finally:
+        env.close()
+
+
+def _nbytes(obs: Any) -> int:
+    if isinstance(obs, np.ndarray):
+        return obs.nbytes
+    if isinstance(obs, dict):
+        return sum(_nbytes(v) for v in obs.values())
+    if isinstance(obs, tuple):
+        return sum(_nbytes(v) for v in obs)
+    return np.asarray(obs).nbytes if np.isscalar(obs) else 0
+
+
+def _pickle_us(space: gym.Space, obs: Any) -> float:
+    """µs to send one observation as a message: 0 when every leaf fits shared memory."""
+    leaves = [space]
+    fixed = True
+    while leaves:
+        s = leaves.pop()
+        if isinstance(s, gym.spaces.Dict):
+            leaves.extend(s.spaces.values())
+        elif isinstance(s, gym.spaces.Tuple):
+            leaves.extend(s.spaces)
+        elif not is_fixed_leaf(s):
+            fixed = False
+    if fixed:
+        return 0.0
+    start = time.perf_counter()
+    for _ in range(10):
+        pickle.loads(pickle.dumps(obs))
+    return (time.perf_counter() - start) / 10 * 1e6
+
+
+def env_key(env_fn: Callable[[], Any]) -> str | None:
+    """A stable name for what ``env_fn`` builds (for the probe cache), or None when it has none
+    (a lambda, a function defined inside another)."""
+    parts: list[str] = []
+    fn: Any = env_fn
+    while isinstance(fn, partial):
+        parts.append(repr((fn.args, sorted(fn.keywords.items()))))
+        fn = fn.func
+    name = getattr(fn, "__qualname__", None)
+    module = getattr(fn, "__module__", None)
+    if not name or not module or "<" in name:
+        return None
+    for part in parts:
+        if " at 0x" in part and "<" in part:  # a lambda or local object among the arguments
+            return None
+    return f"{module}.{name}{''.join(parts)}"
+
+
+def cached_probe(env_fn: Callable[[], gym.Env]) -> EnvProbe:
+    """:func:`probe_env`, remembered for this process by :func:`env_key`."""
+    key = env_key(env_fn)
+    if key is not None and key in _PROBES:
+        return _PROBES[key]
+    probe = probe_env(env_fn)
+    if key is not None:
+        _PROBES[key] = probe
+    return probe

@@ -1,0 +1,205 @@
+"""The rule behind ``backend="auto"``: predicted µs per batched step for each layout, from an
+:class:`EnvProbe` and this machine's :class:`MachineCosts`; and the limits the user's arguments and
+``VECENV_BACKEND`` put on it. Nothing here measures anything."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vecenv.engine import usable_cores
+
+#: environment variable that forces auto's choice
+FORCE_VAR = "VECENV_BACKEND"
+#: an env whose step spends less than this share of its time on a CPU waits (sleep, I/O)
+WAITING_SHARE = 0.5
+#: a simpler layout within this fraction of the fastest wins
+TIE = 0.05
+#: most worker processes auto starts for an env that waits
+MAX_WAITING_WORKERS = 64
+#: backend_kwargs only the process backend takes
+_PROCESS_ONLY = {"context", "daemon", "spin_us", "yield_us", "start_timeout", "shared_memory"}
+
+
+# ==================================================================== what is measured
+@dataclass(frozen=True)
+class EnvProbe:
+    """One env copy, measured: µs per step, the CPU share of that time, observation size."""
+
+    step_us: float
+    cpu_share: float = 1.0
+    obs_bytes: int = 0
+    #: µs to pickle and unpickle one observation, when it must travel as a message
+    pickle_us: float = 0.0
+    build_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class MachineCosts:
+    """vecenv's own costs on this machine, from a no-op env (µs per batched step)."""
+
+    #: serial: fixed cost per batched step, and cost per env
+    fixed_us: float
+    per_env_us: float
+    #: process and inline crossings: ``a + b·(W - 1)`` for ``W`` groups, as ``(a, b)``
+    process_us: tuple[float, float]
+    inline_us: tuple[float, float]
+    cores: int = 1
+    measured_at: float = field(default_factory=time.time)
+
+    def crossing(self, layout: str, groups: int) -> float:
+        a, b = self.process_us if layout == "process" else self.inline_us
+        return a + b * (groups - 1)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What auto chose: a backend, its groups, and why (with each candidate's predicted µs)."""
+
+    backend: str
+    num_workers: int = 1
+    inline: bool = False
+    reason: str = ""
+    predicted_us: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """``serial``, ``process`` or ``inline`` (and the others when forced)."""
+        return "inline" if self.inline else self.backend
+
+    def kwargs(self) -> dict[str, Any]:
+        """The backend keyword arguments that build this layout."""
+        if self.backend == "process":
+            return {"num_workers": self.num_workers, "inline": self.inline}
+        if self.backend in ("thread", "ray"):
+            return {"num_workers": self.num_workers}
+        return {}
+
+    def __str__(self) -> str:
+        groups = f", {self.num_workers} groups" if self.backend != "serial" else ""
+        return f"{self.name}{groups}: {self.reason}"
+
+
+# ==================================================================== the rule
+def decide(
+    probe: EnvProbe,
+    costs: MachineCosts,
+    num_envs: int,
+    cores: int,
+    *,
+    allowed: Sequence[str] = ("serial", "process", "inline"),
+    num_workers: int | None = None,
+) -> Layout:
+    """The fastest of the ``allowed`` layouts for ``num_envs`` copies of the probed env.
+
+    ``num_workers`` fixes the number of groups of process and inline layouts.
+
+    Examples:
+        With made-up machine costs: a cheap step stays in the calling process, an expensive
+        one is spread over the cores.
+
+        >>> from vecenv.layout import EnvProbe, MachineCosts, decide
+        >>> costs = MachineCosts(fixed_us=10.0, per_env_us=2.0, process_us=(40.0, 10.0),
+        ...                      inline_us=(30.0, 10.0), cores=4)
+        >>> cheap = decide(EnvProbe(step_us=5.0), costs, num_envs=8, cores=4)
+        >>> cheap.backend, cheap.kwargs(), cheap.predicted_us["serial"]
+        ('serial', {}, 66.0)
+        >>> costly = decide(EnvProbe(step_us=1000.0), costs, num_envs=8, cores=4)
+        >>> costly.name, costly.kwargs()
+        ('process', {'num_workers': 4, 'inline': False})
+        >>> print(costly)  # doctest: +ELLIPSIS
+        process, 4 groups: a step costs 1,000.0 µs, enough for 4 worker processes to pay off ...
+    """
+    n = num_envs
+    work = probe.step_us + costs.per_env_us
+    waits = probe.cpu_share < WAITING_SHARE
+    if num_workers is not None:
+        widths = [min(num_workers, n)]
+    elif waits:  # the cores are not the limit: as many workers as the waiting allows
+        most = max(cores, int(cores / max(probe.cpu_share, 1e-3)))
+        widths = sorted({min(n, cores), min(n, MAX_WAITING_WORKERS, most)})
+    else:
+        widths = [min(n, cores)]
+    predicted: dict[str, float] = {}
+    shapes: dict[str, tuple[str, int]] = {}
+    if "serial" in allowed and (num_workers in (None, 1)):
+        predicted["serial"] = costs.fixed_us + n * work
+        shapes["serial"] = ("serial", 1)
+    for kind in ("process", "inline"):
+        if kind not in allowed:
+            continue
+        for w in widths:
+            if kind == "inline" and w < 2:
+                continue
+            if kind == "process" and w < 2 and "serial" in predicted:
+                continue  # one worker only adds a crossing to serial
+            crossing = costs.crossing(kind, w) + n * probe.pickle_us
+            predicted[f"{kind}×{w}"] = crossing + math.ceil(n / w) * work
+            shapes[f"{kind}×{w}"] = (kind, w)
+    if not predicted:
+        kind = allowed[0]
+        w = 1 if kind == "serial" else max(1, min(n, num_workers or cores))
+        return Layout(backend_of(kind), w, kind == "inline", "the only layout the arguments allow", {})
+    best = min(predicted.values())
+    for kind in ("serial", "process", "inline"):  # the simplest within TIE of the fastest
+        near = [k for k, t in predicted.items() if shapes[k][0] == kind and t <= best * (1 + TIE)]
+        if near:
+            key = min(near, key=predicted.__getitem__)
+            break
+    kind, w = shapes[key]
+    return Layout(backend_of(kind), w, kind == "inline", _reason(kind, w, probe, predicted, key, cores), predicted)
+
+
+def backend_of(kind: str) -> str:
+    """The backend that builds a layout kind (``inline`` is the process backend's)."""
+    return "process" if kind == "inline" else kind
+
+
+def _reason(kind: str, w: int, probe: EnvProbe, predicted: dict[str, float], key: str, cores: int) -> str:
+    step = f"a step costs {probe.step_us:,.1f} µs"
+    if probe.cpu_share < WAITING_SHARE:
+        step += f" ({probe.cpu_share:.0%} of it on a CPU)"
+    others = ", ".join(f"{k} {t:,.0f}" for k, t in sorted(predicted.items(), key=lambda kv: kv[1]))
+    why = {
+        "serial": "less than a crossing to a worker saves",
+        "process": f"enough for {w} worker processes to pay off on {cores} usable cores",
+        "inline": f"enough to spread over {w - 1} worker process(es) and this process",
+    }[kind]
+    return f"{step}, {why} (predicted µs per batched step: {others})"
+
+
+# ==================================================================== constraints and override
+def allowed_layouts(backend_kwargs: Mapping[str, Any], num_envs: int, cores: int) -> tuple[list[str], str]:
+    """The layouts the user's backend keyword arguments allow, and why when they narrow it."""
+    if cores <= 1:
+        if backend_kwargs.keys() & _PROCESS_ONLY or backend_kwargs.get("step_timeout") is not None:
+            return ["process"], "the arguments need worker processes"
+        return ["serial"], "only one core is usable"
+    if backend_kwargs.get("batch_size") not in (None, num_envs):
+        return ["process"], "async batches need workers that finish independently"
+    if backend_kwargs.get("step_timeout") is not None:
+        return ["process"], "step_timeout needs every env in a worker process"
+    inline = backend_kwargs.get("inline")
+    if inline is True:
+        return ["inline"], "inline=True"
+    if inline is False or backend_kwargs.keys() & _PROCESS_ONLY:
+        return ["process"], "the arguments are the process backend's"
+    if backend_kwargs.get("num_workers") not in (None, 1):
+        return ["process", "inline"], "num_workers > 1"
+    return ["serial", "process", "inline"], ""
+
+
+def forced(num_envs: int, backend_kwargs: Mapping[str, Any]) -> Layout | None:
+    """The layout ``VECENV_BACKEND`` forces, or None."""
+    value = os.environ.get(FORCE_VAR, "").strip().lower()
+    if not value or value == "auto":
+        return None
+    choices = ("serial", "thread", "process", "inline", "ray")
+    if value not in choices:
+        raise ValueError(f"{FORCE_VAR}={value!r}: expected one of {list(choices)} or 'auto'")
+    workers = backend_kwargs.get("num_workers") or min(num_envs, usable_cores())
+    return Layout(backend_of(value), 1 if value == "serial" else workers, value == "inline", f"forced by {FORCE_VAR}")
