@@ -189,12 +189,16 @@ def test_restart_replaces_a_dead_or_hung_worker(worker_backend, tmp_path, fault,
     ref.close()
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("mode", ["next_step", "same_step"])
 @pytest.mark.parametrize("fault", ["segfault", "hang"])
 def test_restart_in_async_batches_truncates_the_workers_other_envs(worker_backend, tmp_path, mode, fault):
     """Worker 1 (envs 2 and 3) dies or hangs while only env 2 is in flight and the other workers
-    keep the batches full: it is still noticed, and env 3's episode ends too."""
+    keep the batches full: it is still noticed, and env 3's episode ends too.
+
+    The 20 s bound is on noticing the fault, not on rebuilding the worker: the step that restarts
+    it also starts a new worker (a new Ray actor takes tens of seconds beside two CPU hogs), which
+    ``start_timeout`` bounds, so that step's time is given back to the deadline."""
     fns = [FaultyEnv, FaultyEnv, OnceFaulty(tmp_path / "marker", fault, at=3), FaultyEnv]
     with make_backend(worker_backend, fns, num_workers=2, batch_size=1, on_error="restart",
                       autoreset_mode=mode, step_timeout=1.0) as envs:
@@ -208,7 +212,10 @@ def test_restart_in_async_batches_truncates_the_workers_other_envs(worker_backen
             history[i].append((obs[0].copy(), bool(trunc[0]), row))
             if all(any(r.get("restarted") for _, _, r in history[j][:-1]) for j in (2, 3)):
                 break
+            started = time.monotonic()
             obs, _, _, trunc, infos = envs.step(np.zeros(1, int), infos["env_id"])
+            if "_restarted" in infos and infos["_restarted"][0]:
+                deadline += time.monotonic() - started
         for j in (0, 1):
             assert not any(r.get("restarted") for _, _, r in history[j])
         for j in (2, 3):  # exactly one truncation, reported as a restart, then the run goes on
