@@ -151,13 +151,15 @@ def test_step_timeout_raises_naming_the_stuck_envs(worker_backend):
 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("mode", ["next_step", "same_step", "disabled"])
-@pytest.mark.parametrize("fault", ["segfault", "hang", "sigkill"])
+@pytest.mark.parametrize(  # SIGKILL from outside needs a pid: the process backend's workers have one
+    "worker_backend, fault",
+    [(b, f) for b in ("process", "ray") for f in ("segfault", "hang")] + [("process", "sigkill")],
+    indirect=["worker_backend"],
+)
 def test_restart_replaces_a_dead_or_hung_worker(worker_backend, tmp_path, fault, mode):
     import os
     import signal
 
-    if fault == "sigkill" and worker_backend != "process":
-        pytest.skip("SIGKILL from outside is tested on the process backend (ray has no pids here)")
     flaky = OnceFaulty(tmp_path / "marker", "hang" if fault == "hang" else "segfault" if fault == "segfault" else None, at=3)
     fns = [FaultyEnv, FaultyEnv, flaky, FaultyEnv]
     ref = vecenv.SerialVectorEnv([FaultyEnv] * 4, autoreset_mode=mode)
