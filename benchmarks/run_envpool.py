@@ -3,8 +3,8 @@
     python benchmarks/run_envpool.py            # writes benchmarks/results/envpool.json
     python benchmarks/run_envpool.py --out DIR  # somewhere else
 
-``vecenv bench CartPole-v1 --num-envs 8 --backends serial,process --compare gym-sync,envpool
---rounds 3``. EnvPool is not a vecenv dependency: ``pip install envpool`` first (without it
+``vecenv bench CartPole-v1 --num-envs 8 --backends auto,serial,process,process+inline
+--compare gym-sync,envpool --rounds 3``. EnvPool is not a vecenv dependency: ``pip install envpool`` first (without it
 ``vecenv bench`` says so and exits 2). Extra options go to ``vecenv bench``.
 """
 
@@ -26,7 +26,7 @@ def run(argv: list[str]) -> int:
     args, extra = parser.parse_known_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     bench = [
-        "bench", "CartPole-v1", "--num-envs", "8", "--backends", "serial,process",
+        "bench", "CartPole-v1", "--num-envs", "8", "--backends", "auto,serial,process,process+inline",
         "--compare", "gym-sync,envpool", "--rounds", "3", "--json", str(args.out / "envpool.json"),
     ]
     return main(bench + extra)

@@ -19,6 +19,28 @@ os.environ.pop("VECENV_BACKEND", None)
 
 from helpers import backends_under_test, use_backend  # noqa: E402
 
+#: the least time a test on Ray gets: every Ray actor is a new process, and beside two CPU hogs
+#: on 2 cores one takes about 25 s to start (a test may start four)
+RAY_TIMEOUT_S = 180.0
+
+
+def _uses_ray(item: pytest.Item) -> bool:
+    if item.path.name == "test_ray.py" or "ray_local" in getattr(item, "fixturenames", ()):
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return any(isinstance(v, str) and v == "ray" for v in params.values())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Raise the hang guard (pytest-timeout) of every test on Ray to :data:`RAY_TIMEOUT_S`."""
+    for item in items:
+        if not _uses_ray(item):
+            continue
+        marker = item.get_closest_marker("timeout")
+        current = marker.args[0] if marker is not None and marker.args else config.getini("timeout")
+        if float(current or 0) < RAY_TIMEOUT_S:
+            item.add_marker(pytest.mark.timeout(RAY_TIMEOUT_S), append=False)
+
 
 def _shm_entries() -> set[str]:
     try:

@@ -158,7 +158,7 @@ def test_actors_the_cluster_cannot_place_time_out_instead_of_hanging(ray_local):
     copy = pickle.loads(pickle.dumps(info.value))  # errors keep their whole text across processes
     assert str(copy) == str(info.value) and copy.env_indices == info.value.env_indices
     # the actors were killed: the cluster's 2 CPUs are free again for a vector env that fits
-    with vecenv.RayVectorEnv([cartpole] * 2, num_workers=2, start_timeout=30) as envs:
+    with vecenv.RayVectorEnv([cartpole] * 2, num_workers=2) as envs:
         obs, _ = envs.reset(seed=0)
         assert obs.shape == (2, 4)
 
