@@ -35,8 +35,8 @@ from vecenv.transports.process.control import (
 )
 from vecenv.transports.process.shm import SharedBlock, aligned
 from vecenv.transports.signals import deferred_signals, quiet_children
-from vecenv.worker import EnvDescription, StepReply
-from vecenv.worker.commands import Close, Command, GivenStep, Step, with_given
+from vecenv.worker import EnvDescription
+from vecenv.worker.commands import NO_REPLY, Close, Command, GivenStep, Step, with_given
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport"]
 
@@ -47,7 +47,6 @@ DEFAULT_CLOSE_TIMEOUT = 5.0
 DEFAULT_YIELD_US = 500.0
 #: seconds between looks at the sentinels of workers that other workers keep outpacing
 DEATH_CHECK_S = 0.05
-_EMPTY = StepReply([], None)
 
 
 class EnvFnPicklingError(pickle.PicklingError, TypeError):
@@ -331,7 +330,7 @@ class ProcessTransport(Transport):
         if not control.TSO:
             self.peers[worker].skip_wakeups()
         if ctrl.slots[worker, control.REPLY] != control.MESSAGE:
-            return _EMPTY  # the hot path: the reply is all in shared memory
+            return NO_REPLY  # the hot path: the reply is all in shared memory
         with deferred_signals():  # read and marked taken, or neither
             try:
                 _, data = self.peers[worker].read_frame()
