@@ -15,6 +15,17 @@ from vecenv.testing import FaultyEnv
 pytestmark = pytest.mark.timeout(60)
 
 
+def step_timeout_for(fault: str | None) -> float:
+    """A ``step_timeout`` that tells the planted fault apart from the others.
+
+    1 s notices a hang quickly. A worker that crashes gets 10 s: before it is gone, a crashing
+    process runs the crash handlers it inherited (pytest's faulthandler, Ray's), which beside two
+    CPU hogs can take over a second, and a timeout that fires first is rightly reported as a
+    StepTimeoutError instead of the death this test looks for.
+    """
+    return 1.0 if fault == "hang" else 10.0
+
+
 def fault_at(fault: str, at: int):
     def fn():
         return FaultyEnv(fault, at=at)
@@ -163,8 +174,8 @@ def test_restart_replaces_a_dead_or_hung_worker(worker_backend, tmp_path, fault,
     flaky = OnceFaulty(tmp_path / "marker", "hang" if fault == "hang" else "segfault" if fault == "segfault" else None, at=3)
     fns = [FaultyEnv, FaultyEnv, flaky, FaultyEnv]
     ref = vecenv.SerialVectorEnv([FaultyEnv] * 4, autoreset_mode=mode)
-    with make_backend(worker_backend, fns, num_workers=2, on_error="restart", step_timeout=1.0,
-                      autoreset_mode=mode) as envs:
+    with make_backend(worker_backend, fns, num_workers=2, on_error="restart",
+                      step_timeout=step_timeout_for(fault), autoreset_mode=mode) as envs:
         envs.reset(seed=0)
         ref.reset(seed=0)
         acts = np.zeros(4, int)
@@ -203,7 +214,7 @@ def test_restart_in_async_batches_truncates_the_workers_other_envs(worker_backen
     ``start_timeout`` bounds, so that step's time is given back to the deadline."""
     fns = [FaultyEnv, FaultyEnv, OnceFaulty(tmp_path / "marker", fault, at=3), FaultyEnv]
     with make_backend(worker_backend, fns, num_workers=2, batch_size=1, on_error="restart",
-                      autoreset_mode=mode, step_timeout=1.0) as envs:
+                      autoreset_mode=mode, step_timeout=step_timeout_for(fault)) as envs:
         obs, infos = envs.reset(seed=0)
         trunc = np.zeros(1, dtype=bool)
         history: dict[int, list] = {i: [] for i in range(4)}  # per env: (obs, truncated, infos row)
