@@ -198,3 +198,77 @@ def test_a_handler_raising_as_the_mask_changes_leaves_nothing_blocked(monkeypatc
             pytest.fail("the section must not run")
     monkeypatch.undo()
     assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == before
+
+
+class _CutAfterPut:
+    """A worker's inbox whose ``put`` goes through and then raises, as a signal handler does when
+    the kernel delivered the signal to another thread (blocking it in this one defers nothing)."""
+
+    def __init__(self, inbox):
+        self.inbox = inbox
+
+    def put(self, item):
+        self.inbox.put(item)
+        raise KeyboardInterrupt
+
+    def get(self):
+        return self.inbox.get()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("cut", ["after_put", "before_put"])
+def test_thread_interrupt_between_queueing_and_counting_is_healed_by_reset(cut):
+    """A command queued but not counted (or counted but not queued) must not leave reset()
+    waiting for a reply that can never match: reset settles each worker behind a barrier."""
+    with vecenv.make(_cartpole, 4, backend="thread", num_workers=2) as envs, \
+            vecenv.make(_cartpole, 4, backend="serial") as ref:
+        envs.reset(seed=3)
+        worker = envs._transport.workers[1]
+        inbox = worker.inbox
+        if cut == "after_put":
+            worker.inbox = _CutAfterPut(inbox)
+        else:  # the count moved, the command never reached the queue
+            transport = envs._transport
+            submit = transport.submit
+
+            def counted_only(w, command):
+                if w != 1:
+                    return submit(w, command)
+                transport._sent[w] = transport._sent.get(w, 0) + 1
+                raise KeyboardInterrupt
+
+            transport.submit = counted_only
+        served = worker.served
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(np.zeros(4, dtype=np.int64))
+        worker.inbox = inbox
+        deadline = time.monotonic() + 10  # the uncounted step is done before reset() looks
+        while cut == "after_put" and worker.served == served and time.monotonic() < deadline:
+            time.sleep(0.01)
+        envs._transport.__dict__.pop("submit", None)
+        assert envs._state is CallState.INTERRUPTED
+        assert_same(_rollout(envs, 5), _rollout(ref, 5))
+        assert not any(envs._transport.outstanding(w) for w in range(2))
+
+
+@pytest.mark.timeout(60)
+def test_process_reply_cut_after_its_frame_was_read_ends_the_worker_in_bounded_time(monkeypatch):
+    """A reply's frame read but not marked taken (a handler that ran in spite of the deferral):
+    the next fetch waits for a frame that will never come. It gives up after FRAME_TIMEOUT, ends
+    the worker and says so, instead of waiting forever."""
+    from vecenv.transports.process import transport as process_transport
+    from vecenv.worker.commands import GetAttr
+
+    monkeypatch.setattr(process_transport, "FRAME_TIMEOUT", 0.5)
+    with vecenv.make(_cartpole, 4, backend="process", num_workers=2, context="fork") as envs:
+        envs.reset(seed=0)
+        t = envs._transport
+        t.submit(1, GetAttr("spec"))
+        assert t.ready([1], 10) == [1]
+        t.peers[1].read_frame(10)  # taken off the socket, never marked taken
+        started = time.monotonic()
+        with pytest.raises(vecenv.WorkerDiedError, match=r"worker 1 .*reply stalled for 0.5 s"):
+            t.fetch(1)
+        assert time.monotonic() - started < 5
+        t.processes[1].join(5)
+        assert t.processes[1].exitcode is not None and not t.outstanding(1)

@@ -33,6 +33,15 @@ __all__ = ["ThreadTransport"]
 _STOP = None  # sentinel command: close the group and end the thread
 
 
+class _Barrier:
+    """Queued behind everything a worker was given: once served, its inbox holds nothing older."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, token: int) -> None:
+        self.token = token
+
+
 class _Worker:
     """One daemon thread running one env group; replies go to ``done`` as the worker's index."""
 
@@ -50,6 +59,7 @@ class _Worker:
         self.group: EnvGroup | None = None
         self.reply: tuple[bool, Any] = (True, None)
         self.served = 0  # commands finished
+        self.passed = 0  # token of the last barrier served
         self.thread = threading.Thread(
             target=self._run,
             args=(env_fns, start, autoreset_mode),
@@ -72,6 +82,10 @@ class _Worker:
             item = inbox.get()
             if item is _STOP:
                 break
+            if type(item) is _Barrier:
+                self.passed = item.token
+                done.put(index)
+                continue
             try:
                 self.reply = (True, group.run(item))
             except BaseException as exc:  # delivered by fetch(); the thread keeps serving
@@ -92,6 +106,7 @@ class ThreadTransport(Transport):
         self._finished: dict[int, None] = {}  # workers with a reply, in the order they finished
         self._sent: dict[int, int] = {}  # worker -> commands sent to it
         self._taken: dict[int, int] = {}  # worker -> replies fetched from it
+        self._barriers = 0  # barriers queued (see settle)
 
     def launch(self) -> list[EnvDescription]:
         for w, (start, _) in enumerate(self.partition):
@@ -148,6 +163,33 @@ class ThreadTransport(Transport):
         if not ok:
             raise value
         return value
+
+    def settle(self, worker: int, timeout: float | None) -> bool:
+        """Let ``worker`` serve everything it was given, drop the reply, and count afresh.
+
+        ``deferred_signals`` blocks signals in the calling thread only: a signal the kernel
+        delivers to another thread still runs its handler in the main thread at once, so an
+        interruption can land between queueing a command and counting it. The counters may then
+        disagree with the worker; a barrier queued behind everything else says when the worker's
+        own count is final, and both counters are set to it.
+        """
+        w = self.workers[worker]
+        self._barriers += 1
+        token = self._barriers
+        w.inbox.put(_Barrier(token))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while w.passed != token:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            try:  # a wake-up; the barrier's token says when this worker is through
+                self._done.get(timeout=left)
+            except queue.Empty:
+                pass
+        self._sent[worker] = self._taken[worker] = w.served
+        self._finished.pop(worker, None)
+        w.reply = (True, None)
+        return True
 
     def close(self, timeout: float | None = None) -> None:
         workers, self.workers = self.workers, []

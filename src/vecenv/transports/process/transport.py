@@ -47,6 +47,8 @@ DEFAULT_CLOSE_TIMEOUT = 5.0
 DEFAULT_YIELD_US = 500.0
 #: seconds between looks at the sentinels of workers that other workers keep outpacing
 DEATH_CHECK_S = 0.05
+#: longest pause inside a reply's frame; past it the socket is out of step and the worker is ended
+FRAME_TIMEOUT = 30.0
 
 
 class EnvFnPicklingError(pickle.PicklingError, TypeError):
@@ -333,10 +335,13 @@ class ProcessTransport(Transport):
             return NO_REPLY  # the hot path: the reply is all in shared memory
         with deferred_signals():  # read and marked taken, or neither
             try:
-                _, data = self.peers[worker].read_frame()
-            except EOFError:
+                _, data = self.peers[worker].read_frame(FRAME_TIMEOUT)
+            except (EOFError, TimeoutError) as exc:
+                if isinstance(exc, TimeoutError):  # a handler that ran despite the deferral cut a read
+                    self.terminate(worker)
                 self._mark_dead(worker)
-                raise self._died(worker) from None
+                why = "" if isinstance(exc, EOFError) else f"ended, its reply stalled for {FRAME_TIMEOUT:g} s"
+                raise self._died(worker, why) from None
             ctrl.take_message(worker)
         return self._unpack(worker, data)
 
@@ -384,9 +389,9 @@ class ProcessTransport(Transport):
             process.join(1.0)
             self.dead[w] = process.exitcode
 
-    def _died(self, w: int) -> WorkerDiedError:
+    def _died(self, w: int, detail: str = "") -> WorkerDiedError:
         start, stop = self.partition[w]
-        return WorkerDiedError(self.first_worker + w, list(range(start, stop)), self.dead.get(w))
+        return WorkerDiedError(self.first_worker + w, list(range(start, stop)), self.dead.get(w), detail)
 
     # ------------------------------------------------------------ closing
     def close(self, timeout: float | None = None) -> None:
