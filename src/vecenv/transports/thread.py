@@ -144,13 +144,18 @@ class ThreadTransport(Transport):
 
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
         wanted = set(workers)
+        return self._wait(lambda: self._finished_now(wanted), timeout)
+
+    def _wait(self, condition: Callable[[], Any], timeout: float | None) -> Any:
+        """Re-check ``condition`` at each wake-up from the workers until it is true or ``timeout``
+        seconds have passed; its last value. A wake-up only says to look: the state is the truth."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            found = self._finished_now(wanted)
+            value = condition()
             left = None if deadline is None else deadline - time.monotonic()
-            if found or (left is not None and left <= 0):
-                return found
-            try:  # a wake-up; the counters say who finished
+            if value or (left is not None and left <= 0):
+                return value
+            try:
                 self._finished.setdefault(self._done.get(timeout=left), None)
             except queue.Empty:
                 pass
@@ -177,15 +182,8 @@ class ThreadTransport(Transport):
         self._barriers += 1
         token = self._barriers
         w.inbox.put(_Barrier(token))
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while w.passed != token:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return False
-            try:  # a wake-up; the barrier's token says when this worker is through
-                self._done.get(timeout=left)
-            except queue.Empty:
-                pass
+        if not self._wait(lambda: w.passed == token, timeout):
+            return False
         self._sent[worker] = self._taken[worker] = w.served
         self._finished.pop(worker, None)
         w.reply = (True, None)

@@ -26,6 +26,7 @@ Modules, one concern each:
   and yielding.
 - :mod:`.wire`: frames, pickling, and socket I/O that notices a dead peer.
 - :mod:`.shm`: the anonymous shared-memory block.
+- :mod:`.envfns`: the env_fns on their way to a worker (pickled once each for spawn/forkserver).
 - :mod:`.lifetime`: live transports (closed at exit), what a forked worker drops of other
   vector envs, and the watch that ends a worker with its caller.
 - :mod:`.child`: the worker process's loop.
@@ -36,10 +37,13 @@ Commands other than a step (reset, calls, close) travel as pickled
 :mod:`~vecenv.worker.commands` on the socket, posted through the same counter. Posting a message
 and writing it, or reading a reply's message and marking it taken, happen with signal handlers
 deferred (:mod:`vecenv.transports.signals`), so an interrupt never leaves half a message behind.
+A handler that runs anyway (its signal went to another thread) can cut a reply's read short; the
+next read of that socket then stalls, and after ``FRAME_TIMEOUT`` the worker is ended and reported.
 """
 
 from vecenv.transports.process.control import default_spin
+from vecenv.transports.process.envfns import EnvFnPicklingError
 from vecenv.transports.process.inline import InlineTransport
-from vecenv.transports.process.transport import EnvFnPicklingError, ProcessTransport
+from vecenv.transports.process.transport import ProcessTransport
 
 __all__ = ["EnvFnPicklingError", "InlineTransport", "ProcessTransport", "default_spin"]

@@ -19,7 +19,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.errors import EnvError, portable_error
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, lifetime, wire
+from vecenv.transports.process import control, envfns, lifetime, wire
 from vecenv.transports.process.control import CMD, OP, WORKER_SLEEPS, ControlBlock
 from vecenv.transports.process.shm import SharedBlock
 from vecenv.worker import EnvGroup, StepReply
@@ -151,16 +151,6 @@ class Child:
         )
 
 
-def _env_fn(fn: Callable[[], Any] | bytes, env_index: int, worker: int) -> Callable[[], Any]:
-    """The env_fn itself, unpickled when it came as bytes (spawn, forkserver)."""
-    if not isinstance(fn, bytes):
-        return fn
-    try:
-        return wire.loads(fn)
-    except Exception as exc:
-        raise EnvError.from_exception(exc, env_index, worker, "unpickling its env_fn in the worker") from exc
-
-
 def worker_main(
     index: int,
     sock: Any,
@@ -188,7 +178,7 @@ def worker_main(
     child = Child(index, wire.Peer(sock), spin)
     try:
         try:
-            fns = [_env_fn(fn, start + j, index) for j, fn in enumerate(env_fns)]
+            fns = [envfns.unpack(fn, start + j, index) for j, fn in enumerate(env_fns)]
             child.group = EnvGroup(fns, start, index, autoreset_mode, contain_exits=True)
             descriptions = child.group.describe()
         except Exception as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import pickle
 import select
 import socket
 import threading
@@ -19,7 +18,7 @@ from gymnasium import spaces
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport
 from vecenv.errors import StepTimeoutError, VecEnvError, WorkerDiedError
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, lifetime, wire
+from vecenv.transports.process import control, envfns, lifetime, wire
 from vecenv.transports.process.child import (
     MAX_NAP_MS,
     OP_MASKED_STEP,
@@ -33,6 +32,7 @@ from vecenv.transports.process.control import (
     ControlBlock,
     default_spin,
 )
+from vecenv.transports.process.envfns import EnvFnPicklingError
 from vecenv.transports.process.shm import SharedBlock, aligned
 from vecenv.transports.signals import deferred_signals, quiet_children
 from vecenv.worker import EnvDescription
@@ -49,10 +49,6 @@ DEFAULT_YIELD_US = 500.0
 DEATH_CHECK_S = 0.05
 #: longest pause inside a reply's frame; past it the socket is out of step and the worker is ended
 FRAME_TIMEOUT = 30.0
-
-
-class EnvFnPicklingError(pickle.PicklingError, TypeError):
-    """An env_fn cannot be pickled, so it cannot reach a worker started with spawn/forkserver."""
 
 
 class ProcessTransport(Transport):
@@ -95,7 +91,7 @@ class ProcessTransport(Transport):
             self.main_spin, self.worker_spin = default_spin(self.num_workers)
         else:
             self.main_spin = self.worker_spin = max(0.0, float(self.spin_us)) * 1e-6
-        self._payloads = self._env_fn_payloads()  # fails before any worker starts
+        self._payloads = envfns.pack(self.env_fns[: self.partition[-1][1]], self.start_method)  # before any start
         lifetime.LIVE.add(self)
         for w in range(self.num_workers):
             self._spawn(w)
@@ -112,25 +108,6 @@ class ProcessTransport(Transport):
 
     def _start_deadline(self) -> float | None:
         return None if self.start_timeout is None else time.monotonic() + self.start_timeout
-
-    def _env_fn_payloads(self) -> list[bytes] | None:
-        if self.start_method == "fork":
-            return None  # the children inherit the env_fns as they are
-        cache: dict[int, bytes] = {}
-        out = []
-        for i, fn in enumerate(self.env_fns[: self.partition[-1][1]]):
-            if id(fn) not in cache:
-                try:
-                    cache[id(fn)] = cloudpickle.dumps(fn, wire.PROTOCOL)
-                except Exception as exc:
-                    raise EnvFnPicklingError(
-                        f"env_fns[{i}] ({fn!r:.80}) cannot be pickled, which the {self.start_method!r} "
-                        f"start method needs to send it to a worker: {type(exc).__name__}: {exc}. Use "
-                        "context='fork', or build the env from picklable parts (a module-level function, "
-                        "functools.partial, an env id)."
-                    ) from exc
-            out.append(cache[id(fn)])
-        return out
 
     def _spawn(self, w: int) -> None:
         """Start worker ``w``'s process (replacing an old one in place)."""
@@ -166,12 +143,8 @@ class ProcessTransport(Transport):
         """Read a reply sent outside the counters (the description, the attach) by ``deadline``;
         a worker that misses it is ended."""
         try:
-            _, data = self.peers[w].read_frame(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        except EOFError:
-            self._mark_dead(w)
-            raise self._died(w) from None
+            data = self._read(w, None if deadline is None else max(0.0, deadline - time.monotonic()))
         except TimeoutError:
-            self.terminate(w)
             start, stop = self.partition[w]
             raise StepTimeoutError(
                 list(range(start, stop)), self.first_worker + w, self.start_timeout, phase,
@@ -179,6 +152,18 @@ class ProcessTransport(Transport):
                 "ended (raise start_timeout, or pass None, for envs that take longer to build)",
             ) from None
         return self._unpack(w, data)
+
+    def _read(self, w: int, timeout: float | None) -> bytes:
+        """Worker ``w``'s next frame: WorkerDiedError if it ended; TimeoutError if the frame did
+        not come within ``timeout`` (the worker is then ended)."""
+        try:
+            return self.peers[w].read_frame(timeout)[1]
+        except EOFError:
+            self._mark_dead(w)
+            raise self._died(w) from None
+        except TimeoutError:
+            self.terminate(w)
+            raise
 
     # ------------------------------------------------------------ buffers
     def allocate(self, observation_space: spaces.Space, action_space: spaces.Space, num_envs: int) -> StepBuffers:
@@ -335,13 +320,10 @@ class ProcessTransport(Transport):
             return NO_REPLY  # the hot path: the reply is all in shared memory
         with deferred_signals():  # read and marked taken, or neither
             try:
-                _, data = self.peers[worker].read_frame(FRAME_TIMEOUT)
-            except (EOFError, TimeoutError) as exc:
-                if isinstance(exc, TimeoutError):  # a handler that ran despite the deferral cut a read
-                    self.terminate(worker)
+                data = self._read(worker, FRAME_TIMEOUT)
+            except TimeoutError:  # a handler that ran despite the deferral cut a read short
                 self._mark_dead(worker)
-                why = "" if isinstance(exc, EOFError) else f"ended, its reply stalled for {FRAME_TIMEOUT:g} s"
-                raise self._died(worker, why) from None
+                raise self._died(worker, f"ended, its reply stalled for {FRAME_TIMEOUT:g} s") from None
             ctrl.take_message(worker)
         return self._unpack(worker, data)
 
