@@ -41,6 +41,7 @@ def test_timed_interrupts_during_steps_leave_a_consistent_env(layout):
     """Hundreds of KeyboardInterrupts land at random points of a step loop; after each burst
     reset(seed=s) gives the serial backend's data and nothing blocks."""
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    handler = signal.getsignal(signal.SIGINT)
     interrupts = 0
     others: list = []
     with RandomAlarms(0) as alarms, vecenv.make(_cartpole, 4, **LAYOUTS[layout]) as envs, \
@@ -63,6 +64,7 @@ def test_timed_interrupts_during_steps_leave_a_consistent_env(layout):
             fresh.step(np.zeros(2, dtype=np.int64))
     assert interrupts >= 100, (interrupts, others)
     assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == mask  # no signal left blocked
+    assert signal.getsignal(signal.SIGINT) is handler  # nor SIGINT left held
 
 
 @pytest.mark.timeout(60)
@@ -183,8 +185,8 @@ def test_a_handler_raising_as_the_mask_changes_leaves_nothing_blocked(monkeypatc
     SIGCHLD stay blocked in this thread and in every process it starts)."""
     from vecenv.transports import signals
 
-    real = signal.pthread_sigmask
-    before = real(signal.SIG_BLOCK, ())
+    real = signals._sigmask
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, ())
 
     def raising_after_block(how, mask):
         old = real(how, mask)
@@ -192,12 +194,69 @@ def test_a_handler_raising_as_the_mask_changes_leaves_nothing_blocked(monkeypatc
             raise KeyboardInterrupt  # as a pending handler would, once the mask is changed
         return old
 
-    monkeypatch.setattr(signal, "pthread_sigmask", raising_after_block)
+    monkeypatch.setattr(signals, "_sigmask", raising_after_block)
     with pytest.raises(KeyboardInterrupt):
         with signals.deferred_signals():
             pytest.fail("the section must not run")
     monkeypatch.undo()
     assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == before
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="no signal masks on this platform")
+@pytest.mark.parametrize("section", ["deferred_signals", "quiet_children"])
+@pytest.mark.parametrize("receiver", ["main thread", "another thread"])
+def test_a_ctrl_c_inside_a_section_is_raised_once_when_it_ends(section, receiver):
+    """The kernel gives a process's SIGINT to any thread that does not block it (numpy's BLAS
+    threads do not); wherever it lands, the section finishes and the KeyboardInterrupt comes
+    after it, neither lost nor cutting the section in two."""
+    from vecenv.transports import signals
+
+    enter = {"deferred_signals": signals.deferred_signals,
+             "quiet_children": lambda: signals.quiet_children(exec_based=True)}[section]
+    idle = threading.Event()
+    other = threading.Thread(target=idle.wait, daemon=True)
+    other.start()
+    finished = False
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with enter():
+                target = threading.main_thread() if receiver == "main thread" else other
+                signal.pthread_kill(target.ident, signal.SIGINT)
+                time.sleep(0.2)  # the other thread takes it; a handler would run meanwhile
+                finished = True
+        assert finished
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    finally:
+        idle.set()
+        other.join(5)
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="no signal masks on this platform")
+def test_a_handler_raising_as_sigint_is_put_back_still_lets_it_be_put_back(monkeypatch):
+    """signal.signal runs due handlers before it changes anything; one that raises as the section
+    ends must not leave SIGINT's handler the section's note-taker for good."""
+    import types
+
+    from vecenv.transports import signals
+
+    real = signals._native
+    calls = []
+
+    def raising_once_on_put_back(signum, handler):
+        calls.append(handler)
+        if len(calls) == 2:  # the put-back: a due SIGALRM handler raises before the change
+            raise TimeoutError("a due handler raised")
+        return real.signal(signum, handler)
+
+    monkeypatch.setattr(signals, "_native", types.SimpleNamespace(
+        getsignal=real.getsignal, signal=raising_once_on_put_back))
+    with pytest.raises(TimeoutError, match="a due handler raised"):
+        with signals.deferred_signals():
+            assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    assert len(calls) == 3 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 class _CutAfterPut:

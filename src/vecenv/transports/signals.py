@@ -2,73 +2,141 @@
 
 A ``KeyboardInterrupt`` (or any exception a signal handler raises) lands between two Python
 bytecodes. Where a transport must do two things or neither (post a command and write its
-message; read a reply's message and mark it taken), it defers signal handlers for those few
-microseconds: blocked signals are delivered, and their handlers run, as soon as the section
-ends. Env code never runs inside such a section, so Ctrl-C still stops a hung env.
+message; read a reply's message and mark it taken; start a worker and record it), it holds
+signal handlers back for those few microseconds, and they run as soon as the section ends. Env
+code never runs inside such a section, so Ctrl-C still stops a hung env.
+
+Holding back takes two means, because a mask alone does not hold:
+
+- a ``pthread_sigmask`` block in the calling thread: a signal sent to that thread waits;
+- for SIGINT, a handler that only notes the signal, raised again when the section ends. A signal
+  sent to the process goes to any thread that does not block it (numpy's BLAS threads are such
+  threads), and CPython then runs the Python handler in the main thread at its next bytecode,
+  mask or not.
+
+Only the main thread runs signal handlers, so in any other thread nothing can cut in.
 """
 
 from __future__ import annotations
 
+import importlib
 import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from typing import Any
 
-__all__ = ["blocked_signals", "deferred_signals", "quiet_children"]
+_native: Any  # the C functions: signal's wrappers turn every returned mask into enum members (~100x slower)
+try:
+    _native = importlib.import_module("_signal")
+except ImportError:  # pragma: no cover - interpreters without the C module
+    _native = signal
 
-_ALL = signal.valid_signals() if hasattr(signal, "pthread_sigmask") else set()
+__all__ = ["deferred_signals", "quiet_children"]
 
-
-@contextmanager
-def deferred_signals() -> Iterator[None]:
-    """Hold back signal handlers (in the main thread) until the block ends."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # handlers run in the main thread only: elsewhere nothing can cut in
-        return
-    with blocked_signals(*_ALL):
-        yield
+_MASKS = hasattr(signal, "pthread_sigmask")
+_ALL = frozenset(signal.valid_signals()) if _MASKS else frozenset()
+_sigmask: Any = _native.pthread_sigmask if _MASKS else None
 
 
-@contextmanager
-def blocked_signals(*signums: int) -> Iterator[None]:
-    """Block ``signums`` in this thread (any thread) until the block ends.
+class _Section:
+    """A block that signal handlers cannot cut in two (see the module docstring).
 
-    A process started meanwhile inherits the mask, so it cannot be interrupted before its own
-    code decides how to handle those signals.
+    ``signums`` are blocked in the calling thread (any thread: a process started meanwhile
+    inherits the mask); in the main thread SIGINT is also held, unless it is ignored or its
+    handler was installed from C. ``main_only``: do nothing outside the main thread.
     """
-    if not _ALL:
-        yield
-        return
-    # pthread_sigmask runs pending handlers when it returns, so it can raise after it changed the
-    # mask: read the old mask with a call that changes nothing, block inside the try
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+
+    __slots__ = ("signums", "main_only", "old_mask", "old_handler", "noted")
+
+    def __init__(self, signums: frozenset[int], main_only: bool) -> None:
+        self.signums = signums
+        self.main_only = main_only
+        self.old_mask: Any = None
+        self.old_handler: Any = None
+        self.noted = False
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.noted = True
+
+    def __enter__(self) -> None:
+        # Every change is recorded before it is made: a handler may raise between two bytecodes
+        # (a SIGINT is noted by then, not another signal), and __exit__ must undo what was done.
+        try:
+            main = threading.current_thread() is threading.main_thread()
+            if main:
+                handler = _native.getsignal(signal.SIGINT)
+                if handler is not None and handler != signal.SIG_IGN:
+                    self.old_handler = handler
+                    _native.signal(signal.SIGINT, self._note)
+            if _MASKS and (main or not self.main_only):
+                self.old_mask = _sigmask(signal.SIG_BLOCK, ())  # changes nothing: cannot raise after a change
+                _sigmask(signal.SIG_BLOCK, self.signums)
+        except BaseException:
+            self.__exit__()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.old_handler is not None:
+                error = _put_back(signal.SIGINT, self.old_handler)
+                if self.noted:  # waits in this thread's mask, if it blocks SIGINT, until below
+                    signal.raise_signal(signal.SIGINT)
+                if error is not None:
+                    raise error
+        finally:
+            if self.old_mask is not None:
+                _sigmask(signal.SIG_SETMASK, self.old_mask)
+
+
+def _put_back(signum: int, handler: Any) -> BaseException | None:
+    """Install ``handler`` whatever happens, and return what a due handler raised meanwhile.
+
+    ``signal.signal`` runs the handlers that are due before it changes anything: one that
+    raises would leave the change undone (here: SIGINT only noted, for good).
+    """
+    error = None
+    while True:
+        try:
+            _native.signal(signum, handler)
+        except BaseException as exc:  # noqa: PERF203 - a handler ran and raised: try again
+            error = error or exc
+        else:
+            return error
+
+
+def deferred_signals() -> _Section:
+    """Hold back signal handlers (in the main thread) until the block ends.
+
+    Elsewhere it does nothing: handlers run in the main thread only, so nothing can cut in.
+    """
+    return _Section(_ALL, main_only=True)
+
+
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker now, if it is not running.
+
+    ``spawn`` and the fork server start it on their first process, and starting it unblocks
+    SIGINT in the starting thread: a worker started right after would not inherit the block.
+    """
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, signums)
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        from multiprocessing import resource_tracker
+    except ImportError:  # pragma: no cover - platforms without it have no masks either
+        return
+    resource_tracker.ensure_running()
 
 
-@contextmanager
-def quiet_children(exec_based: bool) -> Iterator[None]:
-    """Start processes that cannot get a ``KeyboardInterrupt`` before their own code runs.
+def quiet_children(exec_based: bool) -> _Section:
+    """Start processes that cannot get a ``KeyboardInterrupt`` before their own code runs, and
+    that cannot take one from the caller.
 
     Ctrl-C reaches every process of the terminal's process group, and a worker that is still
-    importing would print a traceback of its own. A forked child inherits the blocked mask;
-    ``spawn`` and the fork server reset the mask when they exec, but keep an ignored SIGINT, so
-    for them SIGINT is also ignored (main thread only) while the start lasts: a Ctrl-C that lands
-    in those few milliseconds is lost, one that lands later reaches the caller alone.
+    importing would print a traceback of its own. A child inherits the starting thread's signal
+    mask, through ``fork`` and through the ``exec`` of ``spawn`` and of the fork server, so SIGINT
+    is blocked while the start lasts: the worker keeps a Ctrl-C pending until its own code ignores
+    SIGINT and unblocks it. The caller's Ctrl-C is held and raised once the start is over, so it
+    cannot cut a start in two. ``exec_based``: the start method is ``spawn`` or ``forkserver``.
+
+    A fork server started elsewhere, before any vecenv worker, passes its own mask on instead.
     """
-    with blocked_signals(signal.SIGINT):
-        if not exec_based or threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        old = signal.getsignal(signal.SIGINT)
-        if old is None:  # installed from C: cannot be put back
-            yield
-            return
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, old)
+    if exec_based and _MASKS:
+        _start_resource_tracker()
+    return _Section(frozenset({signal.SIGINT}), main_only=False)

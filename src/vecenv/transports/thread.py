@@ -172,9 +172,9 @@ class ThreadTransport(Transport):
     def settle(self, worker: int, timeout: float | None) -> bool:
         """Let ``worker`` serve everything it was given, drop the reply, and count afresh.
 
-        ``deferred_signals`` blocks signals in the calling thread only: a signal the kernel
-        delivers to another thread still runs its handler in the main thread at once, so an
-        interruption can land between queueing a command and counting it. The counters may then
+        ``deferred_signals`` holds SIGINT back wherever it lands, but other signals only in the
+        calling thread: one the kernel delivers to another thread still runs its handler in the
+        main thread at once, so an interruption can land between queueing a command and counting it. The counters may then
         disagree with the worker; a barrier queued behind everything else says when the worker's
         own count is final, and both counters are set to it.
         """

@@ -100,7 +100,7 @@ class ProcessTransport(Transport):
         for w in range(self.num_workers):  # every worker builds its envs meanwhile
             try:
                 descriptions.extend(self._handshake(w, deadline, "start"))
-            except BaseException as exc:  # noqa: PERF203 - read the others too
+            except Exception as exc:  # noqa: PERF203 - read the others too (a Ctrl-C stops at once)
                 errors.append(exc)
         if errors:
             raise errors[0]
@@ -117,27 +117,28 @@ class ProcessTransport(Transport):
         forked = self.start_method == "fork"
         # PR_SET_PDEATHSIG follows the parent *thread*: only safe for the main thread or the fork server
         tie = self.start_method == "forkserver" or threading.current_thread() is threading.main_thread()
-        try:
-            process = self.ctx.Process(
-                target=worker_main,
-                args=(self.first_worker + w, child, fns, start, self.autoreset_mode,
-                      (self.worker_spin, self.yield_s), os.getpid(), parent if forked else None, tie),
-                name=f"vecenv-worker-{self.first_worker + w}",
-                daemon=self.daemon,
-            )
-            with quiet_children(not forked):  # Ctrl-C is the caller's: workers start deaf to it
+        # Ctrl-C is the caller's: workers start deaf to it, and it waits until the worker is recorded
+        with quiet_children(not forked):
+            try:
+                process = self.ctx.Process(
+                    target=worker_main,
+                    args=(self.first_worker + w, child, fns, start, self.autoreset_mode,
+                          (self.worker_spin, self.yield_s), os.getpid(), parent if forked else None, tie),
+                    name=f"vecenv-worker-{self.first_worker + w}",
+                    daemon=self.daemon,
+                )
                 process.start()
-        except BaseException:
-            parent.close()
-            raise
-        finally:
-            child.close()
-        peer = wire.Peer(parent, process.sentinel)
-        if w < len(self.processes):
-            self.processes[w], self.peers[w] = process, peer
-        else:
-            self.processes.append(process)
-            self.peers.append(peer)
+            except BaseException:
+                parent.close()
+                raise
+            finally:
+                child.close()
+            peer = wire.Peer(parent, process.sentinel)
+            if w < len(self.processes):
+                self.processes[w], self.peers[w] = process, peer
+            else:
+                self.processes.append(process)
+                self.peers.append(peer)
 
     def _handshake(self, w: int, deadline: float | None, phase: str) -> Any:
         """Read a reply sent outside the counters (the description, the attach) by ``deadline``;
