@@ -174,9 +174,9 @@ class ThreadTransport(Transport):
 
         ``deferred_signals`` holds SIGINT back wherever it lands, but other signals only in the
         calling thread: one the kernel delivers to another thread still runs its handler in the
-        main thread at once, so an interruption can land between queueing a command and counting it. The counters may then
-        disagree with the worker; a barrier queued behind everything else says when the worker's
-        own count is final, and both counters are set to it.
+        main thread at once, so an interruption can land between queueing a command and counting
+        it. The counters may then disagree with the worker; a barrier queued behind everything
+        else says when the worker's own count is final, and both counters are set to it.
         """
         w = self.workers[worker]
         self._barriers += 1
