@@ -260,8 +260,9 @@ def test_a_handler_raising_as_sigint_is_put_back_still_lets_it_be_put_back(monke
 
 
 class _CutAfterPut:
-    """A worker's inbox whose ``put`` goes through and then raises, as a signal handler does when
-    the kernel delivered the signal to another thread (blocking it in this one defers nothing)."""
+    """A worker's inbox whose ``put`` goes through and then raises, as the handler of a signal
+    other than SIGINT does when the kernel delivered it to another thread (blocking it in this
+    one defers nothing)."""
 
     def __init__(self, inbox):
         self.inbox = inbox

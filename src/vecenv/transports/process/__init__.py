@@ -37,8 +37,9 @@ Commands other than a step (reset, calls, close) travel as pickled
 :mod:`~vecenv.worker.commands` on the socket, posted through the same counter. Posting a message
 and writing it, or reading a reply's message and marking it taken, happen with signal handlers
 deferred (:mod:`vecenv.transports.signals`), so an interrupt never leaves half a message behind.
-A handler that runs anyway (its signal went to another thread) can cut a reply's read short; the
-next read of that socket then stalls, and after ``FRAME_TIMEOUT`` the worker is ended and reported.
+SIGINT is held wherever the kernel delivers it; the raising handler of another signal that went
+to another thread still runs, and can cut a reply's read short; the next read of that socket then
+stalls, and after ``FRAME_TIMEOUT`` the worker is ended and reported.
 """
 
 from vecenv.transports.process.control import default_spin

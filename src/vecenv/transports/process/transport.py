@@ -322,8 +322,7 @@ class ProcessTransport(Transport):
         with deferred_signals():  # read and marked taken, or neither
             try:
                 data = self._read(worker, FRAME_TIMEOUT)
-            except TimeoutError:  # a handler that ran despite the deferral cut a read short
-                self._mark_dead(worker)
+            except TimeoutError:  # _read ended the worker (another signal's handler cut a read short)
                 raise self._died(worker, f"ended, its reply stalled for {FRAME_TIMEOUT:g} s") from None
             ctrl.take_message(worker)
         return self._unpack(worker, data)
