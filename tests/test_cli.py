@@ -402,3 +402,14 @@ def test_scaling_script_writes_both_results(tmp_path):
         }
         waits = batched["settings"]["env_kwargs"].get("vecenv/VariableBusy-v0", {}).get("wait", False)
         assert waits == name.endswith("_wait.json")
+
+
+def test_version_prints_on_stdout_and_exits_0(capsys):
+    """``vecenv --version`` and ``python -m vecenv --version`` print ``vecenv X.Y.Z``, exit 0."""
+    assert main(["--version"]) == 0
+    out, err = capsys.readouterr()
+    assert out == f"vecenv {vecenv.__version__}\n"
+    assert err == ""
+    done = subprocess.run([sys.executable, "-m", "vecenv", "--version"], capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"vecenv {vecenv.__version__}\n", "")

@@ -24,6 +24,8 @@ from vecenv.errors import (
 from vecenv.make import available_backends, make
 from vecenv.policy import FailurePolicy
 
+# The one place the version is written: pyproject.toml reads it from here at build time
+# ([tool.setuptools.dynamic]), so a wheel, an editable install and a source checkout agree.
 __version__ = "0.1.0"
 
 __all__ = [

@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from vecenv import __version__
+
 __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -213,6 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="vecenv",
         description="vecenv: step many copies of a Gymnasium environment as one batched environment.",
     )
+    # argparse prints the version on stdout and calls parser.exit(0): _Exit(0), so main returns 0
+    parser.add_argument("--version", action="version", version=f"vecenv {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     _add_bench_parser(sub)
     _add_check_parser(sub)
