@@ -8,8 +8,11 @@
       │                                   ──► EnvProbe (step µs, CPU share, observation size)
       ├── machine.machine_costs()         vecenv's own cost per batched step on a no-op env,
       │                                   serial / process / inline, measured once per machine
-      │                                   ──► MachineCosts (cached in the user's cache directory)
-      └── rule.decide(probe, costs, n, cores)  ──► Layout(backend, num_workers, inline, reason)
+      │                                   ──► MachineCosts (cached in the user's cache directory,
+      │                                   checked cheaply once per process; never saved when
+      │                                   load.others_busy() saw other work)
+      └── rule.decide(probe, costs, n, cores)  ──► Layout(backend, num_workers, inline, reason,
+                                                   calibration: machine.describe_costs(costs))
 
 :func:`decide` predicts the microseconds of one batched step of ``n`` envs for each candidate and
 takes the least (``c`` an env's step, ``e`` vecenv's work per env, ``W`` groups)::
@@ -30,12 +33,14 @@ the run builds its envs as every fixed backend does.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
 
 from vecenv.engine import usable_cores
-from vecenv.layout.machine import machine_costs
+from vecenv.layout.load import contended, others_busy
+from vecenv.layout.machine import describe_costs, machine_costs
 from vecenv.layout.probe import cached_probe, probe_env
 from vecenv.layout.rule import (
     FORCE_VAR,
@@ -55,9 +60,12 @@ __all__ = [
     "MachineCosts",
     "allowed_layouts",
     "choose",
+    "contended",
     "decide",
+    "describe_costs",
     "forced",
     "machine_costs",
+    "others_busy",
     "probe_env",
 ]
 
@@ -83,4 +91,6 @@ def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str
         w = 1 if kind == "serial" else max(1, min(n, workers or cores))
         reason = f"the env could not be probed here ({type(exc).__name__}: {exc})"
         return Layout(backend_of(kind), w, kind == "inline", reason)
-    return decide(probe, machine_costs(), n, cores, allowed=allowed, num_workers=workers)
+    costs = machine_costs()
+    layout = decide(probe, costs, n, cores, allowed=allowed, num_workers=workers)
+    return replace(layout, calibration=describe_costs(costs))

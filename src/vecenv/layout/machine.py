@@ -1,5 +1,14 @@
 """vecenv's own costs on this machine (:class:`~vecenv.layout.rule.MachineCosts`), measured on
-no-op envs once and cached in the user's cache directory."""
+no-op envs, cached in the user's cache directory, and checked cheaply before a cached figure is
+trusted.
+
+A calibration is only as good as the machine was quiet while it ran: a worker that shares its
+core with another program crosses in ~120 µs instead of ~10 µs, and ``backend="auto"`` would pick
+serial from then on. So every figure is measured in :data:`TRIALS` short trials, the load of the
+rest of the machine (:func:`vecenv.layout.load.others_busy`) is read before and after, and a
+measurement that saw other work or trials that disagree is *contended*: used by this process
+only, never written to the cache.
+"""
 
 from __future__ import annotations
 
@@ -9,17 +18,36 @@ import os
 import platform
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from vecenv.engine import usable_cores
+from vecenv.layout import load
 from vecenv.layout.rule import MachineCosts
 
 #: machine costs are measured again after this many days
 COSTS_MAX_AGE_S = 30 * 86400
+#: a process checks its calibration again after this many seconds
+RECHECK_S = 600.0
+#: trials per figure, and steps per trial (each trial is the median of its steps)
+TRIALS = 3
+TRIAL_STEPS = 100
+#: trials of one figure whose slowest exceeds TRIAL_SPREAD × the fastest + TRIAL_SLACK_US
+#: disagree: the machine was not steady (quiet trials agree within ~10 %)
+TRIAL_SPREAD = 1.5
+TRIAL_SLACK_US = 2.0
+#: the cheap check: steps per trial, and seconds of load sampling before and after
+CHECK_STEPS = 40
+CHECK_LOAD_S = 0.01
+#: the check agrees with the cache within this factor (either way) + CHECK_SLACK_US; quiet runs
+#: of the crossing vary ~1.5×, a crossing measured beside a busy core is ~10× a quiet one
+CHECK_TOLERANCE = 3.0
+CHECK_SLACK_US = 3.0
+#: the fields of MachineCosts a cache file holds
+_SAVED = ("fixed_us", "per_env_us", "process_us", "inline_us", "cores", "measured_at", "others_busy")
 
 
 class NoopEnv(gym.Env):
@@ -35,43 +63,117 @@ class NoopEnv(gym.Env):
         return np.zeros(4, np.float32), 0.0, False, False, {}
 
 
-def _step_us(envs: Any, n: int, steps: int = 300) -> float:
-    """The median µs of ``steps`` batched steps (robust to a preempted step)."""
+def _trials(envs: Any, n: int, steps: int, warmup: int) -> list[float]:
+    """µs per batched step in :data:`TRIALS` back-to-back trials of ``steps`` steps, each the
+    median of its steps (robust to a preempted step; the trials compared show a shift)."""
     actions = np.zeros(n, np.int64)
     envs.reset(seed=0)
-    for _ in range(50):
+    for _ in range(warmup):
         envs.step(actions)
     clock = time.perf_counter
-    times = []
-    for _ in range(steps):
-        start = clock()
-        envs.step(actions)
-        times.append(clock() - start)
-    return float(np.median(times)) * 1e6
+    out = []
+    for _ in range(TRIALS):
+        times = []
+        for _ in range(steps):
+            start = clock()
+            envs.step(actions)
+            times.append(clock() - start)
+        out.append(float(np.median(times)) * 1e6)
+    return out
+
+
+def _measure_trials(kind: str, n: int, steps: int = TRIAL_STEPS, warmup: int = 50) -> list[float]:
+    """The trials (µs per batched step) of ``n`` no-op envs: ``serial`` in this process,
+    ``process`` or ``inline`` with one env per group."""
+    from vecenv.backends import ProcessVectorEnv, SerialVectorEnv
+
+    fns = [NoopEnv] * n
+    if kind == "serial":
+        with SerialVectorEnv(fns) as envs:
+            return _trials(envs, n, steps, warmup)
+    with ProcessVectorEnv(fns, num_workers=n, inline=kind == "inline") as envs:
+        return _trials(envs, n, steps, warmup)
+
+
+def _steady(trials: list[float]) -> bool:
+    return max(trials) <= TRIAL_SPREAD * min(trials) + TRIAL_SLACK_US
+
+
+def _most(*readings: float | None) -> float | None:
+    known = [r for r in readings if r is not None]
+    return max(known) if known else None
+
+
+def _disturbance(cores: int, others: float | None, unsteady: list[str]) -> str:
+    """Why a measurement is contended, in words ("" when it is not)."""
+    why = []
+    if load.contended(cores, others):
+        why.append(f"{others:.1f} cores' worth of other work")
+    if unsteady:
+        why.append("trials disagreed: " + ", ".join(unsteady))
+    return "; ".join(why)
 
 
 def measure_machine(cores: int | None = None) -> MachineCosts:
-    """Measure :class:`MachineCosts` (about a second: a few vector envs of no-op envs)."""
-    from vecenv.backends import ProcessVectorEnv, SerialVectorEnv
+    """Measure :class:`MachineCosts` (a few vector envs of no-op envs: 0.15 s on 2 cores, more
+    with the up to 8 workers of a larger machine).
 
+    Every figure is the median of :data:`TRIALS` trials; trials that disagree, or other work of
+    :data:`~vecenv.layout.load.BUSY_CORES` or more before or after, mark the result
+    ``contended`` (and :func:`machine_costs` does not save it).
+    """
     cores = usable_cores() if cores is None else cores
-    with SerialVectorEnv([NoopEnv]) as one, SerialVectorEnv([NoopEnv] * 8) as eight:
-        t1, t8 = _step_us(one, 1), _step_us(eight, 8)
+    before = load.others_busy()
+    unsteady: list[str] = []
+
+    def figure(kind: str, n: int) -> float:
+        trials = _measure_trials(kind, n)
+        if not _steady(trials):
+            unsteady.append(f"{kind}×{n} {min(trials):.1f}–{max(trials):.1f} µs")
+        return float(np.median(trials))
+
+    t1, t8 = figure("serial", 1), figure("serial", 8)
     per_env = max((t8 - t1) / 7, 0.1)
     fixed = max(t1 - per_env, 0.0)
     wide = max(2, min(cores, 8))
 
-    def crossing(groups: int, inline: bool) -> float:
-        with ProcessVectorEnv([NoopEnv] * groups, num_workers=groups, inline=inline) as envs:
-            return max(_step_us(envs, groups, 200) - per_env, 0.0)
-
-    def fit(narrow: int, inline: bool) -> tuple[float, float]:
-        a = crossing(narrow, inline)
+    def fit(kind: str, narrow: int) -> tuple[float, float]:
+        a = max(figure(kind, narrow) - per_env, 0.0)
         if wide == narrow:
             return a, 0.0
-        return a, max(crossing(wide, inline) - a, 0.0) / (wide - narrow)
+        return a, max(max(figure(kind, wide) - per_env, 0.0) - a, 0.0) / (wide - narrow)
 
-    return MachineCosts(fixed, per_env, fit(1, False), fit(2, True), cores)
+    process, inline = fit("process", 1), fit("inline", 2)
+    others = _most(before, load.others_busy())
+    why = _disturbance(cores, others, unsteady)
+    return MachineCosts(fixed, per_env, process, inline, cores, contended=bool(why), others_busy=others, note=why)
+
+
+def describe_costs(costs: MachineCosts, now: float | None = None) -> str:
+    """Which calibration ``costs`` is, in words: its age, whether it was checked, and whether it
+    was measured on a busy machine (e.g. "machine costs measured 3 days ago, verified now")."""
+    now = time.time() if now is None else now
+    text = f"machine costs measured {_ago(now - costs.measured_at)}"
+    if costs.contended:
+        busy = f" ({costs.note})" if costs.note else ""
+        return f"{text} while the machine was busy{busy}, used by this process only, not saved"
+    if costs.source == "verified" and costs.checked_at is not None:
+        text += f", verified {_ago(now - costs.checked_at)}"
+        if costs.check_us is not None:
+            text += f" (a check crossed in {costs.check_us:.1f} µs)"
+    elif costs.source == "cache":
+        text += ", from the cache"
+    return f"{text}; {costs.note}" if costs.note else text
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 60:
+        return "now"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min ago"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.0f} h ago"
+    return f"{seconds / 86400:.0f} days ago"
 
 
 def _cache_dir() -> str:
@@ -90,39 +192,99 @@ def _machine_file(cores: int) -> str:
     return os.path.join(_cache_dir(), f"machine-{digest}.json")
 
 
-_COSTS: dict[int, MachineCosts] = {}
+#: cores -> (the calibration this process uses, time.monotonic() when it was settled)
+_COSTS: dict[int, tuple[MachineCosts, float]] = {}
+_monotonic = time.monotonic
 
 
 def machine_costs(refresh: bool = False) -> MachineCosts:
-    """This machine's :class:`MachineCosts`: from memory, the cache file, or measured (and
-    saved; a cache that cannot be written only costs a new measurement next time)."""
+    """This machine's :class:`MachineCosts`, and where they come from (``source``).
+
+    Once per process, and again after :data:`RECHECK_S` (10 minutes): the cache file is read
+    and a cheap check (:func:`_verify`) confirms it, or everything is measured again when there
+    is no cache, it is older than :data:`COSTS_MAX_AGE_S` (30 days), or ``refresh``. In between,
+    the calibration in memory is returned as it is. Nothing contended is ever written to the
+    cache; a quiet cached calibration is kept over a contended new one.
+    """
     cores = usable_cores()
-    if not refresh and cores in _COSTS:
-        return _COSTS[cores]
+    held = _COSTS.get(cores)
+    if not refresh and held is not None and _monotonic() - held[1] < RECHECK_S:
+        return held[0]
     path = _machine_file(cores)
-    costs = None if refresh else _load(path)
-    if costs is None:
-        costs = measure_machine(cores)
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                json.dump(asdict(costs), f)
-            os.replace(tmp, path)
-        except OSError:
-            pass
-    _COSTS[cores] = costs
+    cached = _load(path)
+    if refresh or cached is None:
+        costs = _remeasure(path, cores, cached)
+    else:
+        costs = _verify(path, cores, cached)
+    _COSTS[cores] = (costs, _monotonic())
     return costs
 
 
+def _remeasure(path: str, cores: int, cached: MachineCosts | None, why: str = "") -> MachineCosts:
+    """Measure everything; save it when it is not contended; when it is and ``cached`` holds a
+    quiet calibration, keep using that."""
+    fresh = measure_machine(cores)
+    if not fresh.contended:
+        _save(path, fresh)
+        return replace(fresh, note=why) if why else fresh
+    if cached is None:
+        return fresh
+    return replace(cached, note=f"kept: measuring again now was disturbed ({fresh.note})")
+
+
+def _verify(path: str, cores: int, cached: MachineCosts) -> MachineCosts:
+    """The cheap check of a cached calibration: one worker process, :data:`TRIALS` trials of
+    :data:`CHECK_STEPS` steps of its crossing, the load read for :data:`CHECK_LOAD_S` before and
+    after. It costs 48–58 ms on a quiet 2-core machine (20 ms of it reading the load, ~11 ms
+    starting the worker) and 68–95 ms beside busy cores (measured: a fresh process, cache read
+    to answer).
+
+    Within :data:`CHECK_TOLERANCE` of the cached crossing, the cache stands (``verified``). On a
+    busy machine, or with trials that disagree, it stands unchecked (``cache``) and nothing is
+    written. A quiet check that disagrees (a cache measured beside a busy core reads ~10× a quiet
+    check) measures everything again, and the new figures replace the cache when quiet.
+    """
+    before = load.others_busy(CHECK_LOAD_S)
+    trials = _measure_trials("process", 1, CHECK_STEPS, warmup=20)
+    others = _most(before, load.others_busy(CHECK_LOAD_S))
+    unsteady = [] if _steady(trials) else [f"{min(trials):.1f}–{max(trials):.1f} µs"]
+    busy = _disturbance(cores, others, unsteady)
+    if busy:
+        return replace(cached, source="cache", note=f"not checked: the machine is busy now ({busy})")
+    now_us = max(float(np.median(trials)) - cached.per_env_us, 0.0)
+    was = cached.process_us[0]
+    if now_us <= was * CHECK_TOLERANCE + CHECK_SLACK_US and was <= now_us * CHECK_TOLERANCE + CHECK_SLACK_US:
+        return replace(cached, source="verified", checked_at=time.time(), check_us=now_us)
+    why = f"replaces a cache that said a crossing costs {was:.1f} µs; a check measured {now_us:.1f} µs"
+    return _remeasure(path, cores, cached, why)
+
+
+def _save(path: str, costs: MachineCosts) -> None:
+    """Write ``costs`` to the cache file (a cache that cannot be written only costs a new
+    measurement next time)."""
+    data = {k: v for k, v in asdict(costs).items() if k in _SAVED}
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def _load(path: str) -> MachineCosts | None:
+    """The cached calibration, or None when there is none, it is unreadable or too old."""
     try:
         with open(path) as f:
             data = json.load(f)
+        others = data.get("others_busy")
+        (pa, pb), (ia, ib) = data["process_us"], data["inline_us"]  # ValueError unless pairs
         costs = MachineCosts(
-            float(data["fixed_us"]), float(data["per_env_us"]), tuple(data["process_us"]),
-            tuple(data["inline_us"]), int(data["cores"]), float(data["measured_at"]),
+            float(data["fixed_us"]), float(data["per_env_us"]), (float(pa), float(pb)),
+            (float(ia), float(ib)), int(data["cores"]), float(data["measured_at"]),
+            source="cache", others_busy=None if others is None else float(others),
         )
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return costs if time.time() - costs.measured_at < COSTS_MAX_AGE_S else None

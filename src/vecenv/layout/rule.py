@@ -50,6 +50,19 @@ class MachineCosts:
     inline_us: tuple[float, float]
     cores: int = 1
     measured_at: float = field(default_factory=time.time)
+    #: where the figures come from (see :func:`vecenv.layout.machine.machine_costs`):
+    #: measured while other work ran or with trials that disagreed (never saved)
+    contended: bool = False
+    #: "measured" (now, in this process), "cache" (read back, not checked) or "verified"
+    #: (read back and confirmed by a cheap check)
+    source: str = "measured"
+    #: cores' worth of other work seen around the measurement (None: unknown, not Linux)
+    others_busy: float | None = None
+    #: when the cheap check confirmed a cached calibration, and the crossing it measured (µs)
+    checked_at: float | None = None
+    check_us: float | None = None
+    #: why the figures are what they are, when it is not plain (busy, replaced, kept)
+    note: str = ""
 
     def crossing(self, layout: str, groups: int) -> float:
         a, b = self.process_us if layout == "process" else self.inline_us
@@ -65,6 +78,8 @@ class Layout:
     inline: bool = False
     reason: str = ""
     predicted_us: Mapping[str, float] = field(default_factory=dict)
+    #: the machine calibration the choice used, in words (empty when nothing was measured)
+    calibration: str = ""
 
     @property
     def name(self) -> str:
@@ -81,7 +96,8 @@ class Layout:
 
     def __str__(self) -> str:
         groups = f", {self.num_workers} groups" if self.backend != "serial" else ""
-        return f"{self.name}{groups}: {self.reason}"
+        calibration = f" [{self.calibration}]" if self.calibration else ""
+        return f"{self.name}{groups}: {self.reason}{calibration}"
 
 
 # ==================================================================== the rule
