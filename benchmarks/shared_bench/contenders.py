@@ -1,0 +1,194 @@
+"""The vector envs compared, each built from a name (``--contenders``).
+
+Names: ``gym-sync`` (the 1.00x reference), ``vecenv-default`` (``vecenv.make(target, N)``,
+backend ``"auto"``), ``vecenv-serial``, ``vecenv-process``, ``vecenv-inline`` (process backend,
+``inline=True``, 2 workers), ``envpool`` (EnvPool's C++ vector env), ``ale-vector`` (ale_py's
+C++ ``AtariVectorEnv``, Atari only). A ``-bK`` suffix (``vecenv-default-b4``, ``envpool-b4``,
+``ale-vector-b4``) runs the EnvPool-style async loop: ``send`` actions to the K envs the last
+``recv`` returned, then ``recv`` the next K that are ready.
+
+Every contender is wrapped in a :class:`Runner`: ``start()`` resets (seed 0) and returns the first
+observations, ``step(actions)`` returns the next ones, ``rows`` env steps at a time.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector.utils import batch_space
+
+from shared_bench.targets import Target, installed
+
+BASES = ("gym-sync", "vecenv-default", "vecenv-serial", "vecenv-process", "vecenv-inline",
+         "envpool", "ale-vector")
+#: contenders of the random-action scenarios (idle, busy, two-runs) when none are named
+DEFAULT = ("gym-sync", "vecenv-default", "vecenv-serial", "vecenv-process", "vecenv-inline",
+           "envpool")
+#: contenders of the policy scenario when none are named
+DEFAULT_POLICY = (*DEFAULT, "vecenv-default-b4", "envpool-b4", "ale-vector-b4")
+
+#: vecenv contender -> (backend, keyword arguments)
+VECENV = {
+    "vecenv-default": ("auto", {}),
+    "vecenv-serial": ("serial", {}),
+    "vecenv-process": ("process", {}),
+    "vecenv-inline": ("process", {"inline": True, "num_workers": 2}),
+}
+_NAME = re.compile(r"^(?P<base>[a-z-]+?)(?:-b(?P<batch>\d+))?$")
+
+
+class Skip(Exception):
+    """A contender that cannot run here; the message says why."""
+
+
+def parse(name: str) -> tuple[str, int | None]:
+    """``"envpool-b4"`` -> ``("envpool", 4)``; raises ValueError for an unknown name."""
+    m = _NAME.match(name)
+    if not m or m["base"] not in BASES:
+        raise ValueError(f"unknown contender {name!r}: expected one of {list(BASES)}, "
+                         f"optionally with -bK (async batches of K), e.g. envpool-b4")
+    return m["base"], int(m["batch"]) if m["batch"] else None
+
+
+class Runner:
+    """A built vector env stepped with a full batch of actions (``rows`` = N)."""
+
+    def __init__(self, envs: Any, rows: int, action_space: gym.Space,
+                 reset: Callable[[], tuple[Any, dict]], info: dict[str, Any] | None = None):
+        self.envs = envs
+        self.rows = rows
+        #: the batched action space (``rows`` actions)
+        self.action_space = batch_space(action_space, rows)
+        self._reset = reset
+        #: what the JSON records about the built env (``layout`` for vecenv-default)
+        self.info = dict(info or {})
+
+    def start(self) -> Any:
+        obs, _ = self._reset()
+        return obs
+
+    def step(self, actions: Any) -> Any:
+        return self.envs.step(actions)[0]
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+class BatchRunner(Runner):
+    """The EnvPool-style async loop: ``send`` to the envs the last ``recv`` returned, ``recv`` the
+    next ready batch (``rows`` = K). ``with_ids=False`` for ale_py, whose ``send`` takes none."""
+
+    with_ids = True
+
+    def start(self) -> Any:
+        obs, info = self._reset()
+        self._ids = info["env_id"]
+        return obs
+
+    def step(self, actions: Any) -> Any:
+        if self.with_ids:
+            self.envs.send(actions, self._ids)
+        else:
+            self.envs.send(actions)
+        obs, _, _, _, info = self.envs.recv()
+        self._ids = info["env_id"]
+        return obs
+
+
+class AleBatchRunner(BatchRunner):
+    with_ids = False
+
+
+def unavailable(name: str, t: Target, num_envs: int) -> str | None:
+    """Why contender ``name`` cannot run target ``t`` here (None when it can)."""
+    base, batch = parse(name)
+    if batch is not None and not 1 <= batch < num_envs:
+        return f"batch size {batch} must be between 1 and num_envs - 1 ({num_envs - 1})"
+    if base == "gym-sync" and batch:
+        return "gymnasium's SyncVectorEnv has no async batches"
+    if base == "envpool":
+        if not installed("envpool"):
+            return "envpool is not installed (pip install envpool)"
+        import envpool
+
+        if t.envpool_task not in envpool.list_all_envs():
+            return f"envpool has no {t.name}"
+    if base == "ale-vector":
+        if t.ale_game is None:
+            return "ale_py's vector env runs Atari games only"
+        try:
+            from ale_py.vector_env import AtariVectorEnv  # noqa: F401
+        except ImportError as exc:
+            return f"ale_py has no C++ vector env here ({exc}; ale_py >= 0.11 has one)"
+    return None
+
+
+def build(name: str, t: Target, num_envs: int, seed: int = 0) -> Runner:
+    """Build contender ``name`` on target ``t`` (the caller closes it)."""
+    base, batch = parse(name)
+    reason = unavailable(name, t, num_envs)
+    if reason:
+        raise Skip(reason)
+    if base == "gym-sync":
+        envs = gym.vector.SyncVectorEnv([t.env_fn] * num_envs)
+        return Runner(envs, num_envs, envs.single_action_space, lambda: envs.reset(seed=seed))
+    if base in VECENV:
+        return _build_vecenv(base, t, num_envs, batch, seed)
+    if base == "envpool":
+        return _build_envpool(t, num_envs, batch, seed)
+    return _build_ale(t, num_envs, batch, seed)
+
+
+def _build_vecenv(base: str, t: Target, n: int, batch: int | None, seed: int) -> Runner:
+    import vecenv
+
+    backend, kwargs = VECENV[base]
+    if batch:
+        kwargs = {**kwargs, "batch_size": batch}
+    envs = vecenv.make(t.vecenv_env, n, backend=backend, **kwargs)
+    layout = getattr(envs, "layout", None)
+    info = {"built": repr(envs)}
+    if layout is not None:  # what backend="auto" chose, and why
+        info["layout"] = str(layout)
+    cls = BatchRunner if batch else Runner
+    return cls(envs, batch or n, envs.single_action_space, lambda: envs.reset(seed=seed), info)
+
+
+def _build_envpool(t: Target, n: int, batch: int | None, seed: int) -> Runner:
+    import envpool
+
+    with warnings.catch_warnings():  # its float64 Box bounds make gymnasium warn
+        warnings.simplefilter("ignore", UserWarning)
+        envs = envpool.make(t.envpool_task, env_type="gymnasium", num_envs=n,
+                            batch_size=batch or n, seed=seed, **t.envpool_kwargs)
+    info = {"built": f"envpool.make({t.envpool_task!r}, num_envs={n}, batch_size={batch or n})"}
+    if not batch:
+        return Runner(envs, n, envs.action_space, envs.reset, info)
+
+    def reset() -> tuple[Any, dict]:
+        envs.async_reset()
+        obs, _, _, _, infos = envs.recv()
+        return obs, infos
+
+    return BatchRunner(envs, batch, envs.action_space, reset, info)
+
+
+def _build_ale(t: Target, n: int, batch: int | None, seed: int) -> Runner:
+    from ale_py.vector_env import AtariVectorEnv
+
+    envs = AtariVectorEnv(t.ale_game, n, batch_size=batch or 0, **t.ale_kwargs)
+    info = {"built": f"ale_py AtariVectorEnv({t.ale_game!r}, {n}, batch_size={batch or n})"}
+    cls = AleBatchRunner if batch else Runner
+    return cls(envs, batch or n, envs.single_action_space, lambda: envs.reset(seed=seed), info)
+
+
+def random_actions(runner: Runner, seed: int, size: int = 64) -> list[Any]:
+    """``size`` batches of random actions, the same for every contender of a target."""
+    space = runner.action_space
+    space.seed(seed)
+    return [np.asarray(space.sample()) for _ in range(size)]
