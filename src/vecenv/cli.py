@@ -203,7 +203,9 @@ checks: the factory pickles and works in a spawned process; every copy has the s
 observations stay inside the observation space; reset(seed) and steps repeat under a seed; info
 values keep their types; every backend runs the env and agrees with serial. Then it recommends a
 backend from the step cost, the observation size and (with the thread backend) whether threads
-run faster than serial.
+run faster than serial, and shows the machine calibration behind that recommendation (its age,
+whether it was verified, a warning when it was measured on a busy machine; --recalibrate
+measures it again).
 
 exit codes: 0 no problem, 1 problems found, 2 bad usage
 """
@@ -303,6 +305,11 @@ def _add_check_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     check.add_argument("--seed", type=int, default=0, help="seed for resets and actions (default 0)")
     check.add_argument("--env-kwargs", metavar="JSON", help="keyword arguments for the env, as a JSON object")
     check.add_argument("--no-spawn", action="store_true", help="skip building the env in a spawned process")
+    check.add_argument(
+        "--recalibrate", action="store_true",
+        help="measure this machine's vecenv costs again before checking (what backend='auto' and "
+             "the recommendation use; saved only when the machine is quiet)",
+    )
     check.add_argument("--json", metavar="PATH", help="write the findings as JSON")
     check.add_argument("--quiet", "-q", action="store_true", help="print only problems and the verdict")
 
@@ -395,7 +402,7 @@ def _check(args: argparse.Namespace) -> int:
     (target,) = _resolve_envs([args.env], kwargs)
     report = check_env(
         target, num_envs=args.num_envs, steps=args.steps, seed=args.seed,
-        backends=backends, spawn=not args.no_spawn,
+        backends=backends, spawn=not args.no_spawn, recalibrate=args.recalibrate,
     )
     if args.quiet:
         for f in report.problems:

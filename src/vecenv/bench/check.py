@@ -8,7 +8,8 @@ under a seed, info values whose type changes, a backend that fails or disagrees 
 This module runs the checks in order; the checks themselves live in
 :mod:`~vecenv.bench.check_probe` (pickling and the spawned process),
 :mod:`~vecenv.bench.check_rollout` (copies, spaces and a seeded rollout),
-:mod:`~vecenv.bench.check_backends` (every backend) and
+:mod:`~vecenv.bench.check_backends` (every backend),
+:mod:`~vecenv.bench.check_calibration` (the machine calibration the recommendation uses) and
 :mod:`~vecenv.bench.check_recommend` (the recommended backend); the report and its output
 formats in :mod:`~vecenv.bench.check_report`.
 """
@@ -23,6 +24,7 @@ import gymnasium as gym
 
 from vecenv.bench.check_backends import BACKEND_SECONDS as BACKEND_SECONDS
 from vecenv.bench.check_backends import check_backends
+from vecenv.bench.check_calibration import check_calibration
 from vecenv.bench.check_probe import SPAWN_TIMEOUT as SPAWN_TIMEOUT
 from vecenv.bench.check_probe import check_pickle
 from vecenv.bench.check_probe import spawn_probe as spawn_probe
@@ -47,6 +49,7 @@ def check_env(
     backends: Sequence[str] | None = None,
     env_kwargs: dict[str, Any] | None = None,
     spawn: bool = True,
+    recalibrate: bool = False,
 ) -> CheckReport:
     """Check ``env`` (an id, ``module:callable``, :class:`EnvTarget` or a factory).
 
@@ -57,12 +60,15 @@ def check_env(
         env_kwargs: keyword arguments for ``gym.make`` or the factory.
         spawn: also build the env in a spawned process (catches factories that only work in the
             parent: unpicklable, or relying on state a fresh interpreter does not have).
+        recalibrate: measure this machine's vecenv costs again (what the recommendation and
+            ``backend="auto"`` use) before checking; saved only when the machine is quiet.
     """
     num_envs = max(2, int(num_envs))
     steps = max(1, int(steps))
     env_fn, name = _env_fn(env, env_kwargs)
     report = CheckReport(name, num_envs, steps)
 
+    check_calibration(report, refresh=recalibrate)
     check_pickle(report, env_fn, spawn)
     envs = build_copies(report, env_fn, num_envs)
     if envs is None:
