@@ -235,3 +235,48 @@ def test_one_env_with_more_workers_asked_is_not_serial(monkeypatch):
     assert choose([_CountingEnv], {}).backend == "serial"
     got = choose([_CountingEnv], {"num_workers": 2})
     assert (got.backend, got.num_workers, got.inline) == ("process", 1, False)
+
+
+# ==================================================================== a contended machine
+def test_beside_a_busy_core_a_cheap_env_stays_serial():
+    idle = decide(EnvProbe(step_us=8.0), TWO_CORES, 8, cores=2, others=0.0)
+    busy = decide(EnvProbe(step_us=8.0), TWO_CORES, 8, cores=2, others=1.0)
+    assert idle.inline and busy.backend == "serial"
+    assert "busy on 1.0 of the 2 cores" in busy.reason
+    # each worker layout pays two wake-ups and shares the cores with the busy program
+    assert busy.predicted_us["inline×2"] > idle.predicted_us["inline×2"] + 2 * L.rule.WAKE_US
+
+
+def test_beside_a_busy_core_an_expensive_env_still_spreads():
+    got = decide(EnvProbe(step_us=400.0), TWO_CORES, 8, cores=2, others=1.0)
+    assert got.backend == "process" and got.num_workers == 2
+    # 3 runnable processes on 2 cores: each worker gets 2/3 of a core
+    assert got.predicted_us["process×2"] == pytest.approx(80 + 8 + 2 * L.rule.WAKE_US + 4 * 403 * 1.5)
+    assert got.predicted_us["serial"] == pytest.approx(20 + 8 * 403)
+
+
+def test_beside_a_busy_core_workers_must_beat_serial_by_the_margin():
+    # process×2 is predicted faster than serial, but by less than CONTENDED_MARGIN
+    probe = EnvProbe(step_us=170.0)
+    got = decide(probe, TWO_CORES, 8, cores=2, others=1.0)
+    best = min(got.predicted_us.values())
+    assert best < got.predicted_us["serial"] < best * (1 + L.rule.CONTENDED_MARGIN)
+    assert got.backend == "serial"
+
+
+def test_a_little_other_work_or_none_measured_changes_nothing():
+    idle = decide(EnvProbe(step_us=8.0), TWO_CORES, 8, cores=2)
+    for others in (0.2, None):
+        got = decide(EnvProbe(step_us=8.0), TWO_CORES, 8, cores=2, others=others)
+        assert (got.name, got.predicted_us) == (idle.name, idle.predicted_us)
+
+
+def test_choose_passes_what_the_machine_is_doing_to_the_rule(monkeypatch):
+    monkeypatch.setattr(L, "cached_probe", lambda fn: EnvProbe(step_us=8.0))
+    monkeypatch.setattr(L, "machine_costs", lambda: TWO_CORES)
+    monkeypatch.setattr(L, "others_busy", lambda *a, **k: 1.0)
+    monkeypatch.setattr(L, "usable_cores", lambda: 2)
+    got = choose([partial(gym.make, "CartPole-v1")] * 8, {})
+    assert got.backend == "serial" and "busy on 1.0" in got.reason
+    monkeypatch.setattr(L, "others_busy", lambda *a, **k: 0.0)
+    assert choose([partial(gym.make, "CartPole-v1")] * 8, {}).inline

@@ -11,7 +11,8 @@
       │                                   ──► MachineCosts (cached in the user's cache directory,
       │                                   checked cheaply once per process; never saved when
       │                                   load.others_busy() saw other work)
-      └── rule.decide(probe, costs, n, cores)  ──► Layout(backend, num_workers, inline, reason,
+      ├── load.others_busy()              the cores' worth of CPU other programs use now
+      └── rule.decide(probe, costs, n, cores, others)  ──► Layout(backend, num_workers, inline, reason,
                                                    calibration: machine.describe_costs(costs))
 
 :func:`decide` predicts the microseconds of one batched step of ``n`` envs for each candidate and
@@ -24,6 +25,9 @@ takes the least (``c`` an env's step, ``e`` vecenv's work per env, ``W`` groups)
 ``F`` and the crossings ``X`` come from :class:`MachineCosts`. An env whose step mostly waits
 (sleep, I/O: CPU share below :data:`WAITING_SHARE`) may have more workers than cores. Within
 :data:`TIE` of the best, the simpler layout wins: serial, then process (isolated), then inline.
+On a contended machine (other programs busy on half a core or more) each of the run's processes
+is predicted at its share of the cores, with a blocking wake-up each way, and serial stands
+unless a layout with workers beats it by :data:`~vecenv.layout.rule.CONTENDED_MARGIN`.
 
 ``VECENV_BACKEND`` (``serial``, ``thread``, ``process``, ``inline``, ``ray``) forces auto's choice;
 ``backend=`` forces it for one call. Probing never changes results: the probe copy is closed and
@@ -92,5 +96,5 @@ def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str
         reason = f"the env could not be probed here ({type(exc).__name__}: {exc})"
         return Layout(backend_of(kind), w, kind == "inline", reason)
     costs = machine_costs()
-    layout = decide(probe, costs, n, cores, allowed=allowed, num_workers=workers)
+    layout = decide(probe, costs, n, cores, allowed=allowed, num_workers=workers, others=others_busy())
     return replace(layout, calibration=describe_costs(costs))

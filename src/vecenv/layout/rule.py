@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vecenv.engine import usable_cores
+from vecenv.layout.load import contended
 
 #: environment variable that forces auto's choice
 FORCE_VAR = "VECENV_BACKEND"
@@ -21,6 +22,10 @@ WAITING_SHARE = 0.5
 TIE = 0.05
 #: most worker processes auto starts for an env that waits
 MAX_WAITING_WORKERS = 64
+#: on a contended machine, a layout with workers must be predicted this much faster than serial
+CONTENDED_MARGIN = 0.2
+#: µs a blocking wait's wake-up adds, each way, when waits cannot spin (a contended machine)
+WAKE_US = 100.0
 #: backend_kwargs only the process backend takes
 _PROCESS_ONLY = {"context", "daemon", "spin_us", "yield_us", "start_timeout", "shared_memory"}
 
@@ -109,10 +114,15 @@ def decide(
     *,
     allowed: Sequence[str] = ("serial", "process", "inline"),
     num_workers: int | None = None,
+    others: float | None = 0.0,
 ) -> Layout:
     """The fastest of the ``allowed`` layouts for ``num_envs`` copies of the probed env.
 
-    ``num_workers`` fixes the number of groups of process and inline layouts.
+    ``num_workers`` fixes the number of groups of process and inline layouts. ``others``: the
+    cores' worth of CPU other programs use now (:func:`vecenv.layout.load.others_busy`); on a
+    contended machine each of this run's processes gets its share of the cores, waits block
+    (a wake-up each way), and a layout with workers must beat serial by
+    :data:`CONTENDED_MARGIN`, so that a busy machine never ends slower than serial.
 
     Examples:
         With made-up machine costs: a cheap step stays in the calling process, an expensive
@@ -129,45 +139,73 @@ def decide(
         ('process', {'num_workers': 4, 'inline': False})
         >>> print(costly)  # doctest: +ELLIPSIS
         process, 4 groups: a step costs 1,000.0 µs, enough for 4 worker processes to pay off ...
+
+        Beside three busy cores, a middling step stays serial:
+
+        >>> decide(EnvProbe(step_us=60.0), costs, num_envs=8, cores=4, others=3.0).backend
+        'serial'
     """
     n = num_envs
+    busy = others if others is not None and contended(cores, others) else 0.0
+    predicted = _predict(probe, costs, n, cores, allowed, num_workers, busy)
+    if not predicted:
+        kind = allowed[0]
+        w = 1 if kind == "serial" else max(1, min(n, num_workers or cores))
+        return Layout(backend_of(kind), w, kind == "inline", "the only layout the arguments allow", {})
+    key = _pick(predicted, busy > 0)
+    kind, w = _shape(key)
+    reason = _reason(kind, w, probe, predicted, key, cores, busy)
+    return Layout(backend_of(kind), w, kind == "inline", reason, predicted)
+
+
+def _predict(
+    probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: Sequence[str],
+    num_workers: int | None, busy: float,
+) -> dict[str, float]:
+    """Predicted µs per batched step of each candidate layout (keys ``serial``, ``process×W``,
+    ``inline×W``)."""
     work = probe.step_us + costs.per_env_us
-    waits = probe.cpu_share < WAITING_SHARE
+
+    def share(processes: int) -> float:  # of a core, for each of this run's busy processes
+        return min(1.0, cores / (max(1.0, processes * probe.cpu_share) + busy)) if busy else 1.0
+
     if num_workers is not None:
         widths = [min(num_workers, n)]
-    elif waits:  # the cores are not the limit: as many workers as the waiting allows
+    elif probe.cpu_share < WAITING_SHARE:  # the cores are not the limit: as many as the waiting allows
         most = max(cores, int(cores / max(probe.cpu_share, 1e-3)))
         widths = sorted({min(n, cores), min(n, MAX_WAITING_WORKERS, most)})
     else:
         widths = [min(n, cores)]
     predicted: dict[str, float] = {}
-    shapes: dict[str, tuple[str, int]] = {}
     if "serial" in allowed and (num_workers in (None, 1)):
-        predicted["serial"] = costs.fixed_us + n * work
-        shapes["serial"] = ("serial", 1)
+        predicted["serial"] = (costs.fixed_us + n * work) / share(1)
     for kind in ("process", "inline"):
-        if kind not in allowed:
-            continue
-        for w in widths:
-            if kind == "inline" and w < 2:
-                continue
-            if kind == "process" and w < 2 and "serial" in predicted:
+        for w in widths if kind in allowed else ():
+            if (kind == "inline" and w < 2) or (kind == "process" and w < 2 and "serial" in predicted):
                 continue  # one worker only adds a crossing to serial
-            crossing = costs.crossing(kind, w) + n * probe.pickle_us
-            predicted[f"{kind}×{w}"] = crossing + math.ceil(n / w) * work
-            shapes[f"{kind}×{w}"] = (kind, w)
-    if not predicted:
-        kind = allowed[0]
-        w = 1 if kind == "serial" else max(1, min(n, num_workers or cores))
-        return Layout(backend_of(kind), w, kind == "inline", "the only layout the arguments allow", {})
+            crossing = costs.crossing(kind, w) + n * probe.pickle_us + (2 * WAKE_US if busy else 0.0)
+            predicted[f"{kind}×{w}"] = crossing + math.ceil(n / w) * work / share(w)
+    return predicted
+
+
+def _shape(key: str) -> tuple[str, int]:
+    """``("process", 4)`` for ``"process×4"``; ``("serial", 1)`` for ``"serial"``."""
+    kind, _, w = key.partition("×")
+    return kind, int(w or 1)
+
+
+def _pick(predicted: dict[str, float], busy: bool) -> str:
+    """The simplest layout within :data:`TIE` of the fastest (serial, then process, then inline);
+    on a busy machine, serial unless a layout with workers beats it by :data:`CONTENDED_MARGIN`."""
     best = min(predicted.values())
-    for kind in ("serial", "process", "inline"):  # the simplest within TIE of the fastest
-        near = [k for k, t in predicted.items() if shapes[k][0] == kind and t <= best * (1 + TIE)]
+    serial = predicted.get("serial")
+    if busy and serial is not None and best * (1 + CONTENDED_MARGIN) > serial:
+        return "serial"
+    for kind in ("serial", "process", "inline"):
+        near = [k for k, t in predicted.items() if _shape(k)[0] == kind and t <= best * (1 + TIE)]
         if near:
-            key = min(near, key=predicted.__getitem__)
-            break
-    kind, w = shapes[key]
-    return Layout(backend_of(kind), w, kind == "inline", _reason(kind, w, probe, predicted, key, cores), predicted)
+            return min(near, key=predicted.__getitem__)
+    raise AssertionError("unreachable: the fastest layout is within TIE of itself")
 
 
 def backend_of(kind: str) -> str:
@@ -175,7 +213,9 @@ def backend_of(kind: str) -> str:
     return "process" if kind == "inline" else kind
 
 
-def _reason(kind: str, w: int, probe: EnvProbe, predicted: dict[str, float], key: str, cores: int) -> str:
+def _reason(
+    kind: str, w: int, probe: EnvProbe, predicted: dict[str, float], key: str, cores: int, busy: float
+) -> str:
     step = f"a step costs {probe.step_us:,.1f} µs"
     if probe.cpu_share < WAITING_SHARE:
         step += f" ({probe.cpu_share:.0%} of it on a CPU)"
@@ -185,6 +225,8 @@ def _reason(kind: str, w: int, probe: EnvProbe, predicted: dict[str, float], key
         "process": f"enough for {w} worker processes to pay off on {cores} usable cores",
         "inline": f"enough to spread over {w - 1} worker process(es) and this process",
     }[kind]
+    if busy:
+        why += f", with other programs busy on {busy:.1f} of the {cores} cores"
     return f"{step}, {why} (predicted µs per batched step: {others})"
 
 

@@ -8,8 +8,8 @@ One step, from the caller's ``step()`` to a worker and back::
       actions -> StepBuffers  ----------> actions rows
       ProcessTransport.submit(w, Step)
         ControlBlock.post(w, S) --------> slot[w].CMD += 1 ------------> Child.wait_command: spin,
-        wake byte "W" if the worker                                       yield, then sleep on the
-          declared it sleeps  ---------------- socket -----------------> socket until CMD moves
+        handshake.notify: wake byte "W"                                   yield, then sleep on the
+          if the worker declared it sleeps --- socket -----------------> socket until CMD moves
                                                                           EnvGroup.step(): envs write
                                           observation/reward/flag rows <- their results in place
                                           slot[w].DONE = CMD <----------- ControlBlock.finish (+ a
@@ -22,8 +22,9 @@ One step, from the caller's ``step()`` to a worker and back::
 
 Modules, one concern each:
 
-- :mod:`.control`: the control block (post / finish / declare-sleep), the memory fence, spinning
-  and yielding.
+- :mod:`.control`: the control block (post / finish / the sleep flags) and the memory fence.
+- :mod:`.handshake`: the sleep/wake handshake both sides use: a :class:`~.handshake.Waiter` that
+  spins and yields only while its waits say it pays, the declared sleep, and the wake-up.
 - :mod:`.wire`: frames, pickling, and socket I/O that notices a dead peer.
 - :mod:`.shm`: the anonymous shared-memory block.
 - :mod:`.envfns`: the env_fns on their way to a worker (pickled once each for spawn/forkserver).

@@ -19,8 +19,8 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.errors import EnvError, portable_error
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, envfns, lifetime, wire
-from vecenv.transports.process.control import CMD, OP, WORKER_SLEEPS, ControlBlock
+from vecenv.transports.process import control, envfns, handshake, lifetime, wire
+from vecenv.transports.process.control import CALLER_SLEEPS, CMD, OP, WORKER_SLEEPS, ControlBlock
 from vecenv.transports.process.shm import SharedBlock
 from vecenv.worker import EnvGroup, StepReply
 from vecenv.worker.commands import NO_REPLY, Close
@@ -28,8 +28,6 @@ from vecenv.worker.commands import NO_REPLY, Close
 __all__ = ["OP_MASKED_STEP", "OP_MESSAGE", "OP_STEP", "THREAD_VARS", "worker_main"]
 
 OP_STEP, OP_MASKED_STEP, OP_MESSAGE = ord("S"), ord("M"), ord("P")
-#: longest nap (ms) between re-checks of the counter; a lost wake-up costs at most this
-MAX_NAP_MS = 50
 #: environment variables that keep numeric libraries to one thread in a worker
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                "NUMEXPR_NUM_THREADS")
@@ -41,7 +39,7 @@ class Child:
     def __init__(self, index: int, peer: wire.Peer, spin: tuple[float, float]) -> None:
         self.index = index
         self.peer = peer
-        self.spin, self.yield_s = spin  # seconds of busy spinning, then of sched_yield() spinning
+        self.waiter = handshake.Waiter(*spin)  # seconds of busy spinning, then of sched_yield() spinning
         self.group: EnvGroup | None = None
         self.ctrl: ControlBlock | None = None
         self.mask: np.ndarray | None = None
@@ -91,35 +89,26 @@ class Child:
             self.reply(True, result, name)
 
     def wait_command(self, slot: np.ndarray) -> None:
-        """Return once the command counter moves: spin, then yield, then sleep (the caller's
-        death ends the process from :func:`.lifetime.watch_caller`)."""
+        """Return once the command counter moves (:mod:`.handshake`; the caller's death ends the
+        process from :func:`.lifetime.watch_caller`)."""
         seq = self.seq
         moved = lambda: slot[CMD] != seq  # noqa: E731
-        if moved() or control.spin_until(moved, self.spin) or control.yield_until(moved, self.yield_s):
+        if moved() or self.waiter.spin(moved):
             return
-        slot[WORKER_SLEEPS] = 1
-        control.fence()
-        try:
-            nap = 1
-            poller = select.poll()
-            poller.register(self.peer.fd, select.POLLIN)
-            while not moved():
-                if poller.poll(nap):
-                    if self.peer.skip_wakeups() == b"":
-                        raise SystemExit(0)  # the caller closed its end
-                    continue
-                nap = min(2 * nap, MAX_NAP_MS)
-        finally:
-            slot[WORKER_SLEEPS] = 0
+        poller = select.poll()
+        poller.register(self.peer.fd, select.POLLIN)
+        handshake.sleep(moved, lambda flag: slot.__setitem__(WORKER_SLEEPS, flag), poller, self._on_wakeup)
+
+    def _on_wakeup(self, fd: int) -> None:
+        if self.peer.skip_wakeups() == b"":
+            raise SystemExit(0)  # the caller closed its end
 
     # ------------------------------------------------------------ replying
     def reply(self, ok: bool, value: Any, name: str) -> None:
         """Finish the command: in shared memory alone when it allows, else as a message."""
         if value is NO_REPLY or (ok and type(value) is StepReply and value.empty):
             self.ctrl.finish(self.index, self.seq, control.IN_MEMORY)
-            control.fence()
-            if self.ctrl.slots[self.index, control.CALLER_SLEEPS] or not control.TSO:
-                self.peer.wake(wire.WAKE_CALLER)
+            handshake.notify(self.ctrl.slots[self.index], CALLER_SLEEPS, self.peer, wire.WAKE_CALLER)
             return
         data = self.dump(ok, value, name)
         self.ctrl.finish(self.index, self.seq, control.MESSAGE)

@@ -1,29 +1,27 @@
-"""The control block: one row of shared counters per worker, and the ways of waiting on them.
+"""The control block: one row of shared counters per worker, and the memory fence.
 
 The caller *posts* a command by storing its operation and bumping the worker's command counter
 (that store is the commit point: before it nothing was sent, after it the command is out); the
 worker *finishes* by storing the reply's kind and setting its done counter to the command's.
-A command is outstanding while the two counters differ. Each side, before it blocks in the
-kernel, *declares* that it sleeps, so the other writes a wake-up byte only when one is needed.
+A command is outstanding while the two counters differ. How each side waits for the other's
+counter, and wakes it, is :mod:`.handshake`.
 
-Declaring and then checking the peer's counter is a store followed by a load; x86 may let the
-load pass the store, and both sides would miss each other (a lost wake-up). :func:`fence`
-orders them. As a backstop, a sleeping side still re-checks the counters after bounded naps.
+Declaring sleep and then checking the peer's counter is a store followed by a load; x86 may let
+the load pass the store, and both sides would miss each other (a lost wake-up). :func:`fence`
+orders them.
 """
 
 from __future__ import annotations
 
-import os
 import platform
 import threading
 import time
-from collections.abc import Callable
 
 import numpy as np
 
 from vecenv.engine.transport import usable_cores
 
-__all__ = ["CALLER_SLEEPS", "ControlBlock", "TSO", "default_spin", "fence", "spin_until", "yield_until"]
+__all__ = ["CALLER_SLEEPS", "ControlBlock", "TSO", "default_spin", "fence"]
 
 #: slot fields (one 64-byte row of int64 per worker, so workers never share a cache line)
 CMD, DONE, STAMP, OP, REPLY, WORKER_SLEEPS, CALLER_SLEEPS = range(7)
@@ -51,25 +49,6 @@ def default_spin(num_workers: int) -> tuple[float, float]:
     if num_workers + 1 <= usable_cores():
         return 50e-6, 50e-6
     return 0.0, 0.0
-
-
-def spin_until(condition: Callable[[], bool], seconds: float) -> bool:
-    """Busy-check ``condition`` for up to ``seconds``; whether it came true."""
-    end = time.perf_counter() + seconds
-    while not condition():
-        if time.perf_counter() >= end:
-            return False
-    return True
-
-
-def yield_until(condition: Callable[[], bool], seconds: float) -> bool:
-    """Check ``condition``, calling ``sched_yield()`` in between, for up to ``seconds``."""
-    end = time.perf_counter() + seconds
-    while not condition():
-        if time.perf_counter() >= end:
-            return False
-        os.sched_yield()
-    return True
 
 
 class ControlBlock:

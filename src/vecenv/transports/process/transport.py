@@ -18,14 +18,8 @@ from gymnasium import spaces
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport
 from vecenv.errors import StepTimeoutError, VecEnvError, WorkerDiedError
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, envfns, lifetime, wire
-from vecenv.transports.process.child import (
-    MAX_NAP_MS,
-    OP_MASKED_STEP,
-    OP_MESSAGE,
-    OP_STEP,
-    worker_main,
-)
+from vecenv.transports.process import control, envfns, handshake, lifetime, wire
+from vecenv.transports.process.child import OP_MASKED_STEP, OP_MESSAGE, OP_STEP, worker_main
 from vecenv.transports.process.control import (
     CALLER_SLEEPS,
     WORKER_SLEEPS,
@@ -84,6 +78,7 @@ class ProcessTransport(Transport):
         self._closed = False
         self._closer: int | None = None  # the thread running close(): waits in others end
         self.main_spin = self.worker_spin = 0.0
+        self.waiter = handshake.Waiter(0.0, 0.0)
 
     # ------------------------------------------------------------ start
     def launch(self) -> list[EnvDescription]:
@@ -91,6 +86,7 @@ class ProcessTransport(Transport):
             self.main_spin, self.worker_spin = default_spin(self.num_workers)
         else:
             self.main_spin = self.worker_spin = max(0.0, float(self.spin_us)) * 1e-6
+        self.waiter = handshake.Waiter(self.main_spin, self.yield_s)
         self._payloads = envfns.pack(self.env_fns[: self.partition[-1][1]], self.start_method)  # before any start
         lifetime.LIVE.add(self)
         for w in range(self.num_workers):
@@ -216,9 +212,7 @@ class ProcessTransport(Transport):
                 mask[command.ids] = True
                 op = OP_MASKED_STEP
             ctrl.post(worker, op)  # the commit point
-            control.fence()
-            if ctrl.slots[worker, WORKER_SLEEPS] or not control.TSO:
-                self.peers[worker].wake(wire.WAKE_WORKER)
+            handshake.notify(ctrl.slots[worker], WORKER_SLEEPS, self.peers[worker], wire.WAKE_WORKER)
             return
         objects = None
         if type(command) is Step or type(command) is GivenStep:
@@ -251,8 +245,7 @@ class ProcessTransport(Transport):
             found.extend(self._done(workers))
             return bool(found)
 
-        budget = lambda s: s if timeout is None else min(s, timeout)  # noqa: E731
-        if control.spin_until(finished, budget(self.main_spin)) or control.yield_until(finished, budget(self.yield_s)):
+        if self.waiter.spin(finished, timeout):
             return found
         return self._sleep(workers, None if timeout is None else time.monotonic() + timeout)
 
@@ -284,23 +277,16 @@ class ProcessTransport(Transport):
                 poller.register(fd, select.POLLIN)
                 owner[fd] = w
         slots = self.ctrl.slots
-        slots[live, CALLER_SLEEPS] = 1
-        control.fence()
-        try:
-            nap = 1
-            while self._closer in (None, threading.get_ident()):
-                done = self._done(workers)
-                left = None if deadline is None else deadline - time.monotonic()
-                if done or (left is not None and left <= 0):
-                    return done
-                events = poller.poll(nap if left is None else min(nap, int(left * 1000 + 0.999)))
-                nap = nap if events else min(2 * nap, MAX_NAP_MS)
-                for fd, _ in events:
-                    self._on_event(owner[fd], fd)
-            return []
-        finally:
+
+        def declare(flag: int) -> None:
             if self.ctrl is not None:
-                slots[live, CALLER_SLEEPS] = 0
+                slots[live, CALLER_SLEEPS] = flag
+
+        done = handshake.sleep(
+            lambda: self._done(workers), declare, poller, lambda fd: self._on_event(owner[fd], fd), deadline,
+            lambda: self._closer in (None, threading.get_ident()),
+        )
+        return done or []
 
     def _on_event(self, w: int, fd: int) -> None:
         """A socket or sentinel of ``w`` is readable: take wake-ups, notice a death."""

@@ -1,0 +1,161 @@
+"""The sleep/wake handshake between the caller and a worker, written once for both sides.
+
+Either side waits for the other's counter in the control block to move, and the other side,
+after moving it, wakes the waiter only if it declared that it sleeps::
+
+    waiter (caller or worker)                     notifier (the other side)
+    -------------------------                     -------------------------
+    Waiter.spin(check): busy-check, then          store the counter (the commit)
+      check between sched_yield() calls, within   fence()
+      the budget its observations allow           if the waiter's SLEEPS flag is set
+    sleep(check, declare, poller, on_event):        (or stores are not seen in order):
+      declare SLEEPS, fence(), re-check,            write one wake-up byte on the socket
+      then poll the socket in naps until
+      check() holds; withdraw the declaration
+
+Each side stores before it loads (declare then re-check; commit then look at the flag), with a
+fence between, so at least one of them sees the other's store: a wake-up is never lost. The naps
+(at most :data:`MAX_NAP_MS`) are a backstop.
+
+Spinning is only worth it while the waiter and its peer each have a core. A :class:`Waiter`
+watches what its waits see and stops spinning when they say it no longer pays:
+
+- *preempted*: a check loop that lost its CPU for longer than :data:`PREEMPT_S` means another task
+  wanted this core (the peer, or another program). One such loss costs a time slice (ms), far
+  more than a wake-up saves, so once more than :data:`MAX_PREEMPTED` of recent spins lost their
+  CPU the waiter blocks at once. A busy machine, or a second run started later, never finds a
+  waiter holding the core that its peer needs.
+- *run out*: when fewer than :data:`MIN_HIT` of recent spins ended before their budget (the peer
+  usually takes longer: a policy computing between steps), the waiter blocks at once.
+
+A waiter that blocks at once still spins one wait in :data:`PROBE_EVERY`, to notice when the
+machine or the peer changes.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from vecenv.transports.process.control import TSO, fence
+
+__all__ = ["MAX_NAP_MS", "Waiter", "notify", "sleep"]
+
+R = TypeVar("R")
+
+#: longest nap (ms) between re-checks of a counter while asleep; a lost wake-up costs at most this
+MAX_NAP_MS = 50
+#: a gap this long between two looks of a check loop means the waiter lost its CPU
+PREEMPT_S = 100e-6
+#: above this share of recent spins that lost their CPU, the waiter blocks at once ...
+MAX_PREEMPTED = 0.05
+#: ... and below this share of spins that found the peer done
+MIN_HIT = 0.25
+#: ... but for one wait in this many, which spins to measure the shares again
+PROBE_EVERY = 16
+#: weight of the newest spin in the running shares
+WEIGHT = 1 / 16
+
+
+class Waiter:
+    """One side's spin-then-yield phase, with budgets that its own waits adapt.
+
+    ``spin_s`` seconds of busy checking, then ``yield_s`` of checking between ``sched_yield()``
+    calls: the most a wait spends before it sleeps. What the waits observe (see the module
+    docstring) decides how much of that a wait actually spends.
+    """
+
+    def __init__(self, spin_s: float, yield_s: float, clock: Callable[[], float] = time.perf_counter) -> None:
+        self.spin_s, self.yield_s = max(0.0, spin_s), max(0.0, yield_s)
+        self.clock = clock
+        self.hit_rate = 1.0  # running share of spins that found the peer done
+        self.preempted = 0.0  # running share of spins that lost their CPU
+        self.waits = 0
+
+    def spins_now(self) -> bool:
+        """Whether the next wait should spin before it sleeps."""
+        if self.spin_s + self.yield_s <= 0:
+            return False
+        self.waits += 1
+        pays = self.hit_rate >= MIN_HIT and self.preempted <= MAX_PREEMPTED
+        return pays or self.waits % PROBE_EVERY == 0
+
+    def spin(self, check: Callable[[], Any], limit: float | None = None) -> bool:
+        """Whether ``check()`` came true while spinning (at most ``limit`` seconds); when not,
+        the caller sleeps (:func:`sleep`)."""
+        if not self.spins_now():
+            return bool(check())
+        spin_s, yield_s = self.spin_s, self.yield_s
+        if limit is not None:
+            spin_s, yield_s = min(spin_s, limit), min(yield_s, max(0.0, limit - spin_s))
+        done, preempted = spin_then_yield(check, spin_s, yield_s, self.clock)
+        self.observe(done, preempted)
+        return done
+
+    def observe(self, done: bool, preempted: bool) -> None:
+        """Account for one spin: did it find the peer done, did it lose its CPU."""
+        self.hit_rate += (float(done) - self.hit_rate) * WEIGHT
+        self.preempted += (float(preempted) - self.preempted) * WEIGHT
+
+
+def spin_then_yield(
+    check: Callable[[], Any], spin_s: float, yield_s: float, clock: Callable[[], float] = time.perf_counter
+) -> tuple[bool, bool]:
+    """Check busily for ``spin_s``, then between ``sched_yield()`` calls for ``yield_s``:
+    ``(done, preempted)``. Stops at the first sign that the CPU went to another task."""
+    last = clock()
+    end_spin, end = last + spin_s, last + spin_s + yield_s
+    while True:
+        if check():
+            return True, False
+        now = clock()
+        if now - last > PREEMPT_S:
+            return bool(check()), True
+        if now >= end:
+            return False, False
+        if now >= end_spin:
+            os.sched_yield()
+        last = now if now < end_spin else clock()
+
+
+def sleep(
+    check: Callable[[], R],
+    declare: Callable[[int], None],
+    poller: Any,
+    on_event: Callable[[int], None],
+    deadline: float | None = None,
+    go_on: Callable[[], bool] = lambda: True,
+) -> R | None:
+    """Declare that this side sleeps, then poll until ``check()`` gives something true.
+
+    Returns that value; ``check()``'s last (false) value once ``deadline`` (``time.monotonic``)
+    passes; None when ``go_on()`` turns false. ``on_event(fd)`` takes each readable descriptor
+    (wake-up bytes, a peer's end).
+    """
+    declare(1)
+    fence()
+    try:
+        nap = 1
+        while go_on():
+            result = check()
+            left = None if deadline is None else deadline - time.monotonic()
+            if result or (left is not None and left <= 0):
+                return result
+            events = poller.poll(nap if left is None else min(nap, math.ceil(left * 1000)))
+            nap = nap if events else min(2 * nap, MAX_NAP_MS)
+            for fd, _ in events:
+                on_event(fd)
+        return None
+    finally:
+        declare(0)
+
+
+def notify(slot: Any, field: int, peer: Any, byte: bytes) -> None:
+    """After a commit: wake the peer if it declared that it sleeps (``slot[field]`` set). Where
+    stores may be seen out of order, always: the wake-up's system calls order the memory."""
+    fence()
+    if not TSO or slot[field]:
+        peer.wake(byte)
