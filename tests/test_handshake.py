@@ -204,3 +204,44 @@ def test_a_real_wake_up_reaches_a_sleeper_on_a_socket():
     finally:
         a.close()
         b.close()
+
+
+def test_a_thread_that_waits_for_a_cpu_blocks_until_the_delay_falls(monkeypatch):
+    delays = iter([0.0, 0.015, 0.016, 0.017, 0.030])  # seconds of run delay, one per look
+    monkeypatch.setattr(handshake, "run_delay", lambda: next(delays))
+    clock = FakeClock(step=0.0)
+    waiter = Waiter(50e-6, 500e-6, clock=clock)
+
+    def wait_at(t):
+        clock.now = t
+        return waiter.spins_now()
+
+    assert wait_at(0.0)  # the first look has nothing to compare
+    assert not wait_at(0.05)  # 15 ms of 50 waiting for a CPU: 30 % > CONTENDED_DELAY
+    assert not wait_at(0.06)  # no look before DELAY_CHECK_S has passed: still contended
+    assert wait_at(0.11)  # 1 ms of 60: under CALM_DELAY, calm again
+    assert wait_at(0.111)
+    assert wait_at(0.17)  # 1 ms of 60: calm
+    assert not wait_at(0.23)  # 13 ms of 60: 22 %
+
+
+def test_between_the_thresholds_the_waiter_keeps_its_state():
+    waiter = Waiter(50e-6, 500e-6)
+    waiter.look_at_run_delay(0.0, 0.0)
+    waiter.look_at_run_delay(1.0, 0.1)  # 10 %: not enough to call it contended
+    assert not waiter.contended
+    waiter.look_at_run_delay(2.0, 0.4)  # 30 %
+    assert waiter.contended
+    waiter.look_at_run_delay(3.0, 0.5)  # 10 %: not calm enough to spin again
+    assert waiter.contended
+    waiter.look_at_run_delay(4.0, None)  # the kernel stopped telling: judged on what it saw
+    assert waiter.contended
+
+
+def test_run_delay_reads_this_threads_schedstat(tmp_path, monkeypatch):
+    stat = tmp_path / "schedstat"
+    stat.write_text("777114 82793000 2\n")
+    monkeypatch.setattr(handshake, "SCHEDSTAT", str(stat))
+    assert handshake.run_delay() == pytest.approx(0.082793)
+    monkeypatch.setattr(handshake, "SCHEDSTAT", str(tmp_path / "missing"))
+    assert handshake.run_delay() is None

@@ -247,18 +247,26 @@ def test_beside_a_busy_core_a_cheap_env_stays_serial():
     assert busy.predicted_us["inline×2"] > idle.predicted_us["inline×2"] + 2 * L.rule.WAKE_US
 
 
-def test_beside_a_busy_core_an_expensive_env_still_spreads():
+def test_beside_a_busy_core_on_two_cores_even_an_expensive_env_stays_serial():
     got = decide(EnvProbe(step_us=400.0), TWO_CORES, 8, cores=2, others=1.0)
-    assert got.backend == "process" and got.num_workers == 2
-    # 3 runnable processes on 2 cores: each worker gets 2/3 of a core
-    assert got.predicted_us["process×2"] == pytest.approx(80 + 8 + 2 * L.rule.WAKE_US + 4 * 403 * 1.5)
+    assert got.backend == "serial"
+    # the busy program keeps its core: two workers share the other one
+    assert got.predicted_us["process×2"] == pytest.approx(80 + 8 + 2 * L.rule.WAKE_US + 4 * 403 * 2)
     assert got.predicted_us["serial"] == pytest.approx(20 + 8 * 403)
 
 
+def test_beside_a_busy_core_on_sixteen_cores_an_expensive_env_spreads_over_the_rest():
+    got = decide(EnvProbe(step_us=500.0), SIXTEEN_CORES, 64, cores=16, others=1.0)
+    assert got.backend == "process" and got.num_workers == 16
+    # 16 workers share the 15 cores the busy program leaves
+    assert got.predicted_us["process×16"] == pytest.approx(60 + 4 * 15 + 2 * L.rule.WAKE_US + 4 * 503 * 16 / 15)
+
+
 def test_beside_a_busy_core_workers_must_beat_serial_by_the_margin():
-    # process×2 is predicted faster than serial, but by less than CONTENDED_MARGIN
-    probe = EnvProbe(step_us=170.0)
-    got = decide(probe, TWO_CORES, 8, cores=2, others=1.0)
+    # 0.6 of a core busy elsewhere on 4 cores: inline×4 is predicted faster than serial,
+    # but by less than CONTENDED_MARGIN
+    costs = replace(TWO_CORES, process_us=(80.0, 8.0), cores=4)
+    got = decide(EnvProbe(step_us=47.0), costs, 8, cores=4, others=0.6)
     best = min(got.predicted_us.values())
     assert best < got.predicted_us["serial"] < best * (1 + L.rule.CONTENDED_MARGIN)
     assert got.backend == "serial"

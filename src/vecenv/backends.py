@@ -151,7 +151,9 @@ class ProcessVectorEnv(VectorEnv):
         spin_us: how long each side busy-spins before yielding (default: 50 when every process
             has its own core, else 0).
         yield_us: how long each side then keeps calling ``sched_yield()`` before it blocks in the
-            kernel (default 500).
+            kernel (default 500). Both are upper bounds: a side whose waits show a contended
+            core, or a peer that takes longer, blocks at once (see
+            :mod:`vecenv.transports.process.handshake`).
         inline: step the last env group in this process, during ``step`` itself, while the worker
             processes step theirs (``num_workers=2, inline=True`` is one worker process plus this
             one). Faster for cheap envs on few cores; the inline envs lose crash isolation, and

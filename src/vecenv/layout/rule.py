@@ -119,10 +119,10 @@ def decide(
     """The fastest of the ``allowed`` layouts for ``num_envs`` copies of the probed env.
 
     ``num_workers`` fixes the number of groups of process and inline layouts. ``others``: the
-    cores' worth of CPU other programs use now (:func:`vecenv.layout.load.others_busy`); on a
-    contended machine each of this run's processes gets its share of the cores, waits block
-    (a wake-up each way), and a layout with workers must beat serial by
-    :data:`CONTENDED_MARGIN`, so that a busy machine never ends slower than serial.
+    cores' worth of CPU other programs use now (:func:`vecenv.layout.load.others_busy`). On a
+    contended machine the busy programs keep their cores and this run's processes share the
+    rest, waits block (a wake-up each way), and a layout with workers must beat serial by
+    :data:`CONTENDED_MARGIN`: a busy machine never ends slower than serial.
 
     Examples:
         With made-up machine costs: a cheap step stays in the calling process, an expensive
@@ -167,7 +167,12 @@ def _predict(
     work = probe.step_us + costs.per_env_us
 
     def share(processes: int) -> float:  # of a core, for each of this run's busy processes
-        return min(1.0, cores / (max(1.0, processes * probe.cpu_share) + busy)) if busy else 1.0
+        if not busy:
+            return 1.0
+        # the busy programs keep their cores: this run's processes share what is left, or at
+        # least one process's fair share (a sync step waits whenever one of them falls behind)
+        left = max(cores - busy, cores / (1.0 + busy))
+        return min(1.0, left / max(1.0, processes * probe.cpu_share))
 
     if num_workers is not None:
         widths = [min(num_workers, n)]

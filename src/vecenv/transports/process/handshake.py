@@ -27,6 +27,12 @@ watches what its waits see and stops spinning when they say it no longer pays:
   waiter holding the core that its peer needs.
 - *run out*: when fewer than :data:`MIN_HIT` of recent spins ended before their budget (the peer
   usually takes longer: a policy computing between steps), the waiter blocks at once.
+- *waiting for a CPU*: every :data:`DELAY_CHECK_S` the waiter reads how long its thread waited
+  for a CPU while runnable (the kernel's run delay). Above :data:`CONTENDED_DELAY` of the time
+  the machine has more runnable tasks than cores, and a spinning or yielding waiter only takes
+  its share from the tasks with work to do, so it blocks at once until the delay falls below
+  :data:`CALM_DELAY`. (Linux's EEVDF scheduler picks a yielding task again while its share is
+  not used up, so spins on a contended core need not look preempted.)
 
 A waiter that blocks at once still spins one wait in :data:`PROBE_EVERY`, to notice when the
 machine or the peer changes.
@@ -58,6 +64,12 @@ MIN_HIT = 0.25
 PROBE_EVERY = 16
 #: weight of the newest spin in the running shares
 WEIGHT = 1 / 16
+#: seconds between two looks at the waiting thread's run delay
+DELAY_CHECK_S = 0.05
+#: share of the time spent waiting for a CPU above which waits block at once, and below which
+#: they may spin again
+CONTENDED_DELAY, CALM_DELAY = 0.2, 0.05
+SCHEDSTAT = "/proc/thread-self/schedstat"
 
 
 class Waiter:
@@ -74,14 +86,33 @@ class Waiter:
         self.hit_rate = 1.0  # running share of spins that found the peer done
         self.preempted = 0.0  # running share of spins that lost their CPU
         self.waits = 0
+        self.contended = False  # this thread waits for a CPU too often for spinning to pay
+        self._next_look = 0.0
+        self._delay: tuple[float, float] | None = None  # (clock, run delay) at the last look
 
     def spins_now(self) -> bool:
         """Whether the next wait should spin before it sleeps."""
         if self.spin_s + self.yield_s <= 0:
             return False
         self.waits += 1
+        now = self.clock()
+        if now >= self._next_look:
+            self.look_at_run_delay(now, run_delay())
+        if self.contended:
+            return False
         pays = self.hit_rate >= MIN_HIT and self.preempted <= MAX_PREEMPTED
         return pays or self.waits % PROBE_EVERY == 0
+
+    def look_at_run_delay(self, now: float, delay: float | None) -> None:
+        """Judge contention from the run delay since the last look (``delay``: seconds in all,
+        None where the kernel does not tell)."""
+        self._next_look = now + DELAY_CHECK_S
+        if delay is None:
+            return
+        if self._delay is not None and now > self._delay[0]:
+            share = (delay - self._delay[1]) / (now - self._delay[0])
+            self.contended = share > (CALM_DELAY if self.contended else CONTENDED_DELAY)
+        self._delay = (now, delay)
 
     def spin(self, check: Callable[[], Any], limit: float | None = None) -> bool:
         """Whether ``check()`` came true while spinning (at most ``limit`` seconds); when not,
@@ -99,6 +130,16 @@ class Waiter:
         """Account for one spin: did it find the peer done, did it lose its CPU."""
         self.hit_rate += (float(done) - self.hit_rate) * WEIGHT
         self.preempted += (float(preempted) - self.preempted) * WEIGHT
+
+
+def run_delay() -> float | None:
+    """Seconds the calling thread has spent runnable but waiting for a CPU (None where the
+    kernel does not say: not Linux, or no scheduler statistics)."""
+    try:
+        with open(SCHEDSTAT, "rb") as f:
+            return int(f.read().split()[1]) * 1e-9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def spin_then_yield(
