@@ -245,3 +245,11 @@ def test_run_delay_reads_this_threads_schedstat(tmp_path, monkeypatch):
     assert handshake.run_delay() == pytest.approx(0.082793)
     monkeypatch.setattr(handshake, "SCHEDSTAT", str(tmp_path / "missing"))
     assert handshake.run_delay() is None
+
+
+def test_without_a_busy_spin_the_run_delay_is_the_runs_own_and_is_not_read(monkeypatch):
+    looks = []
+    monkeypatch.setattr(handshake, "run_delay", lambda: looks.append(1) or 1e9 * len(looks))
+    waiter = Waiter(0.0, 500e-6)  # more processes than cores: yields hand the core to the peer
+    assert spinning_waits(waiter, 10) == 10
+    assert looks == [] and not waiter.contended

@@ -32,7 +32,9 @@ watches what its waits see and stops spinning when they say it no longer pays:
   the machine has more runnable tasks than cores, and a spinning or yielding waiter only takes
   its share from the tasks with work to do, so it blocks at once until the delay falls below
   :data:`CALM_DELAY`. (Linux's EEVDF scheduler picks a yielding task again while its share is
-  not used up, so spins on a contended core need not look preempted.)
+  not used up, so spins on a contended core need not look preempted.) Only a waiter with a busy
+  spin watches this: without one, the run's own processes outnumber the cores, the delay is
+  theirs, and yielding is what hands the core to the peer.
 
 A waiter that blocks at once still spins one wait in :data:`PROBE_EVERY`, to notice when the
 machine or the peer changes.
@@ -95,11 +97,12 @@ class Waiter:
         if self.spin_s + self.yield_s <= 0:
             return False
         self.waits += 1
-        now = self.clock()
-        if now >= self._next_look:
-            self.look_at_run_delay(now, run_delay())
-        if self.contended:
-            return False
+        if self.spin_s > 0:  # every process has a core of its own: a run delay is other work
+            now = self.clock()
+            if now >= self._next_look:
+                self.look_at_run_delay(now, run_delay())
+            if self.contended:
+                return False
         pays = self.hit_rate >= MIN_HIT and self.preempted <= MAX_PREEMPTED
         return pays or self.waits % PROBE_EVERY == 0
 
