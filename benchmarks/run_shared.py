@@ -1,5 +1,5 @@
 """vecenv on a machine that is not idle, side by side with gymnasium's SyncVectorEnv (1.00×) and
-EnvPool's C++ vector envs (issue 25, item 5).
+EnvPool's C++ vector envs.
 
     python benchmarks/run_shared.py                          # every scenario, N=8 (~10 min, 2 cores)
     python benchmarks/run_shared.py --scenario busy,two-runs --envs CartPole-v1
@@ -137,6 +137,7 @@ def child_main(args: argparse.Namespace) -> int:
         print(load.ERROR + first_line(exc), flush=True)
         return 1
     print(load.RESULT + json.dumps(result), flush=True)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # measured: the parent may end us while we exit
     return 0
 
 

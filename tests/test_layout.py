@@ -182,6 +182,7 @@ def test_auto_steps_exactly_as_a_fixed_backend(monkeypatch, costs, expected):
     monkeypatch.setattr(L, "usable_cores", lambda: 2)
     monkeypatch.setattr(L, "machine_costs", lambda refresh=False: costs)
     monkeypatch.setattr(L, "cached_probe", lambda fn: EnvProbe(step_us=8.0))
+    monkeypatch.setattr(L, "others_busy", lambda *a, **k: 0.0)  # as on an idle machine
     with vecenv.make(_CountingEnv, 8) as auto, vecenv.make(_CountingEnv, 8, backend="serial") as ref:
         assert auto.layout.name == expected and auto.backend == auto.layout.backend
         assert f"layout={expected!r} (auto)" in repr(auto)
@@ -288,3 +289,29 @@ def test_choose_passes_what_the_machine_is_doing_to_the_rule(monkeypatch):
     assert got.backend == "serial" and "busy on 1.0" in got.reason
     monkeypatch.setattr(L, "others_busy", lambda *a, **k: 0.0)
     assert choose([partial(gym.make, "CartPole-v1")] * 8, {}).inline
+
+
+def test_infos_that_travel_as_messages_favour_the_layout_with_fewer_workers():
+    quiet = decide(EnvProbe(step_us=40.0), TWO_CORES, 8, cores=2)
+    infos = decide(EnvProbe(step_us=40.0, info_us=20.0), TWO_CORES, 8, cores=2)
+    # a message per worker, and the caller unpickles each remote env's infos
+    extra = infos.predicted_us["process×2"] - quiet.predicted_us["process×2"]
+    assert extra == pytest.approx(2 * (L.rule.MESSAGE_US + 4 * 10.0))
+    extra = infos.predicted_us["inline×2"] - quiet.predicted_us["inline×2"]
+    assert extra == pytest.approx(L.rule.MESSAGE_US + 4 * 10.0)
+    assert infos.inline and infos.predicted_us["serial"] == quiet.predicted_us["serial"]
+
+
+def test_the_probe_measures_what_a_steps_infos_cost_to_send():
+    class InfoEnv(gym.Env):
+        observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(2, np.float32), {}
+
+        def step(self, action):
+            return np.zeros(2, np.float32), 0.0, False, False, {"x": np.float64(1.0), "y": 2}
+
+    assert L.probe_env(InfoEnv).info_us > 0
+    assert L.probe_env(partial(gym.make, "CartPole-v1")).info_us == 0.0

@@ -31,14 +31,14 @@ def probe_env(env_fn: Callable[[], gym.Env], budget_s: float = PROBE_S) -> EnvPr
     try:
         env.action_space.seed(0)
         actions = [env.action_space.sample() for _ in range(16)]
-        obs, _ = env.reset(seed=0)
+        obs, info = env.reset(seed=0)
         walls: list[float] = []
         cpus: list[float] = []
         clock, cpu_clock = time.perf_counter, time.process_time
         end = clock() + budget_s
         while len(walls) < PROBE_STEPS and clock() < end:
             t, p = clock(), cpu_clock()
-            obs, _, terminated, truncated, _ = env.step(actions[len(walls) % 16])
+            obs, _, terminated, truncated, info = env.step(actions[len(walls) % 16])
             walls.append(clock() - t)
             cpus.append(cpu_clock() - p)
             if terminated or truncated:
@@ -46,7 +46,8 @@ def probe_env(env_fn: Callable[[], gym.Env], budget_s: float = PROBE_S) -> EnvPr
         # medians: a step preempted by another program says nothing about the env
         wall, cpu = float(np.median(walls)), float(np.median(cpus))
         share = min(1.0, cpu / wall) if wall > 0 else 1.0
-        return EnvProbe(wall * 1e6, share, _nbytes(obs), _pickle_us(env.observation_space, obs), build_s)
+        pickle_us = _pickle_us(env.observation_space, obs)
+        return EnvProbe(wall * 1e6, share, _nbytes(obs), pickle_us, build_s, _round_trip_us(info) if info else 0.0)
     finally:
         env.close()
 
@@ -73,11 +74,18 @@ def _pickle_us(space: gym.Space, obs: Any) -> float:
             leaves.extend(s.spaces)
         elif not is_fixed_leaf(s):
             fixed = False
-    if fixed:
+    return 0.0 if fixed else _round_trip_us(obs)
+
+
+def _round_trip_us(value: Any) -> float:
+    """µs to pickle and unpickle ``value`` (0 when it cannot be pickled: it never travels so)."""
+    try:
+        pickle.loads(pickle.dumps(value))  # the first round trip pays for imports and caches
+        start = time.perf_counter()
+        for _ in range(10):
+            pickle.loads(pickle.dumps(value))
+    except Exception:
         return 0.0
-    start = time.perf_counter()
-    for _ in range(10):
-        pickle.loads(pickle.dumps(obs))
     return (time.perf_counter() - start) / 10 * 1e6
 
 

@@ -26,6 +26,8 @@ MAX_WAITING_WORKERS = 64
 CONTENDED_MARGIN = 0.2
 #: µs a blocking wait's wake-up adds, each way, when waits cannot spin (a contended machine)
 WAKE_US = 100.0
+#: µs one worker's reply costs when it travels as a message (a frame written, read and its wake-up)
+MESSAGE_US = 30.0
 #: backend_kwargs only the process backend takes
 _PROCESS_ONLY = {"context", "daemon", "spin_us", "yield_us", "start_timeout", "shared_memory"}
 
@@ -41,6 +43,9 @@ class EnvProbe:
     #: µs to pickle and unpickle one observation, when it must travel as a message
     pickle_us: float = 0.0
     build_s: float = 0.0
+    #: µs to pickle and unpickle one step's infos; None or 0 when the env returns none (a worker
+    #: whose envs return infos replies with a message each step)
+    info_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -189,6 +194,10 @@ def _predict(
             if (kind == "inline" and w < 2) or (kind == "process" and w < 2 and "serial" in predicted):
                 continue  # one worker only adds a crossing to serial
             crossing = costs.crossing(kind, w) + n * probe.pickle_us + (2 * WAKE_US if busy else 0.0)
+            if probe.info_us:  # each worker's reply is a message; the inline group's is not
+                remote = w - 1 if kind == "inline" else w
+                # workers pickle in parallel; the caller unpickles every remote env's infos
+                crossing += remote * (MESSAGE_US + math.ceil(n / w) * probe.info_us / 2)
             predicted[f"{kind}×{w}"] = crossing + math.ceil(n / w) * work / share(w)
     return predicted
 
