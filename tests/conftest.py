@@ -15,6 +15,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 # backend="auto" caches this machine's costs: in a directory of the test run's own, unforced
 os.environ["VECENV_CACHE_DIR"] = tempfile.mkdtemp(prefix="vecenv-test-cache-")
 atexit.register(shutil.rmtree, os.environ["VECENV_CACHE_DIR"], True)
+# the runs on this machine that auto counts: the test run's own, not the user's
+os.environ["VECENV_RUNS_DIR"] = tempfile.mkdtemp(prefix="vecenv-test-runs-")
+atexit.register(shutil.rmtree, os.environ["VECENV_RUNS_DIR"], True)
 os.environ.pop("VECENV_BACKEND", None)
 
 from helpers import backends_under_test, use_backend  # noqa: E402

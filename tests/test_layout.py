@@ -183,6 +183,7 @@ def test_auto_steps_exactly_as_a_fixed_backend(monkeypatch, costs, expected):
     monkeypatch.setattr(L, "machine_costs", lambda refresh=False: costs)
     monkeypatch.setattr(L, "cached_probe", lambda fn: EnvProbe(step_us=8.0))
     monkeypatch.setattr(L, "others_busy", lambda *a, **k: 0.0)  # as on an idle machine
+    monkeypatch.setattr(L, "other_runs", lambda: 0)
     with vecenv.make(_CountingEnv, 8) as auto, vecenv.make(_CountingEnv, 8, backend="serial") as ref:
         assert auto.layout.name == expected and auto.backend == auto.layout.backend
         assert f"layout={expected!r} (auto)" in repr(auto)
@@ -284,6 +285,7 @@ def test_choose_passes_what_the_machine_is_doing_to_the_rule(monkeypatch):
     monkeypatch.setattr(L, "cached_probe", lambda fn: EnvProbe(step_us=8.0))
     monkeypatch.setattr(L, "machine_costs", lambda: TWO_CORES)
     monkeypatch.setattr(L, "others_busy", lambda *a, **k: 1.0)
+    monkeypatch.setattr(L, "other_runs", lambda: 0)
     monkeypatch.setattr(L, "usable_cores", lambda: 2)
     got = choose([partial(gym.make, "CartPole-v1")] * 8, {})
     assert got.backend == "serial" and "busy on 1.0" in got.reason

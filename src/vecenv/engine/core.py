@@ -9,6 +9,7 @@ worker's env group its commands through a :class:`~vecenv.engine.transport.Trans
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -20,7 +21,8 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from typing_extensions import Unpack
 
-from vecenv.engine.calls import Calls
+from vecenv.engine import runs
+from vecenv.engine.calls import _NO_IDS, Calls
 from vecenv.engine.checks import (
     SpaceMismatchError,
     check_count,
@@ -53,7 +55,6 @@ from vecenv.worker.restarts import RestartBudget
 
 __all__ = ["SpaceMismatchError", "VectorEnv"]
 
-_NO_IDS = np.empty(0, dtype=np.int64)
 StepResult = tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]
 
 
@@ -112,6 +113,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
         self._needs_reset = np.zeros(n, dtype=np.bool_)  # DISABLED mode: ended, not yet reset
         descriptions = transport.start(self.env_fns, self._partition, self.autoreset_mode)
         self.closed = False
+        runs.opened()  # other processes' backend="auto" now counts this one as a run
         try:
             self._setup_spaces(descriptions, observation_mode)
             self._buffers = transport.allocate(self.single_observation_space, self.single_action_space, n)
@@ -392,6 +394,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
             return
         check_timeout(kwargs.get("timeout"), "close")
         self.closed = True  # first: a call blocked in another thread sees it and stops
+        runs.closed()
         self.close_extras(**kwargs)
 
     def __enter__(self) -> VectorEnv:
@@ -401,11 +404,9 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
         self.close()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             if not getattr(self, "closed", True):
                 self.close(terminate=True)
-        except Exception:
-            pass
 
     # ================================================================ helpers
     def _check_open(self) -> None:

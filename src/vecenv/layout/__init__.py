@@ -11,7 +11,8 @@
       │                                   ──► MachineCosts (cached in the user's cache directory,
       │                                   checked cheaply once per process; never saved when
       │                                   load.others_busy() saw other work)
-      ├── load.others_busy()              the cores' worth of CPU other programs use now
+      ├── load.others_busy()              the cores' worth of CPU other programs use now, and
+      │   engine.runs.other_runs()        other processes with a live vector env (each ≥ 1 core)
       └── rule.decide(probe, costs, n, cores, others)  ──► Layout(backend, num_workers, inline, reason,
                                                    calibration: machine.describe_costs(costs))
 
@@ -43,6 +44,7 @@ from typing import Any
 import gymnasium as gym
 
 from vecenv.engine import usable_cores
+from vecenv.engine.runs import other_runs
 from vecenv.layout.load import contended, others_busy
 from vecenv.layout.machine import describe_costs, machine_costs
 from vecenv.layout.probe import cached_probe, probe_env
@@ -96,5 +98,9 @@ def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str
         reason = f"the env could not be probed here ({type(exc).__name__}: {exc})"
         return Layout(backend_of(kind), w, kind == "inline", reason)
     costs = machine_costs()
-    layout = decide(probe, costs, n, cores, allowed=allowed, num_workers=workers, others=others_busy())
-    return replace(layout, calibration=describe_costs(costs))
+    others, runs = others_busy(), other_runs()
+    if runs:  # another run may be between steps right now: it counts as a busy core at least
+        others = max(others or 0.0, float(runs))
+    layout = decide(probe, costs, n, cores, allowed=allowed, num_workers=workers, others=others)
+    reason = f"{layout.reason}; {runs} other vecenv run(s) on this machine" if runs else layout.reason
+    return replace(layout, reason=reason, calibration=describe_costs(costs))
