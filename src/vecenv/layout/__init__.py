@@ -45,7 +45,7 @@ import gymnasium as gym
 
 from vecenv.engine import usable_cores
 from vecenv.engine.runs import other_runs
-from vecenv.layout.load import contended, others_busy
+from vecenv.layout.load import contended, most, others_busy
 from vecenv.layout.machine import describe_costs, machine_costs
 from vecenv.layout.probe import cached_probe, probe_env
 from vecenv.layout.rule import (
@@ -90,6 +90,7 @@ def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str
         return Layout(backend_of(allowed[0]), w, allowed[0] == "inline", narrowed)
     if allowed == ["serial"] or (n == 1 and "serial" in allowed):
         return Layout("serial", 1, False, narrowed or "one env")
+    before = others_busy()  # read again after the probe and calibration: the larger counts
     try:
         probe = cached_probe(env_fns[0])
     except Exception as exc:  # the backend builds the envs again and reports the failure as the env's
@@ -98,9 +99,10 @@ def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str
         reason = f"the env could not be probed here ({type(exc).__name__}: {exc})"
         return Layout(backend_of(kind), w, kind == "inline", reason)
     costs = machine_costs()
-    others, runs = others_busy(), other_runs()
+    others, runs = most(before, others_busy()), other_runs()
     if runs:  # another run may be between steps right now: it counts as a busy core at least
         others = max(others or 0.0, float(runs))
     layout = decide(probe, costs, n, cores, allowed=allowed, num_workers=workers, others=others)
     reason = f"{layout.reason}; {runs} other vecenv run(s) on this machine" if runs else layout.reason
     return replace(layout, reason=reason, calibration=describe_costs(costs))
+

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 
-__all__ = ["BUSY_CORES", "contended", "others_busy"]
+__all__ = ["BUSY_CORES", "contended", "most", "others_busy"]
 
 #: other work of at least this many cores' worth makes the machine contended
 BUSY_CORES = 0.5
@@ -89,3 +89,9 @@ def contended(cores: int, others: float | None) -> bool:
     threads, a shell); one CPU hog reads about 1.0. Unknown (None) is not contended.
     """
     return others is not None and cores > 0 and others >= BUSY_CORES
+
+
+def most(*readings: float | None) -> float | None:
+    """The largest of the load readings that were taken (None when none could be)."""
+    known = [r for r in readings if r is not None]
+    return max(known) if known else None

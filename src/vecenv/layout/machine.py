@@ -99,11 +99,6 @@ def _steady(trials: list[float]) -> bool:
     return max(trials) <= TRIAL_SPREAD * min(trials) + TRIAL_SLACK_US
 
 
-def _most(*readings: float | None) -> float | None:
-    known = [r for r in readings if r is not None]
-    return max(known) if known else None
-
-
 def _disturbance(cores: int, others: float | None, unsteady: list[str]) -> str:
     """Why a measurement is contended, in words ("" when it is not)."""
     why = []
@@ -144,7 +139,7 @@ def measure_machine(cores: int | None = None) -> MachineCosts:
         return a, max(max(figure(kind, wide) - per_env, 0.0) - a, 0.0) / (wide - narrow)
 
     process, inline = fit("process", 1), fit("inline", 2)
-    others = _most(before, load.others_busy())
+    others = load.most(before, load.others_busy())
     why = _disturbance(cores, others, unsteady)
     return MachineCosts(fixed, per_env, process, inline, cores, contended=bool(why), others_busy=others, note=why)
 
@@ -246,7 +241,7 @@ def _verify(path: str, cores: int, cached: MachineCosts) -> MachineCosts:
     """
     before = load.others_busy(CHECK_LOAD_S)
     trials = _measure_trials("process", 1, CHECK_STEPS, warmup=20)
-    others = _most(before, load.others_busy(CHECK_LOAD_S))
+    others = load.most(before, load.others_busy(CHECK_LOAD_S))
     unsteady = [] if _steady(trials) else [f"{min(trials):.1f}–{max(trials):.1f} µs"]
     busy = _disturbance(cores, others, unsteady)
     if busy:
