@@ -43,8 +43,8 @@ class EnvProbe:
     #: µs to pickle and unpickle one observation, when it must travel as a message
     pickle_us: float = 0.0
     build_s: float = 0.0
-    #: µs to pickle and unpickle one step's infos; None or 0 when the env returns none (a worker
-    #: whose envs return infos replies with a message each step)
+    #: µs to pickle and unpickle one step's infos; 0 when the env returns none (a worker whose
+    #: envs return infos replies with a message each step)
     info_us: float = 0.0
 
 
