@@ -105,4 +105,3 @@ def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str
     layout = decide(probe, costs, n, cores, allowed=allowed, num_workers=workers, others=others)
     reason = f"{layout.reason}; {runs} other vecenv run(s) on this machine" if runs else layout.reason
     return replace(layout, reason=reason, calibration=describe_costs(costs))
-
