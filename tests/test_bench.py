@@ -398,3 +398,48 @@ def test_process_inline_variant_builds_an_inline_process_env():
         assert driver.run(3, time.perf_counter() + 5) == 3  # vector steps of 4 envs each
     finally:
         driver.close()
+
+
+# ==================================================================== warnings kept out of the table
+def make_warning_busy() -> gym.Env:
+    """A small busy env whose constructor warns, as EnvPool's Box spaces do."""
+    import warnings
+
+    warnings.warn("\x1b[33mWARN: precision lowered by the peer\x1b[0m", UserWarning, stacklevel=2)
+    return BusyEnv(step_cost_us=0, episode_length=50, obs_shape=(2,))
+
+
+@pytest.mark.timeout(60)
+def test_bench_reports_warnings_once_after_the_table(capsys):
+    from vecenv.cli import main
+
+    code = main([
+        "bench", f"{__name__}:make_warning_busy", "--num-envs", "2", "--steps", "20", "--rounds", "2",
+        "--backends", "serial", "--compare", "gym-sync", "--quiet", "--json", "/dev/null",
+    ])
+    assert code == 0
+    out, err = capsys.readouterr()
+    assert "precision lowered" not in out  # the table (stdout) has none
+    lines = [line for line in err.splitlines() if "precision lowered" in line]
+    assert len(lines) == 1, err  # one line; counted once per code location and round:
+    assert "UserWarning: WARN: precision lowered by the peer (4×; " in lines[0]  # 2 contenders x 2
+    assert "vecenv/serial" in lines[0] and "gym-sync" in lines[0] and "\x1b" not in lines[0]
+    assert err.index("warnings raised while measuring") < err.index(lines[0])
+
+
+def test_bench_json_lists_warnings_only_when_there_were_some():
+    config = BenchConfig(
+        envs=[resolve_env(f"{__name__}:make_warning_busy")], contenders=[vecenv_contender("serial")],
+        num_envs=[2], steps=10, rounds=1,
+    )
+    run = run_bench(config)
+    assert [(w.category, w.message, w.count, w.contenders) for w in run.warnings] == [
+        ("UserWarning", "WARN: precision lowered by the peer", 1, ["vecenv/serial"])
+    ]
+    record = run_to_json(run)
+    assert record["warnings"] == [{"category": "UserWarning", "message": "WARN: precision lowered by the peer",
+                                   "count": 1, "contenders": ["vecenv/serial"]}]
+    assert run.results[0].ok and "precision" not in format_table(run)
+    quiet = run_bench(BenchConfig(envs=[resolve_env("CartPole-v1")], contenders=[vecenv_contender("serial")],
+                                  num_envs=[2], steps=10, rounds=1))
+    assert quiet.warnings == [] and "warnings" not in run_to_json(quiet)

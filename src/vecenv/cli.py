@@ -92,16 +92,19 @@ def _output_path(option: str, path: str | None) -> Path | None:
     return p
 
 
-def _resolve_envs(names: Sequence[str], kwargs: dict[str, Any]) -> list[Any]:
-    from vecenv.bench.envs import EnvArgumentError, resolve_env
+def _resolve_envs(names: Sequence[str], kwargs: dict[str, Any], imports: Sequence[str]) -> list[Any]:
+    from vecenv.bench.envs import EnvArgumentError, import_modules, resolve_env
 
-    out = []
-    for name in names:
-        try:
-            out.append(resolve_env(name, kwargs))
-        except EnvArgumentError as exc:
-            raise UsageError(f"env: {exc}") from None
-    return out
+    option = "--import"
+    try:
+        import_modules(imports)
+        option = "env"
+        return [resolve_env(name, kwargs, imports) for name in names]
+    except EnvArgumentError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+
+
+_IMPORT: dict[str, Any] = dict(action="append", default=[], dest="imports", metavar="MODULE", help="import MODULE first, so the env ids it registers resolve (repeatable): --import ale_py")
 
 
 def _name_choice(
@@ -196,6 +199,7 @@ examples:
   vecenv bench CartPole-v1 --num-envs 4,16 --backends serial,process --compare gym-async
   vecenv bench vecenv/VariableBusy-v0 --num-envs 16 --batch-size 8 --backends process
   vecenv bench mypkg.envs:make_env --seconds 2 --rounds 5 --json out.json --plot out.png
+  vecenv bench ALE/Pong-v5 --import ale_py        # or: vecenv bench ale_py:ALE/Pong-v5
 """
 
 _CHECK_EPILOG = """\
@@ -245,9 +249,9 @@ def _add_bench_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     )
     bench.add_argument(
         "envs", nargs="*", metavar="ENV",
-        help="gymnasium env ids (e.g. CartPole-v1, vecenv/Busy-v0) or module:callable factories "
-             "(default: the default suite)",
+        help="gymnasium env ids (CartPole-v1, vecenv/Busy-v0; module:EnvId imports module first: ale_py:ALE/Pong-v5) or module:callable factories (default: the default suite)",
     )
+    bench.add_argument("--import", **_IMPORT)
     bench.add_argument(
         "--num-envs", metavar="LIST",
         help="comma-separated num_envs to sweep, e.g. 2,8,16 (default: 2,8,16; 8 for the busy env)",
@@ -294,7 +298,8 @@ def _add_check_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         epilog=_CHECK_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    check.add_argument("env", metavar="ENV", help="a gymnasium env id or a module:callable factory")
+    check.add_argument("env", metavar="ENV", help="a gymnasium env id, module:EnvId (ale_py:ALE/Pong-v5) or module:callable")
+    check.add_argument("--import", **_IMPORT)
     check.add_argument("--num-envs", type=int, default=4, metavar="N", help="copies to build (default 4, at least 2)")
     check.add_argument("--steps", type=int, default=200, metavar="N", help="steps per rollout and per backend (default 200)")
     check.add_argument(
@@ -346,7 +351,7 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
         except MissingExtraError as exc:
             raise UsageError(str(exc)) from None
     kwargs = _env_kwargs(args.env_kwargs)
-    targets = _resolve_envs(args.envs or list(DEFAULT_SUITE), kwargs)
+    targets = _resolve_envs(args.envs or list(DEFAULT_SUITE), kwargs, args.imports)
     if args.batch_size is not None:
         if not backends:
             raise UsageError("--batch-size: async-batch mode is for vecenv backends, but --backends is none")
@@ -399,7 +404,7 @@ def _check(args: argparse.Namespace) -> int:
     backends = _backends("--backends", args.backends)
     json_path = _output_path("--json", args.json)
     kwargs = _env_kwargs(args.env_kwargs)
-    (target,) = _resolve_envs([args.env], kwargs)
+    (target,) = _resolve_envs([args.env], kwargs, args.imports)
     report = check_env(
         target, num_envs=args.num_envs, steps=args.steps, seed=args.seed,
         backends=backends, spawn=not args.no_spawn, recalibrate=args.recalibrate,

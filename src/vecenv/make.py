@@ -8,6 +8,10 @@ from functools import partial
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import (
+    EnvSpec,
+    _find_spec,  # what gym.make uses; parses "module:EnvId"
+)
 from gymnasium.vector import AutoresetMode
 
 from vecenv.backends import ProcessVectorEnv, RayVectorEnv, SerialVectorEnv, ThreadVectorEnv
@@ -28,6 +32,17 @@ BACKENDS: dict[str, type[VectorEnv]] = {
 def available_backends() -> list[str]:
     """Every backend's name (an optional extra, such as Ray, may still need installing)."""
     return list(BACKENDS)
+
+
+def find_spec(env_id: str) -> EnvSpec:
+    """gymnasium's spec for ``env_id``, as ``gym.make`` finds it.
+
+    A ``"module:EnvId"`` id imports ``module`` first (so a plugin registers its envs) and an
+    unversioned id gets its latest version: gymnasium's own lookup, so that the parent checks the
+    id exactly as each worker's ``gym.make`` will. Raises gymnasium's errors for an unknown id,
+    and ``ModuleNotFoundError`` for a module that cannot be imported.
+    """
+    return _find_spec(env_id)
 
 
 def _make_from_id(env_id: str, env_kwargs: dict, wrappers: Sequence[Callable]) -> gym.Env:
@@ -57,7 +72,8 @@ def make(
     """Build a vector env of ``num_envs`` copies of ``env``.
 
     Args:
-        env: a registered env id (``"CartPole-v1"``), a callable returning an env (called with
+        env: a registered env id (``"CartPole-v1"``, or ``"module:EnvId"`` to import the module
+            that registers it first, as ``gym.make`` does: ``"ale_py:ALE/Pong-v5"``), a callable returning an env (called with
             ``**env_kwargs``), or a list of callables (then ``num_envs`` is its length).
         num_envs: how many copies (default 1; for a list, its length).
         backend: ``"serial"``, ``"thread"``, ``"process"``, ``"ray"`` or ``"auto"``: the layout
@@ -101,7 +117,9 @@ def make(
     spec = None
     env_fns: list[Callable[[], gym.Env]]
     if isinstance(env, str):
-        spec = gym.spec(env)  # raises gymnasium's clear error for an unknown id
+        # gymnasium's clear error for an unknown id; "module:EnvId" imports module here, and the
+        # whole id reaches every worker's gym.make, which imports it there (spawn, forkserver)
+        spec = find_spec(env)
         n = _num_envs(num_envs)
         env_fns = [partial(_make_from_id, env, env_kwargs, wrappers)] * n
     elif callable(env):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -18,12 +18,15 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from vecenv.make import find_spec
+
 __all__ = [
     "BUSY_ID",
     "VARIABLE_BUSY_ID",
     "BusyEnv",
     "EnvArgumentError",
     "EnvTarget",
+    "import_modules",
     "VariableBusyEnv",
     "make_env",
     "resolve_env",
@@ -164,25 +167,43 @@ class EnvArgumentError(ValueError):
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*$")
 
 
-def make_env(target: str, kwargs: dict[str, Any] | None = None) -> gym.Env:
-    """Build one env from an id or ``module:callable`` (module-level, so it pickles for spawn)."""
+def make_env(
+    target: str, kwargs: dict[str, Any] | None = None, imports: tuple[str, ...] = ()
+) -> gym.Env:
+    """Build one env from an id or ``module:callable`` (module-level, so it pickles for spawn).
+
+    ``imports`` are modules imported first (``--import``: plugins that register ids), so that a
+    spawned worker, which starts with a bare registry, knows the id too.
+    """
     kwargs = dict(kwargs or {})
+    for module in imports:
+        importlib.import_module(module)
     factory = _factory(target)
     if factory is not None:
         return factory(**kwargs)
-    return gym.make(target, **kwargs)
+    return gym.make(target, **kwargs)  # "module:EnvId" imports module here (gymnasium's make)
+
+
+def _attribute(target: str) -> tuple[bool, Any]:
+    """For ``module:attr.path``: whether the module has that attribute, and its value.
+
+    Raises ImportError when the module cannot be imported."""
+    module_name, _, attr = target.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            return False, None
+        obj = getattr(obj, part)
+    return True, obj
 
 
 def _factory(target: str) -> Callable[..., gym.Env] | None:
-    """The callable that ``module:callable`` names, or None when ``target`` is a gymnasium id."""
+    """The callable that ``module:callable`` names, or None when ``target`` is a gymnasium id
+    (``module:EnvId`` included: a module with no callable of that name registers the id)."""
     if not _FACTORY.match(target):
         return None
-    module_name, _, attr = target.partition(":")
-    module = importlib.import_module(module_name)
-    obj: Any = module
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
+    found, obj = _attribute(target)
+    return obj if found and callable(obj) else None
 
 
 @dataclass(frozen=True)
@@ -191,13 +212,15 @@ class EnvTarget:
 
     name: str
     kwargs: dict[str, Any] = field(default_factory=dict)
-    #: "id" for a registered gymnasium id, "factory" for ``module:callable``
+    #: "id" for a registered gymnasium id (``module:EnvId`` too), "factory" for ``module:callable``
     kind: str = "id"
+    #: modules imported before the env is built (plugins that register ids: ``--import``)
+    imports: tuple[str, ...] = ()
 
     @property
     def env_fn(self) -> Callable[[], gym.Env]:
         """A zero-argument factory that pickles by reference (safe for spawned workers)."""
-        return partial(make_env, self.name, dict(self.kwargs))
+        return partial(make_env, self.name, dict(self.kwargs), self.imports)
 
     @property
     def gym_id(self) -> str | None:
@@ -205,37 +228,76 @@ class EnvTarget:
         return self.name if self.kind == "id" else None
 
 
-def resolve_env(target: str, kwargs: dict[str, Any] | None = None) -> EnvTarget:
-    """Check that ``target`` names a registered env id or an importable ``module:callable``.
+def import_modules(modules: Sequence[str]) -> tuple[str, ...]:
+    """Import each plugin module (``--import``), so the ids it registers resolve.
+
+    Raises:
+        EnvArgumentError: naming the module that cannot be imported and why.
+    """
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # a plugin's own import error, shown to the user
+            raise EnvArgumentError(f"cannot import module {module!r} ({type(exc).__name__}: {exc})") from None
+    return tuple(modules)
+
+
+def resolve_env(
+    target: str, kwargs: dict[str, Any] | None = None, imports: Sequence[str] = ()
+) -> EnvTarget:
+    """Check that ``target`` names a registered env id, a ``module:EnvId`` id or an importable
+    ``module:callable``, after importing the plugin modules ``imports``.
+
+    ``module:name`` is a factory when the module has a callable ``name``, otherwise an id that
+    importing the module registers (gymnasium's ``module:EnvId``).
 
     Raises:
         EnvArgumentError: with a message saying what is wrong (unknown id, missing module or
-            attribute, not callable).
+            attribute, not callable) and, for an unknown namespace, how to import its plugin.
     """
     kwargs = dict(kwargs or {})
     if not isinstance(target, str) or not target.strip():
-        raise EnvArgumentError(f"expected an env id or module:callable, got {target!r}")
+        raise EnvArgumentError(f"expected an env id, module:EnvId or module:callable, got {target!r}")
     target = target.strip()
+    imported = import_modules(imports)
     if _FACTORY.match(target):
         module_name, _, attr = target.partition(":")
         try:
-            module = importlib.import_module(module_name)
+            found, obj = _attribute(target)
         except ImportError as exc:
             raise EnvArgumentError(
                 f"{target!r}: cannot import module {module_name!r} ({exc})"
             ) from None
-        obj: Any = module
-        for part in attr.split("."):
-            if not hasattr(obj, part):
-                raise EnvArgumentError(f"{target!r}: module {module_name!r} has no attribute {attr!r}")
-            obj = getattr(obj, part)
-        if not callable(obj):
+        if found and not callable(obj):
             raise EnvArgumentError(f"{target!r}: {attr!r} is not callable (got {type(obj).__name__})")
-        return EnvTarget(target, kwargs, "factory")
+        if found:
+            return EnvTarget(target, kwargs, "factory", imported)
+        try:
+            find_spec(target)
+        except gym.error.Error as exc:
+            raise EnvArgumentError(
+                f"{target!r}: module {module_name!r} has no attribute {attr!r} (for module:callable) "
+                f"and registers no env id {attr!r} (for module:EnvId): {exc}"
+            ) from None
+        return EnvTarget(target, kwargs, "id", imported)
+    _check_id(target)
+    return EnvTarget(target, kwargs, "id", imported)
+
+
+def _check_id(target: str) -> None:
+    """Raise :class:`EnvArgumentError` unless gymnasium finds ``target`` (as ``gym.make`` would)."""
     try:
-        gym.spec(target)
+        find_spec(target)
     except gym.error.Error as exc:
-        raise EnvArgumentError(f"unknown env id {target!r}: {exc}") from None
+        hint = ""
+        plugin = isinstance(exc, gym.error.NamespaceNotFound) or (
+            isinstance(exc, gym.error.NameNotFound) and ":" not in target and "/" not in target
+        )
+        if plugin:
+            hint = (
+                f"; if a package registers it, import that package first with --import MODULE, "
+                f"or name it in the id as MODULE:{target} (gymnasium's module:EnvId form)"
+            )
+        raise EnvArgumentError(f"unknown env id {target!r}: {exc}{hint}") from None
     except ImportError as exc:  # "module:Env-v0" ids import their module
         raise EnvArgumentError(f"env id {target!r}: {exc}") from None
-    return EnvTarget(target, kwargs, "id")

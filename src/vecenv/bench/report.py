@@ -243,8 +243,25 @@ def format_table(run: BenchRun) -> str:
 
 
 def print_table(run: BenchRun, stream: TextIO | None = None) -> None:
-    """Print the table: with rich on a terminal wide enough for it, plain text otherwise."""
-    stream = stream or sys.stdout
+    """Print the table (with rich on a terminal wide enough for it, plain text otherwise), then
+    the warnings the contenders raised while measuring, once each (:func:`print_warnings`)."""
+    _print_rows(run, stream or sys.stdout)
+    print_warnings(run)
+
+
+def print_warnings(run: BenchRun, stream: TextIO | None = None) -> None:
+    """Each distinct warning raised while measuring, once, with its count and who raised it
+    (default: on stderr, where Python prints warnings)."""
+    if not run.warnings:
+        return
+    stream = stream or sys.stderr
+    print(f"\nwarnings raised while measuring ({len(run.warnings)} distinct):", file=stream)
+    for w in run.warnings:
+        times = f"{w.count}×" if w.count > 1 else "once"
+        print(f"  {w} ({times}; {', '.join(w.contenders)})", file=stream)
+
+
+def _print_rows(run: BenchRun, stream: TextIO) -> None:
     plain = format_table(run)
     if stream.isatty():
         try:
@@ -333,6 +350,8 @@ def run_to_json(run: BenchRun, argv: Sequence[str] | None = None) -> dict[str, A
         "wall_seconds": run.wall_seconds,
         "interrupted": run.interrupted,
         "results": [_result_json(r) for r in run.results],
+        **({"warnings": [dict(category=w.category, message=w.message, count=w.count,
+                              contenders=w.contenders) for w in run.warnings]} if run.warnings else {}),
     }
 
 

@@ -7,11 +7,14 @@ contender rotating) and summarised by the median of the rounds, since machines a
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+from warnings import WarningMessage
 
 from vecenv.bench.contenders import Contender, first_line, iterations_for
 from vecenv.bench.envs import BUSY_ID, EnvTarget
@@ -20,6 +23,7 @@ __all__ = [
     "DEFAULT_SUITE",
     "BenchConfig",
     "BenchRun",
+    "CaughtWarning",
     "Progress",
     "Result",
     "Round",
@@ -103,6 +107,26 @@ class BenchConfig:
 
 
 @dataclass
+class CaughtWarning:
+    """A Python warning raised while contenders were built and stepped (kept out of the table
+    and reported once after it)."""
+
+    category: str
+    message: str
+    #: times it was raised (once per code location and measurement, Python's default filter)
+    count: int = 0
+    #: the contenders whose measurements raised it, in order of first appearance
+    contenders: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"{self.category}: {self.message}"
+
+
+#: terminal colour codes (gymnasium colours its warnings)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass
 class BenchRun:
     """All results of a run, in table order, plus how the run went."""
 
@@ -110,6 +134,21 @@ class BenchRun:
     results: list[Result]
     wall_seconds: float = 0.0
     interrupted: bool = False
+    #: warnings raised while measuring, one entry per distinct category and message
+    warnings: list[CaughtWarning] = field(default_factory=list)
+
+    def add_warnings(self, contender: str, caught: Sequence[WarningMessage]) -> None:
+        """Count ``caught`` (raised while measuring ``contender``) into :attr:`warnings`."""
+        for w in caught:
+            category = getattr(w.category, "__name__", str(w.category))
+            message = _ANSI.sub("", str(w.message)).strip()
+            entry = next((e for e in self.warnings if (e.category, e.message) == (category, message)), None)
+            if entry is None:
+                entry = CaughtWarning(category, message)
+                self.warnings.append(entry)
+            entry.count += 1
+            if contender not in entry.contenders:
+                entry.contenders.append(contender)
 
 
 class Progress(Protocol):
@@ -190,17 +229,7 @@ def run_bench(config: BenchConfig, progress: Progress | None = None) -> BenchRun
                             f"{target.name} n={n} {result.contender.name} "
                             f"(round {k + 1}/{config.rounds})"
                         )
-                    try:
-                        round_, workers = measure(
-                            result.contender, target, n,
-                            steps=steps, seconds=seconds, seed=config.seed, warmup=config.warmup,
-                        )
-                    except Exception as exc:
-                        result.error = first_line(exc)
-                        round_ = None
-                    else:
-                        result.rounds.append(round_)  # type: ignore[arg-type]
-                        result.num_workers = workers
+                    round_ = _measure_into(run, result, target, steps, seconds)
                     if progress is not None:
                         progress.advance(result, round_)
     except KeyboardInterrupt:
@@ -213,6 +242,29 @@ def run_bench(config: BenchConfig, progress: Progress | None = None) -> BenchRun
     run.wall_seconds = time.perf_counter() - t_start
     add_ratios(run.results)
     return run
+
+
+def _measure_into(
+    run: BenchRun, result: Result, target: EnvTarget, steps: int | None, seconds: float | None
+) -> Round | None:
+    """One round of ``result``'s cell, kept in ``result``; a failure is recorded there, and the
+    warnings it raises go to ``run.warnings`` rather than into the progress and the table."""
+    config = run.config
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # once per location and round, as Python shows them
+        try:
+            round_, workers = measure(
+                result.contender, target, result.num_envs,
+                steps=steps, seconds=seconds, seed=config.seed, warmup=config.warmup,
+            )
+        except Exception as exc:
+            result.error = first_line(exc)
+            return None
+        finally:
+            run.add_warnings(result.contender.name, caught)
+    result.rounds.append(round_)
+    result.num_workers = workers
+    return round_
 
 
 def _start_ray(contenders: Sequence[Contender]) -> bool:

@@ -17,8 +17,8 @@ from vecenv.envpool.checks import check_count, check_seeds
 from vecenv.envpool.pool import EnvPool
 from vecenv.envpool.spec import EnvSpec
 from vecenv.envpool.styles import GymEnvPool, GymnasiumEnvPool
+from vecenv.make import find_spec, usable_cores
 from vecenv.make import make as make_vector_env
-from vecenv.make import usable_cores
 
 __all__ = ["list_all_envs", "make", "make_dm", "make_gym", "make_gymnasium", "make_spec"]
 
@@ -54,7 +54,8 @@ def make(
     """Make ``num_envs`` copies of a gymnasium env behind EnvPool's API.
 
     Args:
-        task_id: a registered gymnasium id (``"CartPole-v1"``) or a callable returning an env.
+        task_id: a registered gymnasium id (``"CartPole-v1"``; ``"module:EnvId"`` imports the
+            module that registers it first) or a callable returning an env.
         env_type: ``"gymnasium"`` (5-tuples) or ``"gym"`` (old gym's 4-tuples); ``"dm"`` is refused.
         num_envs: envs in the pool.
         batch_size: ``recv()`` returns the first ``batch_size`` envs ready (async mode when
@@ -207,7 +208,7 @@ def _plan(task: Any, env_type: Any, options: dict[str, Any], env_kwargs: dict[st
     env_kwargs = dict(env_kwargs)
     gym_spec = None
     if isinstance(task, str):
-        gym_spec = gym.spec(task)  # gymnasium's clear error for an unknown id
+        gym_spec = find_spec(task)  # gymnasium's clear error; "module:EnvId" imports module
         name = task
         if max_episode_steps is not None:
             env_kwargs["max_episode_steps"] = max_episode_steps
