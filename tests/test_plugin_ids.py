@@ -82,10 +82,12 @@ def test_envpool_make_takes_module_colon_env_id():
 
 
 @pytest.mark.timeout(60)
-def test_sb3_make_vec_env_takes_module_colon_env_id():
-    from vecenv.sb3 import make_vec_env
+@pytest.mark.parametrize("subproc", [False, True], ids=["dummy", "subproc-spawn"])
+def test_sb3_make_vec_env_takes_module_colon_env_id(subproc):
+    from vecenv.sb3 import SubprocVecEnv, make_vec_env
 
-    venv = make_vec_env(PONG, 2, seed=0)
+    kwargs = dict(vec_env_cls=SubprocVecEnv, vec_env_kwargs={"start_method": "spawn"}) if subproc else {}
+    venv = make_vec_env(PONG, 2, seed=0, **kwargs)
     try:
         assert venv.reset().shape == (2, 210, 160, 3)
         obs, *_ = venv.step(np.zeros(2, dtype=np.int64))
