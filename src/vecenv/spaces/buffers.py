@@ -4,6 +4,9 @@ A :class:`BatchBuffer` mirrors the structure of a space. Fixed-shape leaves (Box
 MultiDiscrete, MultiBinary) are numpy arrays of shape ``(n, *leaf.shape)`` that can live in any
 memory (shared memory for the process transport); every other leaf (Text, Graph, Sequence, a
 user's own Space) is an object array that a transport ships by value. Dict and Tuple spaces nest.
+What counts as which follows gymnasium's singledispatch vector utilities, not the exact class:
+a subclass of Dict or Box batches as its base, and a type a user registered with gymnasium's
+``concatenate`` is read back through it.
 
 Workers write one env's item into one row (:meth:`BatchBuffer.write`); the engine reads the whole
 batch or some rows in the layout gymnasium's ``batch_space`` gives (dict of arrays, tuple of
@@ -19,7 +22,7 @@ from typing import Any
 
 import numpy as np
 from gymnasium import spaces
-from gymnasium.vector.utils import batch_space, iterate
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from vecenv.spaces.checks import collect, misfit, shape_of, split
 
@@ -31,9 +34,25 @@ _ALIGN = 64
 _NDARRAY = np.ndarray
 
 
+def batching(space: spaces.Space) -> str:
+    """How gymnasium's vector utilities batch ``space``: ``"dict"``, ``"tuple"``, ``"fixed"``
+    (an array per leaf), ``"custom"`` (a tuple of items) or ``"own"`` (a ``concatenate`` a user
+    registered). Decided by the implementation gymnasium's singledispatch ``batch_space`` picks
+    for the space's class, which also serves its subclasses and the types users register."""
+    impl = batch_space.dispatch(type(space))
+    if impl is batch_space.dispatch(spaces.Dict):
+        return "dict"
+    if impl is batch_space.dispatch(spaces.Tuple):
+        return "tuple"
+    if any(impl is batch_space.dispatch(base) for base in _FIXED):
+        return "fixed"
+    custom = concatenate.dispatch(spaces.Space)
+    return "custom" if concatenate.dispatch(type(space)) is custom else "own"
+
+
 def is_fixed_leaf(space: spaces.Space) -> bool:
     """True for spaces whose items are fixed-shape numeric arrays (shared-memory friendly)."""
-    return isinstance(space, _FIXED)
+    return batching(space) == "fixed"
 
 
 @dataclass
@@ -45,9 +64,11 @@ class Leaf:
     array: np.ndarray
     fixed: bool
     shape: tuple[int, ...] = field(init=False)  # the shape of one item (one row)
+    own: bool = field(init=False)  # batched by a gymnasium function a user registered
 
     def __post_init__(self) -> None:
         self.shape = self.array.shape[1:]
+        self.own = not self.fixed and batching(self.space) == "own"
 
     @property
     def name(self) -> str:
@@ -62,11 +83,12 @@ def _leaf_shape_dtype(space: spaces.Space) -> tuple[tuple[int, ...], np.dtype]:
 
 def _walk(space: spaces.Space, path: tuple = ()):
     """Yield (path, leaf_space) in a fixed order, and describe the tree shape."""
-    if type(space) is spaces.Dict:
-        for key, sub in space.spaces.items():
+    kind = batching(space)
+    if kind == "dict":
+        for key, sub in space.spaces.items():  # type: ignore[attr-defined]
             yield from _walk(sub, path + (key,))
-    elif type(space) is spaces.Tuple:
-        for i, sub in enumerate(space.spaces):
+    elif kind == "tuple":
+        for i, sub in enumerate(space.spaces):  # type: ignore[attr-defined]
             yield from _walk(sub, path + (i,))
     else:
         yield path, space
@@ -208,12 +230,15 @@ class BatchBuffer:
             return
         k = self.n if rows is None else len(rows)
         values: list = []
-        exact = collect(self._tree, self.leaves, batch, k, what, values)
+        handed: list = []
+        exact = collect(self._tree, self.leaves, batch, k, what, values, handed)
         for leaf, value in zip(self.leaves, values, strict=True):
             if rows is None:
                 leaf.array[...] = value
             else:
                 leaf.array[rows] = value
+        if not exact:  # the batch as it came, but with exactly cast leaves as cast
+            batch = _assemble(self._tree, handed)
         self._keep_given(batch, rows, exact)
 
     def _keep_given(self, batch: Any, rows: Any, exact: bool) -> None:
@@ -265,11 +290,21 @@ def _aligned(pos: int) -> int:
 
 # The tree is an int (leaf index), ("dict", [(key, tree)...]) or ("tuple", [tree...]).
 def _tree(space: spaces.Space, counter) -> Any:
-    if type(space) is spaces.Dict:
-        return ("dict", [(k, _tree(s, counter)) for k, s in space.spaces.items()])
-    if type(space) is spaces.Tuple:
-        return ("tuple", [_tree(s, counter) for s in space.spaces])
+    kind = batching(space)
+    if kind == "dict":
+        return ("dict", [(k, _tree(s, counter)) for k, s in space.spaces.items()])  # type: ignore[attr-defined]
+    if kind == "tuple":
+        return ("tuple", [_tree(s, counter) for s in space.spaces])  # type: ignore[attr-defined]
     return next(counter)
+
+
+def _assemble(tree: Any, values: list) -> Any:
+    """One value per leaf (in leaf order) put back in the tree's dicts and tuples."""
+    if isinstance(tree, int):
+        return values[tree]
+    if tree[0] == "dict":
+        return {key: _assemble(sub, values) for key, sub in tree[1]}
+    return tuple(_assemble(sub, values) for sub in tree[1])
 
 
 def _read(tree: Any, leaves: list[Leaf], rows: Any, copy: bool) -> Any:
@@ -277,6 +312,9 @@ def _read(tree: Any, leaves: list[Leaf], rows: Any, copy: bool) -> Any:
         leaf = leaves[tree]
         data = leaf.array[rows]
         if not leaf.fixed:
+            if leaf.own:  # a concatenate the user registered for this type makes the batch
+                out = create_empty_array(leaf.space, len(data))
+                return concatenate(leaf.space, list(data), out)  # type: ignore[arg-type]
             return tuple(data)
         return data.copy() if copy and isinstance(rows, slice) else data
     if tree[0] == "dict":

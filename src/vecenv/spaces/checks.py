@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from gymnasium.vector.utils import batch_space, iterate
 
 from vecenv.errors import ActionIndexError, ActionKeyError, ActionSpaceError
 
@@ -33,6 +34,16 @@ def _may_overflow(got: np.dtype, want: np.dtype) -> bool:
     if got.kind == want.kind:
         return got.itemsize > want.itemsize
     return not (got.kind == "u" and got.itemsize < want.itemsize)  # signed into unsigned: negatives
+
+
+def _exact_cast(array: np.ndarray, want: np.dtype) -> np.ndarray | None:
+    """``array`` (floats) as integers of dtype ``want`` when every value is a whole number that
+    ``want`` holds exactly (so nothing is lost: 2.0 for a Discrete, 255.0 for uint8); ``None``
+    for anything lossy (0.5, 300.0 for uint8, -1.0 for unsigned, NaN, inf)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        cast = array.astype(want)
+        exact = bool(np.all(cast == array))  # NaN equals nothing; wrapped values differ
+    return cast if exact else None
 
 
 def shape_of(value: Any) -> tuple[int, ...] | None:
@@ -84,17 +95,29 @@ def split(tree: Any, leaves: list[Leaf], item: Any, what: str, out: list) -> Non
             split(sub, leaves, part, what, out)
 
 
-def collect(tree: Any, leaves: list[Leaf], value: Any, k: int, where: str, out: list) -> bool:
+def collect(tree: Any, leaves: list[Leaf], value: Any, k: int, where: str, out: list,
+            given: list | None = None) -> bool:
     """Check a batched value against the tree and append each leaf's array to ``out``.
 
     Returns whether every array leaf came as a numpy array of the leaf's dtype (so the buffer
-    holds exactly what gymnasium's ``iterate`` would hand each env). The errors for a missing
+    holds exactly what gymnasium's ``iterate`` would hand each env). ``given`` (optional) gets,
+    per leaf, what the envs are to be handed: the value as it came, or its exact integer cast. The errors for a missing
     dict key and a short tuple are also the ``KeyError`` / ``IndexError`` gymnasium raises.
     """
     if isinstance(tree, int):
         leaf = leaves[tree]
-        out.append(_check_leaf(leaf, value, k, where))
-        return not leaf.fixed or (type(value) is np.ndarray and value.dtype == leaf.array.dtype)
+        if not leaf.fixed:
+            out.append(_check_leaf(leaf, value, k, where))
+            cast = False
+        else:
+            array, cast = _check_dtype(leaf, _check_leaf(leaf, value, k, where), where)
+            out.append(array)
+        if given is not None:
+            given.append(out[-1] if cast else value)
+        if not leaf.fixed:
+            return True
+        # floats cast exactly to an integer leaf: the envs get the cast values, as stored
+        return cast or (type(value) is np.ndarray and value.dtype == leaf.array.dtype)
     exact = True
     if tree[0] == "dict":
         keys = [key for key, _ in tree[1]]
@@ -104,7 +127,7 @@ def collect(tree: Any, leaves: list[Leaf], value: Any, k: int, where: str, out: 
             error: type[Exception] = ActionKeyError if set(keys) - set(value.keys()) else ValueError
             raise error(f"{where}: expected a dict with keys {keys}, got keys {list(value.keys())}")
         for key, sub in tree[1]:
-            exact &= collect(sub, leaves, value[key], k, f"{where}[{key!r}]", out)
+            exact &= collect(sub, leaves, value[key], k, f"{where}[{key!r}]", out, given)
         return exact
     subs = tree[1]
     if not isinstance(value, (tuple, list)) or len(value) != len(subs):
@@ -112,7 +135,7 @@ def collect(tree: Any, leaves: list[Leaf], value: Any, k: int, where: str, out: 
         error = ActionIndexError if isinstance(value, (tuple, list)) and len(value) < len(subs) else TypeError
         raise error(f"{where}: expected a tuple of {len(subs)} parts, got {got}")
     for i, (sub, part) in enumerate(zip(subs, value, strict=True)):
-        exact &= collect(sub, leaves, part, k, f"{where}[{i}]", out)
+        exact &= collect(sub, leaves, part, k, f"{where}[{i}]", out, given)
     return exact
 
 
@@ -124,7 +147,24 @@ def _iterable(value: Any) -> bool:
     return True
 
 
+def _own_items(leaf: Leaf, value: Any, k: int, where: str) -> np.ndarray:
+    """A batch for a space a user registered with gymnasium, split into ``k`` items by the
+    ``iterate`` gymnasium would use on it (so each env gets what gymnasium would hand it)."""
+    try:
+        items = list(iterate(batch_space(leaf.space, k), value))
+    except Exception as exc:
+        raise ValueError(f"{where}: gymnasium's iterate could not split {value!r:.80} into {k} "
+                         f"items of {leaf.space} ({type(exc).__name__}: {exc})") from None
+    if len(items) != k:
+        raise ValueError(f"{where}: expected {k} items of {leaf.space}, got {len(items)}")
+    out = np.empty(k, dtype=object)
+    out[:] = items
+    return out
+
+
 def _check_leaf(leaf: Leaf, value: Any, k: int, where: str) -> Any:
+    if leaf.own:
+        return _own_items(leaf, value, k, where)
     if not leaf.fixed:
         if not isinstance(value, (tuple, list, np.ndarray)) or len(value) != k:
             sequence = isinstance(value, (tuple, list, np.ndarray))
@@ -153,7 +193,17 @@ def _check_leaf(leaf: Leaf, value: Any, k: int, where: str) -> Any:
             f"{where}: expected shape {expected_shape} ({k} envs x {leaf.space}), "
             f"got shape {array.shape}{source}"
         )
+    return array
+
+
+def _check_dtype(leaf: Leaf, array: np.ndarray, where: str) -> tuple[np.ndarray, bool]:
+    """``array`` (of the leaf's shape) if its values fit the leaf's dtype, with whether it was
+    cast: floats that an integer leaf holds exactly come back as the leaf's dtype."""
     want = leaf.array.dtype
+    if array.dtype.kind == "f" and want.kind in "iu":
+        cast = _exact_cast(array, want)
+        if cast is not None:
+            return cast, True
     if array.dtype.kind not in _accepted_kinds(want):
         need = "integer" if want.kind in "biu" else "numeric"
         raise TypeError(
@@ -168,4 +218,4 @@ def _check_leaf(leaf: Leaf, value: Any, k: int, where: str) -> Any:
                 f"{where}: value {bad} does not fit {leaf.space}, whose values are stored as {want} "
                 f"({limits.min}..{limits.max})"
             )
-    return array
+    return array, False
