@@ -1555,3 +1555,24 @@ def test_the_gymnasium_api_keeps_its_own_rules() -> None:
         assert obs["a"]["b"].shape == (2, 2)
     finally:
         envs.close()
+
+
+def test_dict_observations_come_in_the_container_sb3_uses() -> None:
+    """SB3's DummyVecEnv hands Dict observations out as an OrderedDict (SB3's own tests check
+    it), its SubprocVecEnv as a plain dict; vecenv's classes do the same."""
+    pairs = [
+        (sv.DummyVecEnv(echo(2, observation_space=DICT_OBS)), vsb3.DummyVecEnv(echo(2, observation_space=DICT_OBS))),
+        (
+            sv.SubprocVecEnv(echo(2, observation_space=DICT_OBS), start_method="fork"),
+            vsb3.SubprocVecEnv(echo(2, observation_space=DICT_OBS), start_method="fork"),
+        ),
+    ]
+    try:
+        for theirs, ours in pairs:
+            got = [type(ours.reset()), type(step(ours, [0, 0])[0])]
+            want = [type(theirs.reset()), type(step(theirs, [0, 0])[0])]
+            assert got == want, f"{type(ours).__name__}: {got} != {want}"
+    finally:
+        for pair in pairs:
+            for venv in pair:
+                venv.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -306,6 +307,18 @@ class DummyVecEnv(VectorEnvAdapter):
         """The sub-environments, in order."""
         root = self.venv.unwrapped
         return list(root.envs)
+
+    # SB3's DummyVecEnv hands Dict observations out as an OrderedDict (its SubprocVecEnv: a dict)
+    def reset(self) -> VecEnvObs:
+        return _ordered(super().reset())
+
+    def step_wait(self) -> VecEnvStepReturn:
+        obs, rewards, dones, infos = super().step_wait()
+        return _ordered(obs), rewards, dones, infos
+
+
+def _ordered(obs: Any) -> Any:
+    return OrderedDict(obs) if type(obs) is dict else obs
 
 
 @env_errors
