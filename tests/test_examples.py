@@ -18,6 +18,8 @@ CASES = {
     "sb3_ppo.py": (["torch", "stable_baselines3"], "sb3_ppo: trained"),
     "envpool_async.py": (["torch"], "envpool_async: done"),
     "async_batches.py": (["torch"], "async_batches: first-ready batches reached"),
+    "ppo_atari.py": (["torch", "ale_py", "cv2"], "ppo_atari: done"),
+    "ppo_mujoco.py": (["torch", "mujoco"], "ppo_mujoco: done"),
 }
 
 
@@ -25,7 +27,8 @@ def test_every_example_is_tested():
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(CASES)
 
 
-@pytest.mark.timeout(200)
+# generous: two busy cores, and the simulator examples import torch, a simulator and workers
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_example_smoke(name):
     needs, expected = CASES[name]
@@ -34,7 +37,7 @@ def test_example_smoke(name):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, str(EXAMPLES / name), "--smoke"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=180)
+                          capture_output=True, text=True, timeout=220)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{name} --smoke exited {proc.returncode}:\n{output[-4000:]}"
     assert expected in proc.stdout, f"{name} --smoke did not print {expected!r}:\n{output[-4000:]}"
