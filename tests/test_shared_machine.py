@@ -131,3 +131,20 @@ def test_auto_counts_another_process_with_a_live_vector_env(tmp_path, monkeypatc
         other.communicate("\n", timeout=60)
     assert not list(tmp_path.iterdir())  # it removed its file when its vector env closed
     assert L.choose([ENV] * 8, {}).backend != "serial"
+
+
+def test_without_proc_a_run_is_alive_while_its_pid_is(tmp_path, monkeypatch):
+    from vecenv.engine import runs
+
+    monkeypatch.setenv("VECENV_RUNS_DIR", str(tmp_path))
+    monkeypatch.setattr(runs, "_HAS_PROC", False)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / str(sleeper.pid)).write_text("")
+        (tmp_path / "999999999").write_text("")
+        assert runs.other_runs() == 1
+        assert [p.name for p in tmp_path.iterdir()] == [str(sleeper.pid)]
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+    assert runs.other_runs() == 0

@@ -21,6 +21,7 @@ __all__ = ["closed", "opened", "other_runs", "runs_dir"]
 _lock = threading.Lock()
 _live = 0  # live vector envs of this process
 _owner: int | None = None  # the pid whose file this process wrote (a forked child has none)
+_HAS_PROC = os.path.isdir("/proc/self")
 
 
 def runs_dir() -> str:
@@ -37,6 +38,17 @@ def _start_time(pid: int) -> str | None:
         return text[text.rindex(b")") + 2 :].split()[19].decode()
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _signalable(pid: int) -> str | None:
+    """Without /proc: "" when ``pid`` is a live process (its start time unknown), else None."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:  # alive, owned by someone else
+        pass
+    return ""
 
 
 def opened() -> None:
@@ -87,8 +99,8 @@ def other_runs() -> int:
                 recorded = f.read().strip()
         except OSError:
             continue
-        now = _start_time(int(name))
-        if now is None or (recorded and now != recorded):
+        now = _start_time(int(name)) if _HAS_PROC else _signalable(int(name))
+        if now is None or (recorded and now and now != recorded):
             try:
                 os.remove(path)
             except OSError:
