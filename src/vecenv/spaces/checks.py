@@ -106,16 +106,16 @@ def collect(tree: Any, leaves: list[Leaf], value: Any, k: int, where: str, out: 
     """
     if isinstance(tree, int):
         leaf = leaves[tree]
+        checked = _check_leaf(leaf, value, k, where)
         if not leaf.fixed:
-            out.append(_check_leaf(leaf, value, k, where))
-            cast = False
-        else:
-            array, cast = _check_dtype(leaf, _check_leaf(leaf, value, k, where), where)
-            out.append(array)
-        if given is not None:
-            given.append(out[-1] if cast else value)
-        if not leaf.fixed:
+            out.append(checked)
+            if given is not None:
+                given.append(value)
             return True
+        array, cast = _check_dtype(leaf, checked, where)
+        out.append(array)
+        if given is not None:
+            given.append(array if cast else value)
         # floats cast exactly to an integer leaf: the envs get the cast values, as stored
         return cast or (type(value) is np.ndarray and value.dtype == leaf.array.dtype)
     exact = True
