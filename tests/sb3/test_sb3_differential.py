@@ -1489,18 +1489,25 @@ def test_subproc_refuses_nested_observation_spaces_like_dummy() -> None:
         vsb3.SubprocVecEnv(fns, start_method="fork")
 
 
-def test_per_env_options_that_are_empty_reach_the_env_as_an_empty_dict() -> None:
-    """With options that differ per env, vecenv resets each group of envs with a masked reset
-    (gymnasium's ``options["reset_mask"]``), so an env whose options are empty gets ``{}``
-    where SB3 passes no options (``None``). Equal options for all envs behave as SB3."""
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("cls", ["DummyVecEnv", "SubprocVecEnv"])
+def test_per_env_options_that_are_empty_reach_the_env_as_none(cls: str) -> None:
+    """With options that differ per env, an env whose options are empty is reset with
+    ``options=None``, as SB3 passes it; the others get their own dict, each env reset once."""
     seen = []
     for module in (sv, vsb3):
-        venv = module.DummyVecEnv(echo(3))
-        venv.set_options([{"level": 1}, {}, {"level": 1}])
+        kwargs = {"start_method": "fork"} if cls == "SubprocVecEnv" else {}
+        venv = getattr(module, cls)(echo(3), **kwargs)
+        venv.set_options([{"level": 1}, {}, {"level": 2}])
+        venv.reset()
+        seen.append([info["options"] for info in venv.reset_infos])
+        venv.set_options([{}, {"level": 3}, {}])
         venv.reset()
         seen.append([info["options"] for info in venv.reset_infos])
         venv.close()
-    assert seen == [[{"level": 1}, None, {"level": 1}], [{"level": 1}, {}, {"level": 1}]]
+    assert seen[0] == [{"level": 1}, None, {"level": 2}]
+    assert seen[1] == [None, {"level": 3}, None]
+    assert seen[2:] == seen[:2]
 
 
 def test_every_backend_takes_sb3_actions_and_steps_before_reset(backend: str) -> None:

@@ -369,7 +369,11 @@ def test_from_vector_env_refuses_async_batches():
 class EntriesSyncVectorEnv(gym.vector.SyncVectorEnv):
     """gymnasium's SyncVectorEnv plus the engine's raw-entries protocol, to pin the fast path."""
 
-    def reset_entries(self, seed=None, options=None):
+    def reset_entries(self, seed=None, options=None, env_ids=None):
+        if env_ids is not None:
+            mask = np.zeros(self.num_envs, dtype=bool)
+            mask[env_ids] = True
+            options = {**(options or {}), "reset_mask": mask}
         obs, infos = self.reset(seed=seed, options=options)
         entries = [InfoEntry(i, unbatch_info(infos, i)) for i in range(self.num_envs)]
         return obs, [e for e in entries if e.info]

@@ -66,7 +66,7 @@ class Calls:
                     self._in_flight.pop(w)
                     self._transport.terminate(w)
                     self._call_error = self._call_error or StepTimeoutError(
-                        list(range(*self._partition[w])), w, self.policy.step_timeout, method.removesuffix("_wait")
+                        self._partition.envs_of(w), w, self.policy.step_timeout, method.removesuffix("_wait")
                     )
                 continue
             for w in ready:
@@ -88,7 +88,7 @@ class Calls:
         ids = np.arange(self.num_envs) if indices is None else check_env_ids(indices, self.num_envs)
         order = np.argsort(ids, kind="stable")
         with self._dispatching(CallState.WAITING_CALL):
-            for w, local, gids in self._by_worker(ids[order]):
+            for w, local, gids in self._partition.by_worker(ids[order]):
                 self._submit(w, command(local, gids), _NO_IDS)
         with self._collecting():
             results = self._wait_calls(None, method)

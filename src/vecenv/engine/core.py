@@ -39,9 +39,10 @@ from vecenv.engine.checks import (
 from vecenv.engine.flight import Dispatcher, one_caller
 from vecenv.engine.infos import batch_infos
 from vecenv.engine.modes import parse_autoreset_mode
+from vecenv.engine.partition import Partition
 from vecenv.engine.recovery import Recovery
 from vecenv.engine.state import CallState
-from vecenv.engine.transport import Transport, split_envs
+from vecenv.engine.transport import Transport
 from vecenv.errors import (
     AlreadyPendingCallError,
     ClosedEnvironmentError,
@@ -50,7 +51,7 @@ from vecenv.errors import (
 )
 from vecenv.policy import FailureOptions
 from vecenv.worker import EnvDescription, InfoEntry
-from vecenv.worker.commands import STEP_ALL, Configure, Reset, Step
+from vecenv.worker.commands import Configure, Reset, Step
 from vecenv.worker.restarts import RestartBudget
 
 __all__ = ["SpaceMismatchError", "VectorEnv"]
@@ -101,10 +102,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
         self.backend = transport.name
         self.policy = check_policy(failure, transport.name, transport.can_end_workers)
         self._worker_budget = RestartBudget(self.policy.max_restarts, self.policy.restart_window)
-        self._partition = split_envs(n, self.num_workers)
-        self._whole_groups = [(w, None, np.arange(a, b)) for w, (a, b) in enumerate(self._partition)]
-        self._whole_steps = [(w, STEP_ALL, gids) for w, _, gids in self._whole_groups]
-        self._worker_of = [w for w, (a, b) in enumerate(self._partition) for _ in range(a, b)]
+        self._partition = Partition(n, self.num_workers)
         self._init_flight(n)
         self._init_recovery()
         self._call_results: dict[int, Any] = {}  # replies of the pending call so far, per worker
@@ -177,20 +175,25 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
     ) -> None:
         """Send the reset to the workers without waiting (see :meth:`reset`)."""
         self._check_open()
-        n = self.num_envs
-        seeds = check_seeds(seed, n)
         check_options(options)
         mask = None
         if options is not None and "reset_mask" in options:
             mask = options["reset_mask"]
-            check_reset_mask(mask, n)
-            if self.batch_size < n:
-                raise ValueError("reset(options={'reset_mask': ...}) is not supported with batch_size < num_envs")
+            check_reset_mask(mask, self.num_envs)
+        self._start_reset(seed, options, mask)
+
+    def _start_reset(self, seed: Any, options: dict[str, Any] | None, mask: np.ndarray | None) -> None:
+        """Reset the envs where ``mask`` is True (all when None), each with ``options`` as given
+        (a ``reset_mask`` in it popped, as gymnasium's vector envs do)."""
+        n = self.num_envs
+        seeds = check_seeds(seed, n)
+        if mask is not None and self.batch_size < n:
+            raise ValueError("reset(options={'reset_mask': ...}) is not supported with batch_size < num_envs")
         if self._state is CallState.INTERRUPTED or self._wait_interrupted:
             self._settle()
         self._check_idle("reset_async")
-        if mask is not None:
-            options.pop("reset_mask")  # type: ignore[union-attr]  # from the caller's dict, as gymnasium's vector envs do
+        if options is not None:
+            options.pop("reset_mask", None)  # from the caller's dict, as gymnasium's vector envs do
         ids = np.arange(n) if mask is None else np.flatnonzero(mask)
         with self._dispatching(CallState.WAITING_RESET):
             if self.batch_size < n:
@@ -200,7 +203,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
             self._needs_reset[ids] = False
             if self._async_batches:
                 self._busy[ids] = True
-            for w, local, gids in self._by_worker(ids):
+            for w, local, gids in self._partition.by_worker(ids):
                 a, b = self._partition[w]
                 self._submit(w, Reset(seeds[a:b], options, local), gids)
 
@@ -256,12 +259,12 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
         self._state = CallState.WAITING_STEP
         try:  # what _dispatching does, inline on the step path
             if ids is None:
-                commands = self._whole_steps
+                commands = self._partition.whole_steps
             else:
                 if self._async_batches:
                     self._busy[ids] = True
                 stepping = ids[~np.isin(ids, cut)] if cut else ids
-                commands = [(w, Step(local), gids) for w, local, gids in self._by_worker(stepping)]
+                commands = [(w, Step(local), gids) for w, local, gids in self._partition.by_worker(stepping)]
             for w, command, gids in commands:
                 if w in self._in_flight:
                     self._deferred.setdefault(w, []).extend(gids.tolist())
@@ -321,12 +324,20 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
 
     @one_caller
     def reset_entries(
-        self, seed: int | Sequence[int | None] | None = None, options: dict | None = None
+        self, seed: int | Sequence[int | None] | None = None, options: dict | None = None,
+        env_ids: Sequence[int] | np.ndarray | None = None,
     ) -> tuple[Any, list[InfoEntry]]:
         """:meth:`reset` returning the per-env :class:`~vecenv.worker.InfoEntry` list instead of
-        batched infos (full batches only)."""
+        batched infos (full batches only). ``env_ids`` resets only those envs, each getting
+        ``options`` exactly as given (``None`` stays ``None``, as SB3 passes it)."""
         self._require_full_batches("reset_entries")
-        self.reset_async(seed=seed, options=options)
+        if env_ids is None:
+            self.reset_async(seed=seed, options=options)
+        else:
+            check_options(options)
+            mask = np.zeros(self.num_envs, dtype=np.bool_)
+            mask[check_env_ids(env_ids, self.num_envs)] = True
+            self._start_reset(seed, options, mask)
         obs, _, _, _, entries = self._results(None, "reset_wait", raw=True)
         self._has_reset = True
         return obs, entries
@@ -426,22 +437,6 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
             raise AlreadyPendingCallError(
                 f"Calling `{method}` while waiting for a pending call to `{state}` to complete{hint}.", state
             )
-
-    def _by_worker(self, ids: np.ndarray | None):
-        """Yield ``(worker, local ids or None for the whole group, global ids)`` for sorted ``ids``."""
-        if ids is None or ids.size == self.num_envs:
-            yield from self._whole_groups
-            return
-        # plain Python: batches are small, and numpy's per-call cost dominates at this size
-        worker_of = self._worker_of
-        groups: dict[int, list[int]] = {}
-        for i in sorted(ids.tolist()):
-            groups.setdefault(worker_of[i], []).append(i)
-        for w in sorted(groups):
-            gids = np.array(groups[w], dtype=np.int64)
-            start, stop = self._partition[w]
-            local = None if gids.size == stop - start else gids - start
-            yield w, local, gids
 
     def __repr__(self) -> str:
         spec = f"{self.spec.id}, " if self.spec is not None else ""

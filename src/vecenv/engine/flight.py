@@ -272,7 +272,7 @@ class Dispatcher:
         self._transport.submit(w, command)
         if not self._transport.ready([w], self.policy.step_timeout):
             self._transport.terminate(w)
-            raise StepTimeoutError(list(range(*self._partition[w])), w, self.policy.step_timeout, "restart")
+            raise StepTimeoutError(self._partition.envs_of(w), w, self.policy.step_timeout, "restart")
         return self._transport.fetch(w)
 
     # ------------------------------------------------------------ clearing

@@ -121,7 +121,7 @@ class VectorEnvAdapter(VecEnv):
                 if k == 0 and full_first:
                     part, infos = self._reset_call(seeds, dict(opts) or None)
                 else:
-                    part, infos = self._reset_call(seeds, {**opts, "reset_mask": mask})
+                    part, infos = self._reset_call(seeds, dict(opts) or None, mask)
                 if obs is None:
                     obs = copy_obs(part)
                 else:
@@ -135,13 +135,19 @@ class VectorEnvAdapter(VecEnv):
         self._waiting = False
         return obs
 
-    def _reset_call(self, seeds: list | None, options: dict | None) -> tuple[Any, list[dict]]:
+    def _reset_call(self, seeds: list | None, options: dict | None,
+                    mask: np.ndarray | None = None) -> tuple[Any, list[dict]]:
+        """Reset the envs in ``mask`` (all when None); on vecenv's engine each gets ``options``
+        as given, so empty options reach the env as ``None``, as in SB3."""
         if self._fast:
-            obs, entries = self.venv.reset_entries(seed=seeds, options=options)
+            ids = None if mask is None else np.flatnonzero(mask)
+            obs, entries = self.venv.reset_entries(seed=seeds, options=options, env_ids=ids)
             infos: list[dict] = [{} for _ in range(self.num_envs)]
             for entry in entries:
                 infos[entry.index] = dict(entry.info)
             return obs, infos
+        if mask is not None:  # gymnasium's vector envs: masked envs get the options minus the mask
+            options = {**(options or {}), "reset_mask": mask}
         obs, batched = self.venv.reset(seed=seeds, options=options)
         per_env, _ = _backend.unbatch_step_infos(
             batched, self.num_envs, np.zeros(self.num_envs, dtype=bool)

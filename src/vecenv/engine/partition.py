@@ -1,0 +1,66 @@
+"""``Partition``: which worker's env group holds which envs, and how a set of envs splits by group.
+
+Worker ``w`` holds the contiguous envs ``partition[w] == (start, stop)``; a command for some envs
+goes to each group they fall in, with the envs renumbered to the group (its local ids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from vecenv.engine.transport import split_envs
+from vecenv.worker.commands import STEP_ALL
+
+__all__ = ["Partition"]
+
+#: one group's share of a command: (worker, local ids or None for the whole group, global ids)
+Share = tuple[int, "np.ndarray | None", np.ndarray]
+
+
+class Partition:
+    """``num_envs`` envs split into ``num_workers`` contiguous groups, as even as possible.
+
+    >>> p = Partition(5, 2)
+    >>> p[0], p[1], p.worker_of[3]
+    ((0, 3), (3, 5), 1)
+    >>> [(w, local, gids.tolist()) for w, local, gids in p.by_worker(np.array([4, 0, 1, 2]))]
+    [(0, None, [0, 1, 2]), (1, array([1]), [4])]
+    """
+
+    def __init__(self, num_envs: int, num_workers: int) -> None:
+        self.num_envs = num_envs
+        self.bounds = split_envs(num_envs, num_workers)
+        #: the worker holding each env
+        self.worker_of = [w for w, (a, b) in enumerate(self.bounds) for _ in range(a, b)]
+        #: every group whole: (worker, None, its global ids)
+        self.whole_groups: list[Share] = [(w, None, np.arange(a, b)) for w, (a, b) in enumerate(self.bounds)]
+        #: a step of every env: (worker, STEP_ALL, its global ids)
+        self.whole_steps = [(w, STEP_ALL, gids) for w, _, gids in self.whole_groups]
+
+    def __getitem__(self, worker: int) -> tuple[int, int]:
+        return self.bounds[worker]
+
+    def __len__(self) -> int:
+        return len(self.bounds)
+
+    def envs_of(self, worker: int) -> list[int]:
+        """The global ids of ``worker``'s envs."""
+        return list(range(*self.bounds[worker]))
+
+    def by_worker(self, ids: np.ndarray | None) -> Iterator[Share]:
+        """Each group's share of ``ids`` (every env when None), groups in order, ids sorted."""
+        if ids is None or ids.size == self.num_envs:
+            yield from self.whole_groups
+            return
+        # plain Python: batches are small, and numpy's per-call cost dominates at this size
+        worker_of = self.worker_of
+        groups: dict[int, list[int]] = {}
+        for i in sorted(ids.tolist()):
+            groups.setdefault(worker_of[i], []).append(i)
+        for w in sorted(groups):
+            gids = np.array(groups[w], dtype=np.int64)
+            start, stop = self.bounds[w]
+            local = None if gids.size == stop - start else gids - start
+            yield w, local, gids
