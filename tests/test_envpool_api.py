@@ -126,7 +126,7 @@ def check_row(row, i, obs, rew, term, trunc, info, expected, info_key=None):
     assert (term[row], trunc[row]) == (e_term, e_trunc), i
     assert info["elapsed_step"][row] == e_elapsed, (i, info["elapsed_step"][row], e_elapsed)
     if info_key is not None and info_key in e_info:
-        assert info[f"_{info_key}"][row] and info[info_key][row] == e_info[info_key]
+        assert f"_{info_key}" not in info and info[info_key][row] == e_info[info_key]
 
 
 def envpool_loop(envs, ref: Reference, num_recv: int, n_actions: int, seed: int = 0,

@@ -4,7 +4,8 @@ The vector env (any backend, autoreset ``next_step``, ``batch_size`` as EnvPool'
 stepping; this layer adds what EnvPool's callers rely on: seeds fixed at make (env ``i`` gets
 ``seed + i`` on its first reset), ``async_reset``, ``send`` without ``env_id``, float actions cast
 to integer spaces, int32 ``env_id`` / ``elapsed_step`` and ``players`` in the infos, float32
-rewards, single-env spaces, ``reset(env_id)``. The return convention (gymnasium's 5-tuple, or
+rewards, single-env spaces, ``reset(env_id)``. Infos are EnvPool's shape: no gymnasium ``_key``
+masks, and every key once returned is in every later batch (zeros where no env set it). The return convention (gymnasium's 5-tuple, or
 old gym's 4-tuple) comes from the subclass in :mod:`vecenv.envpool.styles`.
 """
 
@@ -56,7 +57,7 @@ class EnvPool(gym.Env):
     env_type: ClassVar[str] = ""
 
     def __init__(self, vector_env: VectorEnv, spec: EnvSpec, seeds: Sequence[int | None],
-                 render_env_id: int = 0) -> None:
+                 render_env_id: int = 0, *, env_elapsed: bool = False) -> None:
         n = vector_env.num_envs
         self.vector_env = vector_env
         self.spec = spec  # type: ignore[assignment]  # EnvPool's spec, not gymnasium's EnvSpec
@@ -80,6 +81,8 @@ class EnvPool(gym.Env):
         self._reset_pending = False  # a reset was sent and its first batch not yet received
         self._reset_rows: np.ndarray | None = None  # the envs a partial (sync) reset covers
         self._render_env_id = render_env_id
+        self._env_elapsed = env_elapsed  # the envs report elapsed_step (EnvPool's Atari envs)
+        self._info_keys: dict[str, Any] = {}  # each info key returned: (dtype, shape) or nested
 
     # ================================================================ EnvPool's properties
     def __len__(self) -> int:
@@ -310,7 +313,9 @@ class EnvPool(gym.Env):
 
     def _envpool_infos(self, infos: dict[str, Any], ids: np.ndarray, terminated: np.ndarray,
                        truncated: np.ndarray) -> dict[str, Any]:
-        """Add EnvPool's keys (over any the env set), counting each env's steps since its reset."""
+        """EnvPool's infos: the env's keys without gymnasium's ``_key`` masks, every key seen so
+        far, and EnvPool's own keys (over any the env set), counting each env's steps since its
+        reset (or taking the env's own count, ``env_elapsed``)."""
         if ids is self._all:  # a full batch: whole arrays, no gathers
             elapsed = self._elapsed + 1
             elapsed[self._fresh | self._ended] = 0  # a reset, or the step after an episode ended
@@ -326,7 +331,48 @@ class EnvPool(gym.Env):
             self._ended[ids] = terminated | truncated
             env_id = ids.astype(np.int32)
         self._last_ids = ids
+        infos = _without_masks(infos)
+        own = infos.pop("elapsed_step", None)
+        if self._env_elapsed and isinstance(own, np.ndarray) and own.shape == elapsed.shape:
+            elapsed = own.astype(np.int32)
+        for key in _POOL_KEYS:
+            infos.pop(key, None)
+        infos = _every_key(infos, self._info_keys, len(ids))
         infos["env_id"] = env_id
         infos["players"] = {"env_id": env_id.copy()}
         infos["elapsed_step"] = elapsed
         return infos
+
+
+#: the info keys the pool sets itself
+_POOL_KEYS = ("env_id", "players", "elapsed_step")
+
+
+def _without_masks(infos: dict[str, Any]) -> dict[str, Any]:
+    """``infos`` without gymnasium's ``_key`` masks (at any depth): EnvPool returns none."""
+    return {key: _without_masks(value) if isinstance(value, dict) else value
+            for key, value in infos.items() if not (key[:1] == "_" and key[1:] in infos)}
+
+
+def _every_key(infos: dict[str, Any], seen: dict[str, Any], n: int) -> dict[str, Any]:
+    """Remember each array key of ``infos`` (dtype, per-env shape) in ``seen``, and add every key
+    seen before but missing here as ``n`` rows of zeros (``None`` for objects), at any depth:
+    EnvPool's infos hold the same keys at every reset and step."""
+    for key, value in infos.items():
+        if isinstance(value, dict):
+            nested = seen.get(key)
+            if not isinstance(nested, dict):
+                nested = seen[key] = {}
+            _every_key(value, nested, n)
+        elif isinstance(value, np.ndarray):
+            seen[key] = (value.dtype, value.shape[1:])
+    for key, kind in seen.items():
+        if key in infos:
+            continue
+        if isinstance(kind, dict):
+            infos[key] = _every_key({}, kind, n)
+        elif kind[0].kind == "O":
+            infos[key] = np.full((n, *kind[1]), None, dtype=object)
+        else:
+            infos[key] = np.zeros((n, *kind[1]), dtype=kind[0])
+    return infos

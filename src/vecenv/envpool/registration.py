@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import numbers
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -13,6 +13,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import TimeLimit
 
+from vecenv.envpool.atari import (
+    ATARI_MAX_EPISODE_STEPS,
+    AtariEnv,
+    atari_config,
+    atari_game,
+    atari_ids,
+    check_atari_options,
+)
 from vecenv.envpool.checks import check_count, check_seeds
 from vecenv.envpool.pool import EnvPool
 from vecenv.envpool.spec import EnvSpec
@@ -55,7 +63,8 @@ def make(
 
     Args:
         task_id: a registered gymnasium id (``"CartPole-v1"``; ``"module:EnvId"`` imports the
-            module that registers it first) or a callable returning an env.
+            module that registers it first), EnvPool's Atari id (``"Pong-v5"``, with EnvPool's
+            preprocessing; needs ``vecenv[sims]``) or a callable returning an env.
         env_type: ``"gymnasium"`` (5-tuples) or ``"gym"`` (old gym's 4-tuples); ``"dm"`` is refused.
         num_envs: envs in the pool.
         batch_size: ``recv()`` returns the first ``batch_size`` envs ready (async mode when
@@ -64,7 +73,8 @@ def make(
             usable core for ``"process"``).
         num_workers: a synonym of ``num_threads``.
         seed: env ``i`` is seeded ``seed + i`` on its first reset (or ``seed[i]``); ``None``: unseeded.
-        max_episode_steps: truncate episodes after this many steps (default: the id's own limit).
+        max_episode_steps: truncate episodes after this many steps (default: the id's own limit;
+            27000 for an Atari id).
         gym_reset_return_info: ``env_type="gym"`` only: ``reset()`` returns ``(obs, info)``.
         reward_threshold: recorded in ``config`` / ``spec`` (default: the id's own).
         render_env_id: the env ``render()`` draws by default.
@@ -74,7 +84,8 @@ def make(
         wrappers: applied in order to each env after it is made.
         backend_kwargs: passed to vecenv's backend (``context``, ``on_error``, ``step_timeout``, ...).
         **kwargs: the env's own keywords (to ``gymnasium.make`` or the callable), as EnvPool takes
-            task options (``render_mode`` included).
+            task options (``render_mode`` included); for an Atari id, EnvPool's Atari options
+            (``stack_num``, ``frame_skip``, ``episodic_life``, ...; see docs/envpool.md).
 
     Examples:
         A synchronous pool (``batch_size`` left at ``num_envs``), EnvPool's ``reset`` / ``step``:
@@ -107,7 +118,7 @@ def make(
         # copies: callers may edit the pool's spaces (``envs.action_space.n -= 1``), never the engine's
         spec = EnvSpec(plan.name, config, copy.deepcopy(venv.single_observation_space),
                        copy.deepcopy(venv.single_action_space), plan.gym_spec)
-        return plan.cls(venv, spec, plan.seeds, plan.render_env_id)
+        return plan.cls(venv, spec, plan.seeds, plan.render_env_id, env_elapsed=plan.env_elapsed)
     except BaseException:
         venv.close()
         raise
@@ -145,8 +156,9 @@ def make_spec(task_id: Task, env_type: str = "gymnasium", **kwargs: Any) -> EnvS
 
 
 def list_all_envs() -> list[str]:
-    """Every env id registered with gymnasium (any of them works with :func:`make`)."""
-    return sorted(gym.registry)
+    """Every env id :func:`make` takes: gymnasium's registered ids, and EnvPool's Atari ids
+    (``"Pong-v5"``) when ale_py is installed."""
+    return sorted({*gym.registry, *atari_ids()})
 
 
 # ==================================================================== argument checks
@@ -169,30 +181,15 @@ class _Plan:
     config: dict[str, Any]
     gym_spec: gym.envs.registration.EnvSpec | None
     render_env_id: int
+    env_elapsed: bool  # the env reports ``elapsed_step`` itself (EnvPool's Atari envs)
 
 
 def _plan(task: Any, env_type: Any, options: dict[str, Any], env_kwargs: dict[str, Any]) -> _Plan:
     """Check every argument of ``make`` (its keywords in ``options``) and say what to build."""
     cls = _style(env_type)
-    num_envs, batch_size, seed = options["num_envs"], options["batch_size"], options["seed"]
-    max_num_players, max_episode_steps = options["max_num_players"], options["max_episode_steps"]
-    thread_affinity_offset = options["thread_affinity_offset"]
-    gym_reset_return_info = options["gym_reset_return_info"]
-    reward_threshold, render_env_id = options["reward_threshold"], options["render_env_id"]
-    backend = options["backend"]
-    n = check_count("num_envs", num_envs)
-    batch = n if batch_size is None or (_is_int(batch_size) and batch_size == 0) \
-        else check_count("batch_size", batch_size, n)
-    workers = _workers(options["num_threads"], options["num_workers"])
-    seeds = check_seeds(seed, n)
-    if max_num_players != 1:
-        raise ValueError(f"max_num_players: gymnasium envs have one player, got {max_num_players!r}")
-    if not _is_int(thread_affinity_offset):
-        raise ValueError(f"thread_affinity_offset: expected an int, got {thread_affinity_offset!r}")
-    if not isinstance(gym_reset_return_info, (bool, np.bool_)):
-        raise TypeError(f"gym_reset_return_info: expected a bool, got {gym_reset_return_info!r}")
-    if not _is_int(render_env_id) or not 0 <= render_env_id < n:
-        raise ValueError(f"render_env_id: expected an env id below num_envs={n}, got {render_env_id!r}")
+    n, batch, workers, seeds = _counts(options)
+    render_env_id = _check_scalars(options, n)
+    max_episode_steps = options["max_episode_steps"]
     if max_episode_steps is not None:
         max_episode_steps = check_count("max_episode_steps", max_episode_steps)
     refused = [key for key in _RENDER_SIZE if key in env_kwargs]
@@ -205,35 +202,97 @@ def _plan(task: Any, env_type: Any, options: dict[str, Any], env_kwargs: dict[st
         raise ValueError(f"backend_kwargs: {clash[0]!r} is set by envpool.make itself; pass it "
                          "as make's own argument")
     wrappers = list(options["wrappers"] or [])
-    env_kwargs = dict(env_kwargs)
-    gym_spec = None
+    target = _target(task, dict(env_kwargs), max_episode_steps, options["reward_threshold"], wrappers)
+    backend = options["backend"]
+    if backend == "auto":
+        backend = "process" if usable_cores() > 1 else "serial"
+    config = {
+        "num_envs": n, "batch_size": batch, "num_threads": workers, "max_num_players": 1,
+        "thread_affinity_offset": int(options["thread_affinity_offset"]), "seed": options["seed"],
+        "gym_reset_return_info": bool(options["gym_reset_return_info"]),
+        "max_episode_steps": target.max_episode_steps, **target.options,
+        "reward_threshold": target.reward_threshold, "render_env_id": render_env_id,
+        "task_id": target.name, "backend": backend, **target.shown,
+    }
+    return _Plan(cls, target.task, target.name, n, batch, workers, seeds, target.env_kwargs,
+                 wrappers, backend, backend_kwargs, config, target.gym_spec, render_env_id,
+                 target.env_elapsed)
+
+
+def _counts(options: dict[str, Any]) -> tuple[int, int, int | None, list[int | None]]:
+    """``num_envs``, ``batch_size``, the worker count and one seed per env, checked."""
+    batch_size = options["batch_size"]
+    n = check_count("num_envs", options["num_envs"])
+    batch = n if batch_size is None or (_is_int(batch_size) and batch_size == 0) \
+        else check_count("batch_size", batch_size, n)
+    workers = _workers(options["num_threads"], options["num_workers"])
+    return n, batch, workers, check_seeds(options["seed"], n)
+
+
+def _check_scalars(options: dict[str, Any], n: int) -> int:
+    """EnvPool's scalar options, checked; returns ``render_env_id``."""
+    max_num_players, thread_affinity_offset = options["max_num_players"], options["thread_affinity_offset"]
+    gym_reset_return_info, render_env_id = options["gym_reset_return_info"], options["render_env_id"]
+    if max_num_players != 1:
+        raise ValueError(f"max_num_players: gymnasium envs have one player, got {max_num_players!r}")
+    if not _is_int(thread_affinity_offset):
+        raise ValueError(f"thread_affinity_offset: expected an int, got {thread_affinity_offset!r}")
+    if not isinstance(gym_reset_return_info, (bool, np.bool_)):
+        raise TypeError(f"gym_reset_return_info: expected a bool, got {gym_reset_return_info!r}")
+    if not _is_int(render_env_id) or not 0 <= render_env_id < n:
+        raise ValueError(f"render_env_id: expected an env id below num_envs={n}, got {render_env_id!r}")
+    return int(render_env_id)
+
+
+@dataclass
+class _Target:
+    """What the envs are: the task for vecenv's make, its keywords, and what config shows."""
+
+    task: Task
+    name: str
+    env_kwargs: dict[str, Any]
+    max_episode_steps: int | None
+    reward_threshold: float | None
+    gym_spec: gym.envs.registration.EnvSpec | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # task options, after max_episode_steps
+    shown: dict[str, Any] = field(default_factory=dict)  # the env's keywords, last in config
+    env_elapsed: bool = False  # the env reports ``elapsed_step`` itself
+
+
+def _target(task: Any, env_kwargs: dict[str, Any], max_episode_steps: int | None,
+            reward_threshold: float | None, wrappers: list[Callable[[gym.Env], gym.Env]]) -> _Target:
+    """The env to build from ``task_id``: a gymnasium id, EnvPool's Atari id, or a callable."""
     if isinstance(task, str):
+        game = None if task in gym.registry or ":" in task else atari_game(task)
+        if game is not None:
+            return _atari_target(task, game, env_kwargs, max_episode_steps, reward_threshold)
         gym_spec = find_spec(task)  # gymnasium's clear error; "module:EnvId" imports module
-        name = task
         if max_episode_steps is not None:
             env_kwargs["max_episode_steps"] = max_episode_steps
         else:
             max_episode_steps = gym_spec.max_episode_steps
         if reward_threshold is None:
             reward_threshold = gym_spec.reward_threshold
-    elif callable(task):
-        name = getattr(task, "__name__", type(task).__name__)
+        return _Target(task, task, env_kwargs, max_episode_steps, reward_threshold, gym_spec,
+                       shown=env_kwargs)
+    if callable(task):
         if max_episode_steps is not None:
             wrappers.insert(0, partial(TimeLimit, max_episode_steps=max_episode_steps))
-    else:
-        raise TypeError(f"task_id: expected a registered env id or a callable returning an env, "
-                        f"got {task!r:.80}")
-    if backend == "auto":
-        backend = "process" if usable_cores() > 1 else "serial"
-    config = {
-        "num_envs": n, "batch_size": batch, "num_threads": workers, "max_num_players": 1,
-        "thread_affinity_offset": int(thread_affinity_offset), "seed": seed,
-        "gym_reset_return_info": bool(gym_reset_return_info), "max_episode_steps": max_episode_steps,
-        "reward_threshold": reward_threshold, "render_env_id": int(render_env_id),
-        "task_id": name, "backend": backend, **env_kwargs,
-    }
-    return _Plan(cls, task, name, n, batch, workers, seeds, env_kwargs, wrappers, backend,
-                 backend_kwargs, config, gym_spec, int(render_env_id))
+        name = getattr(task, "__name__", type(task).__name__)
+        return _Target(task, name, env_kwargs, max_episode_steps, reward_threshold, shown=env_kwargs)
+    raise TypeError(f"task_id: expected a registered env id or a callable returning an env, "
+                    f"got {task!r:.80}")
+
+
+def _atari_target(task_id: str, game: str, env_kwargs: dict[str, Any], max_episode_steps: int | None,
+                  reward_threshold: float | None) -> _Target:
+    """EnvPool's Atari id: :class:`~vecenv.envpool.atari.AtariEnv` with the options checked."""
+    options = check_atari_options(game, env_kwargs)
+    render = {"render_mode": options.pop("render_mode")} if "render_mode" in options else {}
+    steps = ATARI_MAX_EPISODE_STEPS if max_episode_steps is None else max_episode_steps
+    kwargs = {"game": game, "max_episode_steps": steps, **options, **render}
+    return _Target(AtariEnv, task_id, kwargs, steps, reward_threshold,
+                   options=atari_config(game, options), shown=render, env_elapsed=True)
 
 
 def _style(env_type: Any) -> type[EnvPool]:
