@@ -315,5 +315,19 @@ def test_the_probe_measures_what_a_steps_infos_cost_to_send():
         def step(self, action):
             return np.zeros(2, np.float32), 0.0, False, False, {"x": np.float64(1.0), "y": 2}
 
-    assert L.probe_env(InfoEnv).info_us > 0
+    class ObjectInfoEnv(InfoEnv):
+        def step(self, action):
+            return np.zeros(2, np.float32), 0.0, False, False, {"x": "text"}
+
+    probe = L.probe_env(InfoEnv)
+    assert probe.info_us > 0 and probe.info_shared  # scalars: through shared memory
+    probe = L.probe_env(ObjectInfoEnv)
+    assert probe.info_us > 0 and not probe.info_shared  # a string: pickled
     assert L.probe_env(partial(gym.make, "CartPole-v1")).info_us == 0.0
+
+
+def test_infos_in_shared_memory_cost_no_message():
+    quiet = decide(EnvProbe(step_us=40.0), TWO_CORES, 8, cores=2)
+    infos = decide(EnvProbe(step_us=40.0, info_us=4.0, info_shared=True), TWO_CORES, 8, cores=2)
+    extra = infos.predicted_us["process×2"] - quiet.predicted_us["process×2"]
+    assert extra == pytest.approx(2 * 4 * 2.0)

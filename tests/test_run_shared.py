@@ -93,3 +93,24 @@ def test_bad_options_exit_2() -> None:
                               timeout=60)
         assert proc.returncode == 2, (bad, proc.stderr)
         assert bad[1] in proc.stderr
+
+
+@pytest.mark.timeout(300)
+def test_run_real_compares_gymnasium_sb3_and_vecenv(tmp_path: Path) -> None:
+    """benchmarks/run_real.py: run_shared's idle scenario with gymnasium's and SB3's vector envs
+    beside vecenv's (here on CartPole, for speed); the JSON names the script that ran."""
+    pytest.importorskip("stable_baselines3")
+    names = ["gym-sync", "gym-async", "sb3-dummy", "sb3-subproc", "vecenv-sb3-subproc", "vecenv-process"]
+    out = tmp_path / "real.json"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT.with_name("run_real.py")), "--quick", "--json", str(out),
+         "--envs", "CartPole-v1", "--contenders", ",".join(names)],
+        capture_output=True, text=True, timeout=240,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["settings"]["scenarios"] == ["idle"]
+    rows = _rows(doc, "idle")
+    assert list(rows) == names
+    for name, row in rows.items():
+        assert row["median_steps_per_s"] > 0 and not row["errors"], (name, row)

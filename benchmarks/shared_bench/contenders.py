@@ -1,6 +1,8 @@
 """The vector envs compared, each built from a name (``--contenders``).
 
-Names: ``gym-sync`` (the 1.00x reference), ``vecenv-default`` (``vecenv.make(target, N)``,
+Names: ``gym-sync`` (the 1.00x reference), ``gym-async`` (gymnasium's AsyncVectorEnv),
+``sb3-dummy`` / ``sb3-subproc`` (SB3's DummyVecEnv / SubprocVecEnv) and ``vecenv-sb3-dummy`` /
+``vecenv-sb3-subproc`` (vecenv's, from ``vecenv.sb3``), ``vecenv-default`` (``vecenv.make(target, N)``,
 backend ``"auto"``), ``vecenv-serial``, ``vecenv-process``, ``vecenv-inline`` (process backend,
 ``inline=True``, 2 workers), ``envpool`` (EnvPool's C++ vector env), ``ale-vector`` (ale_py's
 C++ ``AtariVectorEnv``, Atari only). A ``-bK`` suffix (``vecenv-default-b4``, ``envpool-b4``,
@@ -24,8 +26,9 @@ from gymnasium.vector.utils import batch_space
 
 from shared_bench.targets import Target, installed
 
-BASES = ("gym-sync", "vecenv-default", "vecenv-serial", "vecenv-process", "vecenv-inline",
-         "envpool", "ale-vector")
+BASES = ("gym-sync", "gym-async", "vecenv-default", "vecenv-serial", "vecenv-process",
+         "vecenv-inline", "envpool", "ale-vector", "sb3-dummy", "sb3-subproc", "vecenv-sb3-dummy",
+         "vecenv-sb3-subproc")
 #: contenders of the random-action scenarios (idle, busy, two-runs) when none are named
 DEFAULT = ("gym-sync", "vecenv-default", "vecenv-serial", "vecenv-process", "vecenv-inline",
            "envpool")
@@ -39,7 +42,7 @@ VECENV = {
     "vecenv-process": ("process", {}),
     "vecenv-inline": ("process", {"inline": True, "num_workers": 2}),
 }
-_NAME = re.compile(r"^(?P<base>[a-z-]+?)(?:-b(?P<batch>\d+))?$")
+_NAME = re.compile(r"^(?P<base>[a-z0-9-]+?)(?:-b(?P<batch>\d+))?$")
 
 
 class Skip(Exception):
@@ -109,8 +112,10 @@ def unavailable(name: str, t: Target, num_envs: int) -> str | None:
     base, batch = parse(name)
     if batch is not None and not 1 <= batch < num_envs:
         return f"batch size {batch} must be between 1 and num_envs - 1 ({num_envs - 1})"
-    if base == "gym-sync" and batch:
-        return "gymnasium's SyncVectorEnv has no async batches"
+    if base.startswith(("gym-", "sb3-", "vecenv-sb3-")) and batch:
+        return f"{base} has no async batches"
+    if "sb3" in base and not installed("stable_baselines3"):
+        return "stable-baselines3 is not installed (pip install 'vecenv[sb3]')"
     if base == "envpool":
         if not installed("envpool"):
             return "envpool is not installed (pip install envpool)"
@@ -134,9 +139,12 @@ def build(name: str, t: Target, num_envs: int, seed: int = 0) -> Runner:
     reason = unavailable(name, t, num_envs)
     if reason:
         raise Skip(reason)
-    if base == "gym-sync":
-        envs = gym.vector.SyncVectorEnv([t.env_fn] * num_envs)
+    if base in ("gym-sync", "gym-async"):
+        cls = gym.vector.SyncVectorEnv if base == "gym-sync" else gym.vector.AsyncVectorEnv
+        envs = cls([t.env_fn] * num_envs)
         return Runner(envs, num_envs, envs.single_action_space, lambda: envs.reset(seed=seed))
+    if "sb3" in base:
+        return _build_sb3(base, t, num_envs, seed)
     if base in VECENV:
         return _build_vecenv(base, t, num_envs, batch, seed)
     if base == "envpool":
@@ -157,6 +165,18 @@ def _build_vecenv(base: str, t: Target, n: int, batch: int | None, seed: int) ->
         info["layout"] = str(layout)
     cls = BatchRunner if batch else Runner
     return cls(envs, batch or n, envs.single_action_space, lambda: envs.reset(seed=seed), info)
+
+
+def _build_sb3(base: str, t: Target, n: int, seed: int) -> Runner:
+    """SB3's API (``reset()`` returns observations; same-step autoreset), SB3's or vecenv's."""
+    if base.startswith("vecenv"):
+        from vecenv import sb3 as vec_envs
+    else:
+        from stable_baselines3.common import vec_env as vec_envs
+    cls = vec_envs.DummyVecEnv if base.endswith("dummy") else vec_envs.SubprocVecEnv
+    envs = cls([t.env_fn] * n)
+    envs.seed(seed)
+    return Runner(envs, n, envs.action_space, lambda: (envs.reset(), {}), {"built": f"{cls.__module__}.{cls.__name__}"})
 
 
 def _build_envpool(t: Target, n: int, batch: int | None, seed: int) -> Runner:

@@ -200,6 +200,14 @@ def _report_infos(report: CheckReport, infos: InfoTypes) -> None:
     else:
         keys = ", ".join(sorted(p.strip("[]'") for p in infos.first)) or "none"
         report.add("ok", "infos", f"info values keep their types (keys: {keys})")
+    if infos.unshared:
+        parts = [f"info{path}: {why}" if path else why for path, why in list(infos.unshared.items())[:4]]
+        report.add("info", "infos",
+                   "on the process backend, infos holding these travel pickled, a message per step "
+                   "(slower, never wrong): " + "; ".join(parts))
+    elif infos.seen_any:
+        report.add("ok", "infos", "the infos stay in shared memory on the process backend (no "
+                   "message per step)")
 
 
 def _report_cost(report: CheckReport, obs: Any) -> None:

@@ -9,6 +9,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from vecenv.transports.process.infos import why_not_shared
+
 __all__ = ["InfoTypes", "describe", "digest", "nbytes", "same", "size_text", "why_outside"]
 
 
@@ -131,8 +133,15 @@ class InfoTypes:
     def __init__(self) -> None:
         self.first: dict[str, tuple[str, str]] = {}
         self.changes: dict[str, tuple[str, str, str, str]] = {}
+        #: info key path -> why its info travels pickled rather than in shared memory
+        self.unshared: dict[str, str] = {}
+        self.seen_any = False
 
     def see(self, info: dict[str, Any], when: str, prefix: str = "") -> None:
+        if not prefix and info:
+            self.seen_any = True
+            for path, why in why_not_shared(info).items():
+                self.unshared.setdefault(path, why)
         for key, value in info.items():
             path = f"{prefix}[{key!r}]"
             if isinstance(value, dict):

@@ -368,11 +368,12 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
 
     def _full_batch(self, raw: bool) -> tuple:
         b, n = self._buffers, self.num_envs
+        columns = self._columns_batch(raw) if self._columns else None
         entries = [self._held[i] for i in sorted(self._held)] if self._held else []
         self._clear_flight()
         if self.autoreset_mode is AutoresetMode.DISABLED:
             self._needs_reset = np.logical_or(b.terminations, b.truncations)
-        infos = entries if raw else batch_infos(entries, n) if entries else {}
+        infos = columns if columns is not None else entries if raw else batch_infos(entries, n) if entries else {}
         return b.observations.read(self.copy), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
 
     def _async_batch(self) -> tuple:

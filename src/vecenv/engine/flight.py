@@ -16,13 +16,14 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import wraps
 from typing import Any, TypeVar
 
 import numpy as np
 
+from vecenv.engine.infos import batch_columns
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import Transport
 from vecenv.errors import (
@@ -35,7 +36,7 @@ from vecenv.errors import (
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
 from vecenv.worker import InfoEntry
-from vecenv.worker.commands import Command, Step
+from vecenv.worker.commands import Command, InfoColumns, Step
 
 __all__ = ["CallerGuard", "Dispatcher", "Overdue", "one_caller"]
 
@@ -130,6 +131,7 @@ class Dispatcher:
         self._deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
         self._ready: deque[int] = deque()
         self._held: dict[int, InfoEntry] = {}
+        self._columns: list[InfoColumns] = []  # full batches: infos still in columns
         self._guard = CallerGuard()
 
     # ================================================================ interruption safety
@@ -254,12 +256,15 @@ class Dispatcher:
             raise
         self._accept(w, gids, reply.entries, reply.objects)
 
-    def _accept(self, w: int, gids: np.ndarray, entries: list[InfoEntry], objects: Any) -> None:
+    def _accept(self, w: int, gids: np.ndarray, entries: Sequence[InfoEntry], objects: Any) -> None:
         """Take a worker's results for ``gids``: they are ready to be returned."""
         if objects is not None:
             self._buffers.observations.set_objects(objects, gids)
-        for entry in entries:
-            self._held[entry.index] = entry
+        if type(entries) is InfoColumns and not self._async_batches:
+            self._columns.append(entries)  # a full batch may batch them by column
+        else:
+            for entry in entries:
+                self._held[entry.index] = entry
         if self._async_batches:  # full batches wait for every reply, not a count
             self._ready.extend(gids.tolist())
         deferred = self._deferred.pop(w, None)
@@ -303,6 +308,18 @@ class Dispatcher:
         self._in_flight.clear()
         self._clear_flight()
 
+    def _columns_batch(self, raw: bool) -> dict[str, Any] | None:
+        """A full batch's infos straight from its columns when no env's info came another way
+        (and batched infos are wanted); otherwise the columns become per-env entries."""
+        columns = self._columns
+        infos = None if raw or self._held else batch_columns(columns, self.num_envs)
+        if infos is None:
+            for chunk in columns:
+                for entry in chunk:
+                    self._held[entry.index] = entry
+        columns.clear()
+        return infos
+
     def _clear_flight(self) -> None:
         if self._deferred:
             self._deferred.clear()
@@ -310,6 +327,8 @@ class Dispatcher:
             self._ready.clear()
         if self._held:
             self._held.clear()
+        if self._columns:
+            self._columns.clear()
         if self._async_batches:  # full batches never mark envs busy
             self._busy.fill(False)
         self._state = CallState.DEFAULT

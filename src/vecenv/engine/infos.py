@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from vecenv.worker import InfoEntry
+from vecenv.worker.commands import InfoColumns
 
-__all__ = ["add_info", "batch_infos"]
+__all__ = ["add_info", "batch_columns", "batch_infos"]
 
 
 def add_info(infos: dict[str, Any], info: dict[str, Any], row: int, n: int) -> dict[str, Any]:
@@ -57,6 +58,10 @@ def batch_infos(
     A SAME_STEP entry for a finished episode adds ``final_obs``/``final_info`` before the new
     episode's reset info, as gymnasium does.
     """
+    if rows is None and type(entries) is list and len(entries) > 1:
+        columns = _alike(entries, n)
+        if columns is not None:
+            return columns
     infos: dict[str, Any] = {}
     for entry in entries:
         row = entry.index if rows is None else rows[entry.index]
@@ -64,3 +69,77 @@ def batch_infos(
             add_info(infos, {"final_obs": entry.final_obs, "final_info": entry.final_info}, row, n)
         add_info(infos, entry.info, row, n)
     return infos
+
+
+_SCALARS = (int, float, bool)
+
+
+def _alike(entries: list[InfoEntry], n: int) -> dict[str, Any] | None:
+    """The batched infos of entries whose infos hold the same keys with scalars of the same types
+    (the usual step), one column per key; None otherwise (then :func:`add_info` does it)."""
+    first = entries[0].info
+    keys = tuple(first)
+    types = tuple(map(type, first.values()))
+    for kind in types:
+        if kind not in _SCALARS and not issubclass(kind, np.number):
+            return None
+    rows = []
+    for entry in entries:
+        info = entry.info
+        if entry.ended or tuple(info) != keys:
+            return None
+        values = tuple(info.values())
+        if tuple(map(type, values)) != types:
+            return None
+        rows.append(values)
+    count = len(rows)
+    full = count == n  # entries come one per env, in order: every row is present
+    at = None if full else [entry.index for entry in entries]
+    present = np.zeros(n, dtype=np.bool_)
+    present[slice(None) if full else at] = True
+    infos: dict[str, Any] = {}
+    for key, kind, values in zip(keys, types, zip(*rows, strict=True), strict=True):
+        column = np.fromiter(values, kind, count)
+        if not full:
+            column, given = np.zeros(n, dtype=kind), column
+            column[at] = given
+        infos[key] = column
+        infos[f"_{key}"] = present.copy()
+    return infos
+
+
+def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
+    """Batched infos of ``n`` rows from column chunks that share their keys and types (in env
+    order they give what :func:`batch_infos` gives for the same infos); None when they differ."""
+    first = chunks[0]
+    keys, types = first.keys, first.types
+    if any(chunk.keys != keys or chunk.types != types for chunk in chunks):
+        return None
+    if len(chunks) > 1:
+        chunks = sorted(chunks, key=_first_env)
+    if sum(len(chunk.index) for chunk in chunks) == n:  # every row, in env order
+        records = chunks[0].records
+        if len(chunks) > 1:  # as bytes: numpy joins record arrays far slower
+            records = np.concatenate([c.records.view(np.uint8) for c in chunks]).view(records.dtype)
+        present = np.empty(n, dtype=np.bool_)
+        present.fill(True)
+        infos: dict[str, Any] = {}
+        for key, kind in zip(keys, types, strict=True):
+            infos[key] = records[key].astype(kind)
+            infos[f"_{key}"] = present.copy()
+        return infos
+    present = np.zeros(n, dtype=np.bool_)
+    for chunk in chunks:
+        present[chunk.index] = True
+    infos = {}
+    for key, kind in zip(keys, types, strict=True):
+        column = np.zeros(n, dtype=kind)
+        for chunk in chunks:
+            column[chunk.index] = chunk.records[key]
+        infos[key] = column
+        infos[f"_{key}"] = present.copy()
+    return infos
+
+
+def _first_env(chunk: InfoColumns) -> int:
+    return int(chunk.index[0])

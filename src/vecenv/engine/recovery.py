@@ -91,9 +91,9 @@ class Recovery:
         kept = {i: (copy.deepcopy(b.observations.item(i)), b.rewards[i], b.terminations[i], b.truncations[i])
                 for i in others}
         finals = {int(i): copy.deepcopy(b.observations.item(int(i))) for i in gids}
-        entries, objects = self._fetch_now(w, Reset())
-        b.observations.set_objects(objects, np.arange(start, stop))
-        infos = {e.index: e.info for e in entries}
+        reply = self._fetch_now(w, Reset())
+        b.observations.set_objects(reply.objects, np.arange(start, stop))
+        infos = {e.index: e.info for e in reply.entries}
         made = [InfoEntry(i, {**infos.get(i, {}), **report}, True, finals[i], dict(report)) for i in finals]
         for i in cut:
             self._cut[i] = (report, copy.deepcopy(b.observations.item(i)), infos.get(i, {}))

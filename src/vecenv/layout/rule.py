@@ -43,9 +43,11 @@ class EnvProbe:
     #: µs to pickle and unpickle one observation, when it must travel as a message
     pickle_us: float = 0.0
     build_s: float = 0.0
-    #: µs to pickle and unpickle one step's infos; 0 when the env returns none (a worker whose
-    #: envs return infos replies with a message each step)
+    #: µs to send one step's infos: written to and read from shared memory when they fit
+    #: (``info_shared``), else pickled and unpickled; 0 when the env returns none
     info_us: float = 0.0
+    #: the infos fit shared memory, so a worker's reply needs no message
+    info_shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -194,10 +196,12 @@ def _predict(
             if (kind == "inline" and w < 2) or (kind == "process" and w < 2 and "serial" in predicted):
                 continue  # one worker only adds a crossing to serial
             crossing = costs.crossing(kind, w) + n * probe.pickle_us + (2 * WAKE_US if busy else 0.0)
-            if probe.info_us:  # each worker's reply is a message; the inline group's is not
+            if probe.info_us:  # the inline group's infos do not cross
                 remote = w - 1 if kind == "inline" else w
-                # workers pickle in parallel; the caller unpickles every remote env's infos
-                crossing += remote * (MESSAGE_US + math.ceil(n / w) * probe.info_us / 2)
+                # workers write in parallel; the caller reads every remote env's infos, from
+                # shared memory or from a message per worker
+                message = 0.0 if probe.info_shared else MESSAGE_US
+                crossing += remote * (message + math.ceil(n / w) * probe.info_us / 2)
             predicted[f"{kind}×{w}"] = crossing + math.ceil(n / w) * work / share(w)
     return predicted
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
+
 if TYPE_CHECKING:
     from vecenv.policy import FailurePolicy
     from vecenv.worker.group import EnvGroup, InfoEntry
@@ -24,6 +26,7 @@ __all__ = [
     "NO_REPLY",
     "GetAttr",
     "GivenStep",
+    "InfoColumns",
     "Render",
     "Reset",
     "SetAttr",
@@ -34,8 +37,42 @@ __all__ = [
 ]
 
 
+class InfoColumns(Sequence):
+    """The info entries of some envs, kept as one record per env: every env at ``index``
+    returned the keys ``keys`` with scalar values of the types ``types``, and ``records[key]``
+    holds their values.
+
+    A transport that receives infos in shared memory hands them over like this, so the engine
+    can batch them a column at a time; read as a sequence, it is the per-env
+    :class:`~vecenv.worker.InfoEntry` list, each value of the type the env returned.
+    """
+
+    def __init__(self, index: np.ndarray, keys: tuple[str, ...], types: tuple[type, ...],
+                 records: np.ndarray) -> None:
+        self.index, self.keys, self.types, self.records = index, keys, types, records
+        self._entries: list[InfoEntry] | None = None
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, k: Any) -> Any:
+        if self._entries is None:
+            self._entries = self._unpack()
+        return self._entries[k]
+
+    def _unpack(self) -> list[InfoEntry]:
+        from vecenv.worker.group import InfoEntry
+
+        values = [self.records[key].tolist() if kind in (bool, int, float) else list(map(kind, self.records[key]))
+                  for key, kind in zip(self.keys, self.types, strict=True)]
+        keys = self.keys
+        return [InfoEntry(i, dict(zip(keys, row, strict=True)))
+                for i, row in zip(self.index.tolist(), zip(*values, strict=True), strict=True)]
+
+
 class StepReply(NamedTuple):
-    """What a reset or step returns beside the rows it wrote: info entries and object leaves."""
+    """What a reset or step returns beside the rows it wrote: info entries (perhaps as
+    :class:`InfoColumns`) and object leaves."""
 
     entries: Sequence[InfoEntry]
     objects: list | None = None

@@ -12,13 +12,16 @@ One step, from the caller's ``step()`` to a worker and back::
           if the worker declared it sleeps --- socket -----------------> socket until CMD moves
                                                                           EnvGroup.step(): envs write
                                           observation/reward/flag rows <- their results in place
+                                          info rows <------------------- InfoWriter.put: infos
+                                                                            packed by schema
                                           slot[w].DONE = CMD <----------- ControlBlock.finish (+ a
     VectorEnv.recv()                                                        pickled message on the
-      ProcessTransport.ready(workers):                                      socket only when infos
-        spin, yield, then sleep on the                                      or objects are not empty;
-        sockets and process sentinels <------- socket: "K" if asked ------  "K" if the caller sleeps)
-      ProcessTransport.fetch(w): StepReply (read from the socket only for a message)
-      batch the infos, return the rows
+      ProcessTransport.ready(workers):                                      socket only for new
+        spin, yield, then sleep on the                                      schemas, infos that do
+        sockets and process sentinels <------- socket: "K" if asked ------  not fit, or objects;
+      ProcessTransport.fetch(w): StepReply                                  "K" if the caller sleeps)
+        (InfoReader.take: infos from the info rows; the socket only for a message)
+      Dispatcher: batch the infos (by column when they allow), return the rows
 
 Modules, one concern each:
 
@@ -27,6 +30,7 @@ Modules, one concern each:
   spins and yields only while its waits say it pays, the declared sleep, and the wake-up.
 - :mod:`.wire`: frames, pickling, and socket I/O that notices a dead peer.
 - :mod:`.shm`: the anonymous shared-memory block.
+- :mod:`.infos`: infos (and SAME_STEP's final observations) in shared memory, by schema.
 - :mod:`.envfns`: the env_fns on their way to a worker (pickled once each for spawn/forkserver).
 - :mod:`.lifetime`: live transports (closed at exit), what a forked worker drops of other
   vector envs, and the watch that ends a worker with its caller.

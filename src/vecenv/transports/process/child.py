@@ -21,9 +21,10 @@ from vecenv.errors import EnvError, portable_error
 from vecenv.spaces import StepBuffers
 from vecenv.transports.process import control, envfns, handshake, lifetime, wire
 from vecenv.transports.process.control import CALLER_SLEEPS, CMD, OP, WORKER_SLEEPS, ControlBlock
+from vecenv.transports.process.infos import BlockReply, InfoBlock, InfoWriter
 from vecenv.transports.process.shm import SharedBlock
 from vecenv.worker import EnvGroup, StepReply
-from vecenv.worker.commands import NO_REPLY, Close
+from vecenv.worker.commands import Close
 
 __all__ = ["OP_MASKED_STEP", "OP_MESSAGE", "OP_STEP", "THREAD_VARS", "worker_main"]
 
@@ -43,6 +44,7 @@ class Child:
         self.group: EnvGroup | None = None
         self.ctrl: ControlBlock | None = None
         self.mask: np.ndarray | None = None
+        self.infos: InfoWriter | None = None
         self.seq = 0
 
     # ------------------------------------------------------------ handshake
@@ -52,12 +54,14 @@ class Child:
         if op != wire.ATTACH:
             raise RuntimeError(f"worker {self.index}: expected the shared-memory layout, got {op!r}")
         data, fd = self.peer.recv_with_fd(size)
-        obs_space, act_space, n, start, stop, nbytes, ctrl_off, num_workers, mask_off = wire.loads(data)
-        block = SharedBlock.attach(fd, nbytes)
-        buffers = StepBuffers(obs_space, act_space, n, block.buffer)
-        self.group.attach(buffers.rows(start, stop), ship_objects=True)
-        self.ctrl = ControlBlock(block.buffer, ctrl_off, num_workers)
-        self.mask = np.frombuffer(block.buffer, np.bool_, stop - start, mask_off + start)
+        at: wire.Attach = wire.loads(data)
+        block = SharedBlock.attach(fd, at.nbytes)
+        buffers = StepBuffers(at.observation_space, at.action_space, at.num_envs, block.buffer)
+        self.group.attach(buffers.rows(at.start, at.stop), ship_objects=True)
+        self.ctrl = ControlBlock(block.buffer, at.control_at, at.num_workers)
+        self.mask = np.frombuffer(block.buffer, np.bool_, at.stop - at.start, at.mask_at + at.start)
+        area = InfoBlock(at.observation_space, at.num_envs, block.buffer, at.infos_at)
+        self.infos = InfoWriter(area.part(at.start, at.stop), at.start)
         self.seq = int(self.ctrl.slots[self.index, CMD])
         self.send(True, None, "attach")
 
@@ -105,11 +109,18 @@ class Child:
 
     # ------------------------------------------------------------ replying
     def reply(self, ok: bool, value: Any, name: str) -> None:
-        """Finish the command: in shared memory alone when it allows, else as a message."""
-        if value is NO_REPLY or (ok and type(value) is StepReply and value.empty):
-            self.ctrl.finish(self.index, self.seq, control.IN_MEMORY)
-            handshake.notify(self.ctrl.slots[self.index], CALLER_SLEEPS, self.peer, wire.WAKE_CALLER)
-            return
+        """Finish the command: in shared memory alone when it allows (a step's infos included,
+        :mod:`.infos`), else as a message."""
+        if ok and type(value) is StepReply:
+            kind = control.INFOS if value.entries else control.IN_MEMORY
+            if value.entries:
+                value = self.infos.put(value.entries, value.objects)
+            elif value.objects is None:
+                value = None
+            if value is None:
+                self.ctrl.finish(self.index, self.seq, kind)
+                handshake.notify(self.ctrl.slots[self.index], CALLER_SLEEPS, self.peer, wire.WAKE_CALLER)
+                return
         data = self.dump(ok, value, name)
         self.ctrl.finish(self.index, self.seq, control.MESSAGE)
         self.peer.write(wire.frame(wire.MESSAGE, data))
@@ -128,7 +139,7 @@ class Child:
 
     def unsendable(self, value: Any, name: str, exc: Exception) -> Exception:
         """The error for a result that cannot be pickled: the env whose info it is, if any."""
-        for entry in value.entries if type(value) is StepReply else ():
+        for entry in value.entries if type(value) in (StepReply, BlockReply) else ():
             try:
                 wire.dumps(entry)
             except Exception as bad:  # noqa: PERF203 - only on the failure path

@@ -29,8 +29,9 @@ SLOT = 8
 #: stores are seen in program order (x86 TSO): a peer that spins needs no wake-up byte; elsewhere
 #: every command and reply keeps its byte, whose system calls order the memory
 TSO = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
-#: reply kinds: the result is all in shared memory, or a pickled message follows on the socket
-IN_MEMORY, MESSAGE = 0, 1
+#: reply kinds: the result is all in shared memory; a pickled message follows on the socket; the
+#: result is all in shared memory, info entries included (:mod:`.infos`)
+IN_MEMORY, MESSAGE, INFOS = 0, 1, 2
 
 
 def fence() -> None:
@@ -84,6 +85,14 @@ class ControlBlock:
         """Whether ``w``'s finished reply waits on the socket; marks it taken."""
         slot = self.slots[w]
         if slot[REPLY] != MESSAGE:
+            return False
+        slot[REPLY] = IN_MEMORY
+        return True
+
+    def take_infos(self, w: int) -> bool:
+        """Whether ``w``'s finished reply left info entries in the block; marks them taken."""
+        slot = self.slots[w]
+        if slot[REPLY] != INFOS:
             return False
         slot[REPLY] = IN_MEMORY
         return True

@@ -27,6 +27,7 @@ from vecenv.transports.process.control import (
     default_spin,
 )
 from vecenv.transports.process.envfns import EnvFnPicklingError
+from vecenv.transports.process.infos import IN_BLOCK, BlockReply, InfoBlock, InfoReader
 from vecenv.transports.process.shm import SharedBlock, aligned
 from vecenv.transports.signals import deferred_signals, quiet_children
 from vecenv.worker import EnvDescription
@@ -73,6 +74,7 @@ class ProcessTransport(Transport):
         self._buffers: StepBuffers | None = None
         self._mask: np.ndarray | None = None
         self._payloads: list[bytes] | None = None
+        self._infos: InfoReader | None = None
         self._action_objects = False
         self._next_death_check = 0.0
         self._closed = False
@@ -167,13 +169,16 @@ class ProcessTransport(Transport):
         nbytes = StepBuffers.nbytes(observation_space, action_space, num_envs)
         ctrl_off = aligned(nbytes)
         mask_off = ctrl_off + ControlBlock.nbytes(self.num_workers)
-        size = aligned(mask_off + num_envs)
+        infos_off = aligned(mask_off + num_envs)
+        size = aligned(infos_off + InfoBlock.nbytes(observation_space, num_envs))
         self._block = SharedBlock(size)
         buf = self._block.buffer
         self._buffers = StepBuffers(observation_space, action_space, num_envs, buf)
         self.ctrl = ControlBlock(buf, ctrl_off, self.num_workers)
         self._mask = np.frombuffer(buf, np.bool_, num_envs, mask_off)
-        self._layout = (observation_space, action_space, num_envs, size, ctrl_off, self.num_workers, mask_off)
+        self._infos = InfoReader(InfoBlock(observation_space, num_envs, buf, infos_off), self.partition)
+        self._layout = wire.Attach(observation_space, action_space, num_envs, 0, 0, size, ctrl_off,
+                                   self.num_workers, mask_off, infos_off)
         self._action_objects = self._buffers.actions.has_objects
         self._given = self._buffers.actions.given
         return self._buffers
@@ -189,9 +194,8 @@ class ProcessTransport(Transport):
         # the descriptor stays open until close(): a restarted worker maps the same block
 
     def _send_layout(self, w: int) -> None:
-        obs_space, act_space, n, size, ctrl_off, num_workers, mask_off = self._layout
         start, stop = self.partition[w]
-        data = cloudpickle.dumps((obs_space, act_space, n, start, stop, size, ctrl_off, num_workers, mask_off))
+        data = cloudpickle.dumps(self._layout._replace(start=start, stop=stop))
         self.peers[w].write(wire.ATTACH + len(data).to_bytes(8, "little"))
         self.peers[w].send_with_fd(data, self._block.fd)
 
@@ -303,15 +307,21 @@ class ProcessTransport(Transport):
             raise self._died(worker)
         if not control.TSO:
             self.peers[worker].skip_wakeups()
-        if ctrl.slots[worker, control.REPLY] != control.MESSAGE:
-            return NO_REPLY  # the hot path: the reply is all in shared memory
+        kind = ctrl.slots[worker, control.REPLY]
+        if kind != control.MESSAGE:  # the hot path: the reply is all in shared memory
+            if kind == control.INFOS and ctrl.take_infos(worker):
+                return self._infos.take(worker, IN_BLOCK)
+            return NO_REPLY
         with deferred_signals():  # read and marked taken, or neither
             try:
                 data = self._read(worker, FRAME_TIMEOUT)
             except TimeoutError:  # _read ended the worker (another signal's handler cut a read short)
                 raise self._died(worker, f"ended, its reply stalled for {FRAME_TIMEOUT:g} s") from None
             ctrl.take_message(worker)
-        return self._unpack(worker, data)
+        value = self._unpack(worker, data)
+        if type(value) is BlockReply:
+            return self._infos.take(worker, value)
+        return value
 
     def _unpack(self, worker: int, data: bytes) -> Any:
         try:
@@ -341,6 +351,7 @@ class ProcessTransport(Transport):
         self._spawn(worker)
         old.close()
         self.ctrl.forget(worker)
+        self._infos.forget(worker)
         self.dead.pop(worker, None)
         deadline = self._start_deadline()
         try:

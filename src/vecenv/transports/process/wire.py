@@ -12,11 +12,11 @@ import os
 import pickle
 import select
 import socket
-from typing import Any
+from typing import Any, NamedTuple
 
 import cloudpickle
 
-__all__ = ["ATTACH", "MESSAGE", "WAKE_CALLER", "WAKE_WORKER", "dumps", "frame", "loads"]
+__all__ = ["ATTACH", "MESSAGE", "WAKE_CALLER", "WAKE_WORKER", "Attach", "dumps", "frame", "loads"]
 
 MESSAGE = b"P"
 ATTACH = b"A"
@@ -24,6 +24,22 @@ WAKE_WORKER = b"W"
 WAKE_CALLER = b"K"
 _WAKEUPS = (WAKE_WORKER, WAKE_CALLER)
 PROTOCOL = pickle.HIGHEST_PROTOCOL
+
+
+class Attach(NamedTuple):
+    """The shared block's layout, sent to a worker (with the block's descriptor) once it has
+    described its envs: where its rows, its control slot, its step mask and its infos are."""
+
+    observation_space: Any
+    action_space: Any
+    num_envs: int
+    start: int
+    stop: int
+    nbytes: int
+    control_at: int
+    num_workers: int
+    mask_at: int
+    infos_at: int
 
 
 def frame(op: bytes, data: bytes) -> bytes:

@@ -1,0 +1,251 @@
+"""Infos that travel through shared memory (the process backend) give exactly what gymnasium's
+SyncVectorEnv and SB3's DummyVecEnv give: the same keys in the same order, dtypes, masks, values
+and Python types, in every autoreset mode, for every kind of value an info can hold, including
+keys that appear late, keys that change type, and values that cannot go in shared memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from helpers import assert_same, backends_under_test, make_backend, use_backend
+from vecenv.transports.process.infos import InfoBlock, InfoReader, InfoWriter, fits_in_block
+from vecenv.worker import InfoEntry
+from vecenv.worker.commands import InfoColumns
+
+pytestmark = pytest.mark.timeout(120)
+
+STEPS = 40
+
+
+class InfoHeavyEnv(gym.Env):
+    """An env whose infos hold every kind of value, varying by step and by env."""
+
+    observation_space = spaces.Box(-10.0, 10.0, (3,), np.float32)
+    action_space = spaces.Discrete(3)
+
+    def __init__(self, index: int = 0, episode: int = 6, big: bool = False) -> None:
+        self.index, self.episode, self.t, self.total, self.big = index, episode, 0, 0, big
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {"reset_count": self.total, "start": np.float32(self.index)}
+
+    def _obs(self) -> np.ndarray:
+        return np.full(3, self.index + 0.25 * self.t, dtype=np.float32)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        self.t += 1
+        self.total += 1
+        t, total = self.t, self.total
+        info: dict[str, Any] = {
+            "py_float": 0.5 * total, "py_int": total, "py_bool": total % 2 == 0,
+            "np_f32": np.float32(total / 3), "np_i16": np.int16(-total), "np_u8": np.uint8(total % 200),
+            "np_f64": np.float64(total * 1.25), "np_bool": np.bool_(total % 3 == 0),
+            "arr": np.arange(3, dtype=np.float32) * total, "grid": np.full((2, 2), total, dtype=np.int32),
+            "nested": {"a": float(total), "b": np.int64(total), "deeper": {"c": total % 2 == 1}},
+        }
+        if total > 7:
+            info["late"] = 1.5 * total  # a key that appears late
+        info["changing"] = total if total % 2 else float(total)  # int, then float, then int...
+        if total % 7 == 0:
+            info["msg"] = f"step {total}"  # a string: not in shared memory
+        if self.big and total % 11 == 0:
+            info["big"] = 2**70  # beyond int64: not in shared memory (gymnasium cannot batch it)
+        if self.index % 2:
+            info["odd_only"] = np.float32(self.index)
+        terminated = t == self.episode
+        truncated = t == self.episode - 2 and self.index == 1
+        return self._obs(), float(action), terminated, truncated, info
+
+
+def env_fns(n: int, big: bool = False) -> list:
+    return [lambda i=i: InfoHeavyEnv(i, big=big) for i in range(n)]
+
+
+def run(venv: Any, n: int) -> list:
+    out = [venv.reset(seed=list(range(n)))]
+    for t in range(STEPS):
+        out.append(venv.step(np.array([(t + i) % 3 for i in range(n)])))
+    return out
+
+
+def assert_same_infos(ours: Any, theirs: Any, path: str) -> None:
+    """assert_same, plus the keys' order at every level."""
+    assert_same(ours, theirs, path)
+    if isinstance(theirs, dict):
+        assert list(ours) == list(theirs), f"{path}: key order {list(ours)} != {list(theirs)}"
+        for key, value in theirs.items():
+            if isinstance(value, dict):
+                assert_same_infos(ours[key], value, f"{path}[{key!r}]")
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED])
+@pytest.mark.parametrize("backend", backends_under_test())
+def test_info_heavy_env_matches_gymnasium(request: Any, backend: str, mode: AutoresetMode) -> None:
+    use_backend(request, backend)
+    n = 5
+    ref = gym.vector.SyncVectorEnv(env_fns(n), autoreset_mode=mode)
+    kwargs = {"num_workers": 2} if backend != "serial" else {}
+    ours = make_backend(backend, env_fns(n), autoreset_mode=mode, **kwargs)
+    try:
+        if mode is AutoresetMode.DISABLED:
+            expected, got = run_disabled(ref, n), run_disabled(ours, n)
+        else:
+            expected, got = run(ref, n), run(ours, n)
+    finally:
+        ref.close()
+        ours.close()
+    for t, (theirs, mine) in enumerate(zip(expected, got, strict=True)):
+        for k, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            assert_same_infos(a, b, f"step {t} item {k}")
+
+
+def run_disabled(venv: Any, n: int) -> list:
+    out = [venv.reset(seed=list(range(n)))]
+    for t in range(STEPS):
+        result = venv.step(np.array([(t + i) % 3 for i in range(n)]))
+        out.append(result)
+        ended = result[2] | result[3]
+        if ended.any():
+            out.append(venv.reset(options={"reset_mask": ended}))
+    return out
+
+
+@pytest.mark.parametrize("cls", ["DummyVecEnv", "SubprocVecEnv"])
+def test_sb3_infos_keep_each_value_type(cls: str) -> None:
+    """SB3's per-env infos: the exact Python and numpy types the env returned (a float stays a
+    float, an np.float32 an np.float32), terminal_observation included."""
+    sv = pytest.importorskip("stable_baselines3.common.vec_env")
+    import vecenv.sb3 as vsb3
+
+    n = 4
+    kwargs = {"start_method": "fork"} if cls == "SubprocVecEnv" else {}
+    theirs = sv.DummyVecEnv(env_fns(n, big=True))
+    ours = getattr(vsb3, cls)(env_fns(n, big=True), **kwargs)
+    try:
+        for venv in (theirs, ours):
+            venv.seed(3)
+        assert_same(ours.reset(), theirs.reset())
+        for t in range(STEPS):
+            actions = np.array([(t + i) % 3 for i in range(n)])
+            a, b = ours.step(actions), theirs.step(actions)
+            assert_same(a[:3], b[:3], f"step {t}")
+            for i, (mine, their) in enumerate(zip(a[3], b[3], strict=True)):
+                assert list(mine) == list(their), (t, i)
+                assert_exact(mine, their, f"step {t} env {i}")
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def assert_exact(a: Any, b: Any, path: str) -> None:
+    assert type(a) is type(b), f"{path}: {type(a)} != {type(b)}"
+    if isinstance(b, dict):
+        assert list(a) == list(b), f"{path}: {list(a)} != {list(b)}"
+        for key in b:
+            assert_exact(a[key], b[key], f"{path}[{key!r}]")
+    elif isinstance(b, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b), path
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+# ------------------------------------------------------------------ the block itself
+def block(n: int = 4) -> tuple[InfoWriter, InfoReader]:
+    space = InfoHeavyEnv.observation_space
+    memory = memoryview(bytearray(InfoBlock.nbytes(space, n)))
+    area = InfoBlock(space, n, memory, 0)
+    return InfoWriter(area.part(0, n), 0), InfoReader(area, [(0, n)])
+
+
+def round_trip(entries: list[InfoEntry]) -> tuple[list[InfoEntry], Any]:
+    writer, reader = block()
+    reply = writer.put(entries, None)
+    from vecenv.transports.process.infos import IN_BLOCK
+
+    got = reader.take(0, reply if reply is not None else IN_BLOCK)
+    return sorted(got.entries, key=lambda e: e.index), reply
+
+
+def test_values_that_cannot_go_in_shared_memory_travel_as_they_were() -> None:
+    infos = [
+        {"s": "text"}, {"big": 2**70}, {"obj": object}, {"lst": [1, 2]}, {1: "int key"},
+        {"sub": gym.utils.seeding.np_random(0)[0]}, {"od": __import__("collections").OrderedDict(a=1)},
+        {"objarr": np.array([None, 1], dtype=object)}, {"cplx": np.complex64(1 + 2j)},
+    ]
+    entries = [InfoEntry(0, info) for info in infos]
+    for entry in entries:
+        got, reply = round_trip([entry])
+        assert reply is not None and list(reply.entries) == [entry], entry.info
+        assert got[0].info is entry.info
+
+
+def test_packed_values_come_back_with_their_types() -> None:
+    info = {"f": 1.25, "i": -(2**63), "b": False, "f32": np.float32(0.1), "f16": np.float16(2.5),
+            "u64": np.uint64(2**64 - 1), "nb": np.bool_(True), "nan": float("nan"), "neg0": -0.0,
+            "a": np.arange(4, dtype=">i4").reshape(2, 2), "empty": np.zeros((0, 3)),
+            "d": {"x": 1, "y": {"z": np.int8(-3)}}}
+    got, reply = round_trip([InfoEntry(2, info)])
+    assert reply is not None and not reply.entries and reply.schemas  # new schema, value in block
+    assert_exact_nan(got[0].info, info)
+    assert fits_in_block(info) and not fits_in_block({"s": "x"})
+    assert not fits_in_block({"huge": np.zeros(10_000)})
+
+
+def assert_exact_nan(a: Any, b: Any) -> None:
+    assert type(a) is type(b) and (list(a) == list(b) if isinstance(b, dict) else True)
+    if isinstance(b, dict):
+        for key in b:
+            assert_exact_nan(a[key], b[key])
+    elif isinstance(b, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b) and a.flags.writeable
+    elif b != b:
+        assert a != a
+    else:
+        assert a == b and str(a) == str(b)
+
+
+def test_a_known_schema_needs_no_message_and_columns_batch_by_key() -> None:
+    writer, reader = block()
+    entries = [InfoEntry(i, {"x": float(i), "n": np.int16(i)}) for i in range(4)]
+    first = writer.put(entries, None)
+    assert first is not None and len(first.schemas) == 1
+    reader.take(0, first)
+    assert writer.put(entries, None) is None  # the same keys and types: all in shared memory
+    from vecenv.transports.process.infos import IN_BLOCK
+
+    columns = reader.take(0, IN_BLOCK).entries
+    assert isinstance(columns, InfoColumns) and columns.index.tolist() == [0, 1, 2, 3]
+    assert [e.info for e in columns] == [e.info for e in entries]
+    assert all(type(e.info["n"]) is np.int16 for e in columns)
+
+
+def test_why_not_shared_names_each_key_and_the_reason() -> None:
+    from vecenv.transports.process.infos import why_not_shared
+
+    info = {"ok": 1.0, "s": "text", "sub": {"big": 2**70, "fine": np.int8(1)}, 3: 1.0,
+            "objs": np.array([None], dtype=object)}
+    found = why_not_shared(info)
+    assert set(found) == {"['s']", "['sub']['big']", "[3]", "['objs']"}
+    assert "str" in found["['s']"] and "int64" in found["['sub']['big']"] and "object array" in found["['objs']"]
+    assert why_not_shared({"ok": 1.0, "a": np.zeros(4)}) == {}
+    assert list(why_not_shared({"a": np.zeros(1000)})) == [""]
+
+
+@pytest.mark.timeout(120)
+def test_vecenv_check_says_which_infos_leave_shared_memory() -> None:
+    from vecenv.bench.check import check_env
+
+    report = check_env(InfoHeavyEnv, num_envs=2, steps=30, backends=["serial"], spawn=False)
+    [line] = [f.message for f in report.findings if "travel pickled" in f.message]
+    assert "info['msg']: a str" in line
+    quiet = check_env(lambda: gym.make("CartPole-v1"), num_envs=2, steps=10, backends=["serial"], spawn=False)
+    assert not [f for f in quiet.findings if "shared memory" in f.message]  # CartPole returns no infos
