@@ -7,7 +7,7 @@ One step, from the caller's ``step()`` to a worker and back::
     VectorEnv.send(actions)
       actions -> StepBuffers  ----------> actions rows
       ProcessTransport.submit(w, Step)
-        ControlBlock.post(w, S) --------> slot[w].CMD += 1 ------------> Child.wait_command: spin,
+        ControlBlock.post(w, Op.STEP) --> slot[w].CMD += 1 ------------> Child.wait_command: spin,
         handshake.notify: wake byte "W"                                   yield, then sleep on the
           if the worker declared it sleeps --- socket -----------------> socket until CMD moves
                                                                           EnvGroup.step(): envs write
@@ -25,6 +25,8 @@ One step, from the caller's ``step()`` to a worker and back::
 
 Modules, one concern each:
 
+- :mod:`.protocol`: every code the two sides exchange (slot fields, operations, reply kinds,
+  frame ops, wake-up bytes, the typed attach message), named once.
 - :mod:`.control`: the control block (post / finish / the sleep flags) and the memory fence.
 - :mod:`.handshake`: the sleep/wake handshake both sides use: a :class:`~.handshake.Waiter` that
   spins and yields only while its waits say it pays, the declared sleep, and the wake-up.

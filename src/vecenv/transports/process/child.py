@@ -19,16 +19,17 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.errors import EnvError, portable_error
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, envfns, handshake, lifetime, wire
-from vecenv.transports.process.control import CALLER_SLEEPS, CMD, OP, WORKER_SLEEPS, ControlBlock
+from vecenv.transports.process import envfns, handshake, lifetime, wire
+from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.infos import BlockReply, InfoBlock, InfoWriter
+from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, Wake
 from vecenv.transports.process.shm import SharedBlock
 from vecenv.worker import EnvGroup, StepReply
 from vecenv.worker.commands import Close
 
-__all__ = ["OP_MASKED_STEP", "OP_MESSAGE", "OP_STEP", "THREAD_VARS", "worker_main"]
+__all__ = ["THREAD_VARS", "worker_main"]
 
-OP_STEP, OP_MASKED_STEP, OP_MESSAGE = ord("S"), ord("M"), ord("P")
+CMD, OP = Slot.CMD, Slot.OP
 #: environment variables that keep numeric libraries to one thread in a worker
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                "NUMEXPR_NUM_THREADS")
@@ -50,11 +51,11 @@ class Child:
     # ------------------------------------------------------------ handshake
     def attach(self) -> None:
         """Map the shared block the caller sends and give the group its rows."""
-        op, size = self.peer.read(1), int.from_bytes(self.peer.read(8), "little")
-        if op != wire.ATTACH:
-            raise RuntimeError(f"worker {self.index}: expected the shared-memory layout, got {op!r}")
-        data, fd = self.peer.recv_with_fd(size)
-        at: wire.Attach = wire.loads(data)
+        op, data, fd = self.peer.read_frame_with_fd()
+        at = wire.loads(data)
+        if op != Frame.ATTACH or type(at) is not Attach:
+            raise RuntimeError(f"worker {self.index}: expected the shared-memory layout, got {op!r} "
+                               f"{type(at).__name__}")
         block = SharedBlock.attach(fd, at.nbytes)
         buffers = StepBuffers(at.observation_space, at.action_space, at.num_envs, block.buffer)
         self.group.attach(buffers.rows(at.start, at.stop), ship_objects=True)
@@ -74,9 +75,9 @@ class Child:
             self.seq = int(slot[CMD])
             op, name = int(slot[OP]), "step"
             try:
-                if op == OP_STEP:
+                if op == Op.STEP:
                     result: Any = self.group.step(None)
-                elif op == OP_MASKED_STEP:
+                elif op == Op.MASKED_STEP:
                     result = self.group.step(np.flatnonzero(self.mask))
                 else:
                     command, objects = wire.loads(self.peer.read_frame()[1])
@@ -101,7 +102,7 @@ class Child:
             return
         poller = select.poll()
         poller.register(self.peer.fd, select.POLLIN)
-        handshake.sleep(moved, lambda flag: slot.__setitem__(WORKER_SLEEPS, flag), poller, self._on_wakeup)
+        handshake.sleep(moved, lambda flag: slot.__setitem__(Slot.WORKER_SLEEPS, flag), poller, self._on_wakeup)
 
     def _on_wakeup(self, fd: int) -> None:
         if self.peer.skip_wakeups() == b"":
@@ -112,22 +113,22 @@ class Child:
         """Finish the command: in shared memory alone when it allows (a step's infos included,
         :mod:`.infos`), else as a message."""
         if ok and type(value) is StepReply:
-            kind = control.INFOS if value.entries else control.IN_MEMORY
+            kind = Reply.INFOS if value.entries else Reply.IN_MEMORY
             if value.entries:
                 value = self.infos.put(value.entries, value.objects)
             elif value.objects is None:
                 value = None
             if value is None:
                 self.ctrl.finish(self.index, self.seq, kind)
-                handshake.notify(self.ctrl.slots[self.index], CALLER_SLEEPS, self.peer, wire.WAKE_CALLER)
+                handshake.notify(self.ctrl.slots[self.index], Slot.CALLER_SLEEPS, self.peer, Wake.CALLER)
                 return
         data = self.dump(ok, value, name)
-        self.ctrl.finish(self.index, self.seq, control.MESSAGE)
-        self.peer.write(wire.frame(wire.MESSAGE, data))
+        self.ctrl.finish(self.index, self.seq, Reply.MESSAGE)
+        self.peer.write(wire.frame(Frame.MESSAGE, data))
 
     def send(self, ok: bool, value: Any, name: str) -> None:
         """A reply outside the counters (during the handshake)."""
-        self.peer.write(wire.frame(wire.MESSAGE, self.dump(ok, value, name)))
+        self.peer.write(wire.frame(Frame.MESSAGE, self.dump(ok, value, name)))
 
     def dump(self, ok: bool, value: Any, name: str) -> bytes:
         if not ok:

@@ -20,18 +20,14 @@ import time
 import numpy as np
 
 from vecenv.engine.transport import usable_cores
+from vecenv.transports.process.protocol import Reply, Slot
 
-__all__ = ["CALLER_SLEEPS", "ControlBlock", "TSO", "default_spin", "fence"]
+__all__ = ["ControlBlock", "TSO", "default_spin", "fence"]
 
-#: slot fields (one 64-byte row of int64 per worker, so workers never share a cache line)
-CMD, DONE, STAMP, OP, REPLY, WORKER_SLEEPS, CALLER_SLEEPS = range(7)
-SLOT = 8
+CMD, DONE, STAMP, OP, REPLY = Slot.CMD, Slot.DONE, Slot.STAMP, Slot.OP, Slot.REPLY
 #: stores are seen in program order (x86 TSO): a peer that spins needs no wake-up byte; elsewhere
 #: every command and reply keeps its byte, whose system calls order the memory
 TSO = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
-#: reply kinds: the result is all in shared memory; a pickled message follows on the socket; the
-#: result is all in shared memory, info entries included (:mod:`.infos`)
-IN_MEMORY, MESSAGE, INFOS = 0, 1, 2
 
 
 def fence() -> None:
@@ -56,11 +52,11 @@ class ControlBlock:
     """The counters of ``num_workers`` workers, over ``buffer`` at ``offset``."""
 
     def __init__(self, buffer: memoryview, offset: int, num_workers: int) -> None:
-        self.slots = np.frombuffer(buffer, np.int64, num_workers * SLOT, offset).reshape(num_workers, SLOT)
+        self.slots = np.frombuffer(buffer, np.int64, num_workers * Slot.SIZE, offset).reshape(num_workers, Slot.SIZE)
 
     @staticmethod
     def nbytes(num_workers: int) -> int:
-        return num_workers * SLOT * 8
+        return num_workers * Slot.SIZE * 8
 
     # ------------------------------------------------------------ caller side
     def post(self, w: int, op: int) -> None:
@@ -84,25 +80,25 @@ class ControlBlock:
     def take_message(self, w: int) -> bool:
         """Whether ``w``'s finished reply waits on the socket; marks it taken."""
         slot = self.slots[w]
-        if slot[REPLY] != MESSAGE:
+        if slot[REPLY] != Reply.MESSAGE:
             return False
-        slot[REPLY] = IN_MEMORY
+        slot[REPLY] = Reply.IN_MEMORY
         return True
 
     def take_infos(self, w: int) -> bool:
         """Whether ``w``'s finished reply left info entries in the block; marks them taken."""
         slot = self.slots[w]
-        if slot[REPLY] != INFOS:
+        if slot[REPLY] != Reply.INFOS:
             return False
-        slot[REPLY] = IN_MEMORY
+        slot[REPLY] = Reply.IN_MEMORY
         return True
 
     def forget(self, w: int) -> None:
         """Drop whatever ``w`` was doing (it was ended): nothing is outstanding any more."""
         slot = self.slots[w]
         slot[DONE] = slot[CMD]
-        slot[REPLY] = IN_MEMORY
-        slot[WORKER_SLEEPS] = 0
+        slot[REPLY] = Reply.IN_MEMORY
+        slot[Slot.WORKER_SLEEPS] = 0
 
     # ------------------------------------------------------------ worker side
     def finish(self, w: int, seq: int, kind: int) -> None:

@@ -19,15 +19,11 @@ from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport
 from vecenv.errors import StepTimeoutError, VecEnvError, WorkerDiedError
 from vecenv.spaces import StepBuffers
 from vecenv.transports.process import control, envfns, handshake, lifetime, wire
-from vecenv.transports.process.child import OP_MASKED_STEP, OP_MESSAGE, OP_STEP, worker_main
-from vecenv.transports.process.control import (
-    CALLER_SLEEPS,
-    WORKER_SLEEPS,
-    ControlBlock,
-    default_spin,
-)
+from vecenv.transports.process.child import worker_main
+from vecenv.transports.process.control import ControlBlock, default_spin
 from vecenv.transports.process.envfns import EnvFnPicklingError
 from vecenv.transports.process.infos import IN_BLOCK, BlockReply, InfoBlock, InfoReader
+from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, Wake
 from vecenv.transports.process.shm import SharedBlock, aligned
 from vecenv.transports.signals import deferred_signals, quiet_children
 from vecenv.worker import EnvDescription
@@ -177,7 +173,7 @@ class ProcessTransport(Transport):
         self.ctrl = ControlBlock(buf, ctrl_off, self.num_workers)
         self._mask = np.frombuffer(buf, np.bool_, num_envs, mask_off)
         self._infos = InfoReader(InfoBlock(observation_space, num_envs, buf, infos_off), self.partition)
-        self._layout = wire.Attach(observation_space, action_space, num_envs, 0, 0, size, ctrl_off,
+        self._layout = Attach(observation_space, action_space, num_envs, 0, 0, size, ctrl_off,
                                    self.num_workers, mask_off, infos_off)
         self._action_objects = self._buffers.actions.has_objects
         self._given = self._buffers.actions.given
@@ -196,8 +192,7 @@ class ProcessTransport(Transport):
     def _send_layout(self, w: int) -> None:
         start, stop = self.partition[w]
         data = cloudpickle.dumps(self._layout._replace(start=start, stop=stop))
-        self.peers[w].write(wire.ATTACH + len(data).to_bytes(8, "little"))
-        self.peers[w].send_with_fd(data, self._block.fd)
+        self.peers[w].write_frame_with_fd(Frame.ATTACH, data, self._block.fd)
 
     # ------------------------------------------------------------ commands
     def submit(self, worker: int, command: Command) -> None:
@@ -208,23 +203,23 @@ class ProcessTransport(Transport):
             command = with_given(command, self._given, *self.partition[worker])
         if type(command) is Step and not self._action_objects:
             if command.ids is None:
-                op = OP_STEP
+                op = Op.STEP
             else:
                 start, stop = self.partition[worker]
                 mask = self._mask[start:stop]
                 mask[:] = False
                 mask[command.ids] = True
-                op = OP_MASKED_STEP
+                op = Op.MASKED_STEP
             ctrl.post(worker, op)  # the commit point
-            handshake.notify(ctrl.slots[worker], WORKER_SLEEPS, self.peers[worker], wire.WAKE_WORKER)
+            handshake.notify(ctrl.slots[worker], Slot.WORKER_SLEEPS, self.peers[worker], Wake.WORKER)
             return
         objects = None
         if type(command) is Step or type(command) is GivenStep:
             start, stop = self.partition[worker]
             objects = self._buffers.actions.rows(start, stop).get_objects()
-        data = wire.frame(wire.MESSAGE, cloudpickle.dumps((command, objects), wire.PROTOCOL))
+        data = wire.frame(Frame.MESSAGE, cloudpickle.dumps((command, objects), wire.PROTOCOL))
         with deferred_signals():  # posted and written, or neither
-            ctrl.post(worker, OP_MESSAGE)
+            ctrl.post(worker, Op.COMMAND)
             try:
                 self.peers[worker].write(data)
             except EOFError:
@@ -233,7 +228,7 @@ class ProcessTransport(Transport):
     def outstanding(self, worker: int) -> bool:
         ctrl = self.ctrl
         return worker not in self.dead and ctrl is not None and (
-            ctrl.outstanding(worker) or ctrl.slots[worker, control.REPLY] == control.MESSAGE
+            ctrl.outstanding(worker) or ctrl.slots[worker, Slot.REPLY] == Reply.MESSAGE
         )
 
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
@@ -284,7 +279,7 @@ class ProcessTransport(Transport):
 
         def declare(flag: int) -> None:
             if self.ctrl is not None:
-                slots[live, CALLER_SLEEPS] = flag
+                slots[live, Slot.CALLER_SLEEPS] = flag
 
         done = handshake.sleep(
             lambda: self._done(workers), declare, poller, lambda fd: self._on_event(owner[fd], fd), deadline,
@@ -307,9 +302,9 @@ class ProcessTransport(Transport):
             raise self._died(worker)
         if not control.TSO:
             self.peers[worker].skip_wakeups()
-        kind = ctrl.slots[worker, control.REPLY]
-        if kind != control.MESSAGE:  # the hot path: the reply is all in shared memory
-            if kind == control.INFOS and ctrl.take_infos(worker):
+        kind = ctrl.slots[worker, Slot.REPLY]
+        if kind != Reply.MESSAGE:  # the hot path: the reply is all in shared memory
+            if kind == Reply.INFOS and ctrl.take_infos(worker):
                 return self._infos.take(worker, IN_BLOCK)
             return NO_REPLY
         with deferred_signals():  # read and marked taken, or neither

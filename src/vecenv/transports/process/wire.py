@@ -12,34 +12,17 @@ import os
 import pickle
 import select
 import socket
-from typing import Any, NamedTuple
+from typing import Any
 
 import cloudpickle
 
-__all__ = ["ATTACH", "MESSAGE", "WAKE_CALLER", "WAKE_WORKER", "Attach", "dumps", "frame", "loads"]
+from vecenv.transports.process.protocol import Wake
 
-MESSAGE = b"P"
-ATTACH = b"A"
-WAKE_WORKER = b"W"
-WAKE_CALLER = b"K"
-_WAKEUPS = (WAKE_WORKER, WAKE_CALLER)
+__all__ = ["Peer", "dumps", "frame", "loads"]
+
+_WAKEUPS = Wake.ALL
+_HEAD = 9  # a frame's op byte and length
 PROTOCOL = pickle.HIGHEST_PROTOCOL
-
-
-class Attach(NamedTuple):
-    """The shared block's layout, sent to a worker (with the block's descriptor) once it has
-    described its envs: where its rows, its control slot, its step mask and its infos are."""
-
-    observation_space: Any
-    action_space: Any
-    num_envs: int
-    start: int
-    stop: int
-    nbytes: int
-    control_at: int
-    num_workers: int
-    mask_at: int
-    infos_at: int
 
 
 def frame(op: bytes, data: bytes) -> bytes:
@@ -135,25 +118,27 @@ class Peer:
             except (BrokenPipeError, ConnectionResetError):
                 raise EOFError("the peer closed the connection") from None
 
-    def send_with_fd(self, data: bytes, fd: int) -> None:
-        """Send ``data`` with a file descriptor attached (the shared-memory block)."""
+    def write_frame_with_fd(self, op: bytes, data: bytes, fd: int) -> None:
+        """Send one frame with a file descriptor attached (the shared-memory block)."""
+        whole = frame(op, data)
         self.sock.setblocking(True)
         try:
-            sent = socket.send_fds(self.sock, [data], [fd])
-            if sent < len(data):
-                self.sock.sendall(data[sent:])
+            sent = socket.send_fds(self.sock, [whole], [fd])
+            if sent < len(whole):
+                self.sock.sendall(whole[sent:])
         finally:
             self.sock.setblocking(False)
 
-    def recv_with_fd(self, size: int) -> tuple[bytes, int]:
-        """Receive ``size`` bytes that came with one descriptor; ``(data, fd)``."""
-        self.wait(select.POLLIN, None)
-        msg, fds, _, _ = socket.recv_fds(self.sock, size, 1)
+    def read_frame_with_fd(self) -> tuple[bytes, bytes, int]:
+        """The next frame and the descriptor that came with it: ``(op, payload, fd)``."""
+        while self.skip_wakeups() is None:  # the descriptor comes with the frame's first byte
+            self.wait(select.POLLIN, None)
+        head, fds, _, _ = socket.recv_fds(self.sock, _HEAD, 1)
         if not fds:
-            raise EOFError("the peer closed the connection")
-        if len(msg) < size:
-            msg += self.read(size - len(msg))
-        return msg, fds[0]
+            raise EOFError("the peer closed the connection, or sent a frame without a descriptor")
+        if len(head) < _HEAD:
+            head += self.read(_HEAD - len(head))
+        return head[:1], self.read(int.from_bytes(head[1:], "little")), fds[0]
 
     def wait(self, event: int, timeout: float | None) -> None:
         """Block until the socket is ready for ``event``; ``EOFError`` if the peer died,
