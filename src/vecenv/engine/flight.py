@@ -36,7 +36,7 @@ from vecenv.errors import (
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
 from vecenv.worker import InfoEntry
-from vecenv.worker.commands import Command, InfoColumns, Step
+from vecenv.worker.commands import Command, InfoColumns, Step, with_given
 
 __all__ = ["CallerGuard", "Dispatcher", "Overdue", "one_caller"]
 
@@ -190,6 +190,8 @@ class Dispatcher:
         self._in_flight[w] = gids
         if self.policy.step_timeout is not None:
             self._sent_at[w] = time.monotonic()
+        if type(command) is Step and self._buffers.actions.given:  # actions as the caller gave them
+            command = with_given(command, self._buffers.actions.given, *self._partition[w])
         self._transport.submit(w, command)
 
     # ------------------------------------------------------------ waiting

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Mapping, Sequence
-from types import MappingProxyType
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from gymnasium import spaces
@@ -62,10 +61,6 @@ class Transport(ABC):
     can_end_workers: bool = False
     #: index of this transport's first worker (a transport can serve a tail of the groups)
     first_worker: int = 0
-    #: the action buffer's :attr:`~vecenv.spaces.BatchBuffer.given` (env -> action as the caller
-    #: passed it), bound by :meth:`attach` or :meth:`allocate`; a step of a group with envs in it
-    #: travels as a :class:`~vecenv.worker.commands.GivenStep`
-    _given: Mapping[int, Any] = MappingProxyType({})
     env_fns: list[Callable[[], Any]]
     partition: list[tuple[int, int]]
     autoreset_mode: AutoresetMode

@@ -15,8 +15,7 @@ arrays, tuple of items for custom spaces).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,7 +213,7 @@ class BatchBuffer:
         what was given, before anything is written. When an array leaf of ``batch`` is not a
         numpy array of the leaf's dtype (a float64 batch for a float32 Box, a list of ints),
         the rows also keep, in :attr:`given`, each item as ``gymnasium.vector.utils.iterate``
-        yields it: gymnasium's vector envs hand the envs those, so a transport hands them on.
+        yields it: gymnasium's vector envs hand the envs those, so the engine sends them with the step.
         """
         single = self._single_array
         if (
@@ -255,16 +254,6 @@ class BatchBuffer:
             self._batched = batch_space(self.space, self.n)
         targets = range(self.n) if rows is None else [int(r) for r in rows]
         given.update(zip(targets, iterate(self._batched, batch), strict=True))
-
-    @contextmanager
-    def giving(self, given: Mapping[int, Any]) -> Iterator[None]:
-        """Within the block, :meth:`item` returns ``given[i]`` for the rows ``given`` names."""
-        stored = self.item
-        self.__dict__["item"] = lambda i: given[i] if i in given else stored(i)
-        try:
-            yield
-        finally:
-            self.__dict__.pop("item", None)
 
     # ----------------------------------------------------------------- reading
     def read(self, copy: bool = True) -> Any:

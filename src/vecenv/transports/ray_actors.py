@@ -27,7 +27,7 @@ from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport
 from vecenv.errors import EnvError, StepTimeoutError, WorkerDiedError, portable_error
 from vecenv.spaces import StepBuffers
 from vecenv.worker import EnvDescription
-from vecenv.worker.commands import Command, Step, with_given
+from vecenv.worker.commands import Command
 from vecenv.worker.detached import DetachedGroup, command_inputs, store_outputs
 
 __all__ = ["DEFAULT_START_TIMEOUT", "RayTransport", "import_ray"]
@@ -223,7 +223,6 @@ class RayTransport(Transport):
         )
 
     def attach(self, buffers: StepBuffers) -> None:
-        self._given = buffers.actions.given
         self._rows = [buffers.rows(a, b) for a, b in self.partition]
         self._spaces = (buffers.observations.space, buffers.actions.space)
         self.ray.get([a.attach.remote(*self._spaces) for a in self.actors])
@@ -249,8 +248,6 @@ class RayTransport(Transport):
         self.ray.get(self.actors[worker].attach.remote(*self._spaces))  # type: ignore[misc]
 
     def submit(self, worker: int, command: Command) -> None:
-        if self._given and type(command) is Step:
-            command = with_given(command, self._given, *self.partition[worker])
         inputs = command_inputs(self._rows[worker], command)
         ref = self.actors[worker].run.remote(command, inputs)
         self._calls[worker] = (ref, command)

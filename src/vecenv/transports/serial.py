@@ -8,7 +8,7 @@ from typing import Any
 from vecenv.engine.transport import Transport
 from vecenv.spaces import StepBuffers
 from vecenv.worker import EnvDescription, EnvGroup
-from vecenv.worker.commands import Command, Step, with_given
+from vecenv.worker.commands import Command
 
 __all__ = ["SerialTransport"]
 
@@ -34,13 +34,10 @@ class SerialTransport(Transport):
         return [d for g in self.groups for d in g.describe()]
 
     def attach(self, buffers: StepBuffers) -> None:
-        self._given = buffers.actions.given
         for group, (start, stop) in zip(self.groups, self.partition, strict=True):
             group.attach(buffers.rows(start, stop))
 
     def submit(self, worker: int, command: Command) -> None:
-        if self._given and type(command) is Step:
-            command = with_given(command, self._given, *self.partition[worker])
         self._replies.pop(worker, None)
         try:
             self._replies[worker] = (True, command.run(self.groups[worker]))  # the engine's own

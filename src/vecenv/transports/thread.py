@@ -26,7 +26,7 @@ from vecenv.engine.transport import Transport
 from vecenv.spaces import StepBuffers
 from vecenv.transports.signals import deferred_signals
 from vecenv.worker import EnvDescription, EnvGroup
-from vecenv.worker.commands import Command, Step, with_given
+from vecenv.worker.commands import Command
 
 __all__ = ["ThreadTransport"]
 
@@ -121,13 +121,10 @@ class ThreadTransport(Transport):
     def attach(self, buffers: StepBuffers) -> None:
         # The workers are idle (blocked on their inbox); the queue hand-off of the next command
         # orders this write before the worker reads it.
-        self._given = buffers.actions.given
         for worker, (start, stop) in zip(self.workers, self.partition, strict=True):
             worker.group.attach(buffers.rows(start, stop))  # type: ignore[union-attr]
 
     def submit(self, worker: int, command: Command) -> None:
-        if self._given and type(command) is Step:
-            command = with_given(command, self._given, *self.partition[worker])
         with deferred_signals():  # queued and counted, or neither
             self.workers[worker].inbox.put(command)
             self._sent[worker] = self._sent.get(worker, 0) + 1

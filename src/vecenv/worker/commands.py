@@ -120,8 +120,7 @@ class GivenStep(NamedTuple):
     given: dict[int, Any]
 
     def run(self, group: EnvGroup) -> StepReply:
-        with group.buffers.actions.giving(self.given):  # type: ignore[union-attr]
-            return group.step(self.ids)
+        return group.step(self.ids, self.given)
 
 
 def with_given(command: Step, given: Mapping[int, Any], start: int, stop: int) -> Step | GivenStep:

@@ -8,7 +8,8 @@ back. Stepping, autoreset and info collection therefore live here and nowhere el
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -72,6 +73,10 @@ def _short(value: Any) -> str:
         return f"{value!r:.60}"
     except Exception:
         return "unprintable"
+
+
+def _given_or_row(given: Mapping[int, Any], row: Callable[[int], Any], j: int) -> Any:
+    return given[j] if j in given else row(j)
 
 
 def _set_attr(env: Any, name: str, value: Any) -> None:
@@ -221,10 +226,12 @@ class EnvGroup:
         self.buffers.observations.write(j, obs)
         return info
 
-    def step(self, ids: Sequence[int] | None = None) -> StepReply:
-        """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer."""
+    def step(self, ids: Sequence[int] | None = None, given: Mapping[int, Any] | None = None) -> StepReply:
+        """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer,
+        or, for the envs in ``given``, with ``given[j]`` (an action as the caller passed it)."""
         b = self.buffers
-        obs_buf, actions = b.observations, b.actions
+        obs_buf = b.observations
+        action_of = b.actions.item if not given else partial(_given_or_row, given, b.actions.item)
         rewards, terms, truncs = b.rewards, b.terminations, b.truncations
         needs_reset = self._needs_reset
         mode = self.autoreset_mode
@@ -240,7 +247,7 @@ class EnvGroup:
                     truncs[j] = False
                     needs_reset[j] = False
                 else:
-                    obs, reward, terminated, truncated, info = env.step(actions.item(j))
+                    obs, reward, terminated, truncated, info = env.step(action_of(j))
                     rewards[j] = reward
                     terms[j] = terminated
                     truncs[j] = truncated

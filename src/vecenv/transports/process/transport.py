@@ -27,7 +27,7 @@ from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, W
 from vecenv.transports.process.shm import SharedBlock, aligned
 from vecenv.transports.signals import deferred_signals, quiet_children
 from vecenv.worker import EnvDescription
-from vecenv.worker.commands import NO_REPLY, Close, Command, GivenStep, Step, with_given
+from vecenv.worker.commands import NO_REPLY, Close, Command, GivenStep, Step
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport"]
 
@@ -176,7 +176,6 @@ class ProcessTransport(Transport):
         self._layout = Attach(observation_space, action_space, num_envs, 0, 0, size, ctrl_off,
                                    self.num_workers, mask_off, infos_off)
         self._action_objects = self._buffers.actions.has_objects
-        self._given = self._buffers.actions.given
         return self._buffers
 
     def attach(self, buffers: StepBuffers) -> None:
@@ -199,8 +198,6 @@ class ProcessTransport(Transport):
         if worker in self.dead:
             return  # fetch reports it
         ctrl = self.ctrl
-        if self._given and type(command) is Step:  # actions as the caller passed them: a message
-            command = with_given(command, self._given, *self.partition[worker])
         if type(command) is Step and not self._action_objects:
             if command.ids is None:
                 op = Op.STEP
