@@ -77,18 +77,11 @@ class ControlBlock:
             done.sort(key=lambda w: pairs[w][STAMP])
         return done
 
-    def take_message(self, w: int) -> bool:
-        """Whether ``w``'s finished reply waits on the socket; marks it taken."""
+    def take(self, w: int, kind: int) -> bool:
+        """Whether ``w``'s finished reply is of ``kind`` (a message waiting on the socket, infos
+        in the block) and not yet taken; marks it taken."""
         slot = self.slots[w]
-        if slot[REPLY] != Reply.MESSAGE:
-            return False
-        slot[REPLY] = Reply.IN_MEMORY
-        return True
-
-    def take_infos(self, w: int) -> bool:
-        """Whether ``w``'s finished reply left info entries in the block; marks them taken."""
-        slot = self.slots[w]
-        if slot[REPLY] != Reply.INFOS:
+        if slot[REPLY] != kind:
             return False
         slot[REPLY] = Reply.IN_MEMORY
         return True

@@ -301,7 +301,7 @@ class ProcessTransport(Transport):
             self.peers[worker].skip_wakeups()
         kind = ctrl.slots[worker, Slot.REPLY]
         if kind != Reply.MESSAGE:  # the hot path: the reply is all in shared memory
-            if kind == Reply.INFOS and ctrl.take_infos(worker):
+            if kind == Reply.INFOS and ctrl.take(worker, Reply.INFOS):
                 return self._infos.take(worker, IN_BLOCK)
             return NO_REPLY
         with deferred_signals():  # read and marked taken, or neither
@@ -309,7 +309,7 @@ class ProcessTransport(Transport):
                 data = self._read(worker, FRAME_TIMEOUT)
             except TimeoutError:  # _read ended the worker (another signal's handler cut a read short)
                 raise self._died(worker, f"ended, its reply stalled for {FRAME_TIMEOUT:g} s") from None
-            ctrl.take_message(worker)
+            ctrl.take(worker, Reply.MESSAGE)
         value = self._unpack(worker, data)
         if type(value) is BlockReply:
             return self._infos.take(worker, value)
