@@ -186,6 +186,7 @@ class InfoWriter:
     def __init__(self, area: InfoBlock, start: int) -> None:
         self.area = area
         self.start = start
+        self._rows = memoryview(area.rows).cast("B")  # packed at a row's offset: no view per write
         self.schemas: dict[tuple, tuple[int, Schema | None]] = {}  # signature -> (id, schema)
         self.flat: dict[tuple, tuple[int, Schema]] = {}  # keys -> a flat schema of those keys
 
@@ -249,7 +250,7 @@ class InfoWriter:
 
     def _write(self, j: int, page: int, sid: int, schema: Schema, values: Any) -> bool:
         try:
-            schema.struct.pack_into(self.area.rows[j, page], 0, *values)
+            schema.struct.pack_into(self._rows, (2 * j + page) * ROW_BYTES, *values)
         except struct.error:  # an int beyond int64's range: this info goes pickled
             return False
         self.area.ids[j, page] = sid
