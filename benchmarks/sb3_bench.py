@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def write_json(path: Path, settings: dict, tables: list[dict]) -> None:
     """Every round of every table, with the settings, the machine and the versions."""
-    from vecenv.bench.report import write_script_json
+    from _results import write_script_json
 
     write_script_json(path, Path(__file__).name, settings, tables)
 

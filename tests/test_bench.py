@@ -20,7 +20,6 @@ from vecenv.bench import (
     BenchConfig,
     BusyEnv,
     VariableBusyEnv,
-    check_env,
     peer_contender,
     resolve_env,
     run_bench,
@@ -30,6 +29,7 @@ from vecenv.bench.contenders import Contender, action_pool
 from vecenv.bench.envs import EnvArgumentError
 from vecenv.bench.report import format_table, run_to_json, table_rows
 from vecenv.bench.runner import DEFAULT_SUITE, measure
+from vecenv.check import check_env
 
 
 # ==================================================================== the busy envs
@@ -286,7 +286,7 @@ def test_check_cartpole_clean_with_recommendation():
 # what vecenv check recommends, branch by branch: the rule (vecenv.layout.decide, stubbed here with
 # a fixed choice) against the throughput each backend reached
 def _checked(step_us, **rates):
-    from vecenv.bench.check_report import CheckReport
+    from vecenv.check.report import CheckReport
 
     report = CheckReport("env", num_envs=8, steps=10, step_us=step_us, obs_bytes=64)
     report.backends = {b: {"steps_per_s": r, "num_workers": None, "error": None} for b, r in rates.items()}
@@ -296,7 +296,7 @@ def _checked(step_us, **rates):
 @pytest.fixture
 def rule(monkeypatch):
     """Stub the layout rule: ``rule["layout"]`` is what it picks; the probe it saw is recorded."""
-    from vecenv.bench import check_recommend
+    from vecenv.check import recommend as check_recommend
 
     seen: dict = {}
 
@@ -310,9 +310,9 @@ def rule(monkeypatch):
 
 
 def _recommend(report):
-    from vecenv.bench.check_recommend import recommend
+    from vecenv.check.recommend import recommend_backend
 
-    recommend(report)
+    recommend_backend(report)
     return report.recommendation, report.reason
 
 

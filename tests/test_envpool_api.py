@@ -403,6 +403,10 @@ def test_reset_some_envs_in_sync_mode():
             envs.reset(seed=1)
         with pytest.warns(UserWarning, match="abandoned"):
             envs.seed(1)
+        # the engine's reset_mask check, each fault a ValueError of reset
+        for mask in ([1, 0, 0, 0], [True, False], [False] * 4):
+            with pytest.raises(ValueError, match=r"reset: `options\['reset_mask'\]`"):
+                envs.reset(options={"reset_mask": mask})
 
 
 @pytest.mark.timeout(60)

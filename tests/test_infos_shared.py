@@ -242,7 +242,7 @@ def test_why_not_shared_names_each_key_and_the_reason() -> None:
 
 @pytest.mark.timeout(120)
 def test_vecenv_check_says_which_infos_leave_shared_memory() -> None:
-    from vecenv.bench.check import check_env
+    from vecenv.check import check_env
 
     report = check_env(InfoHeavyEnv, num_envs=2, steps=30, backends=["serial"], spawn=False)
     [line] = [f.message for f in report.findings if "travel pickled" in f.message]

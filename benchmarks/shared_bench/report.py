@@ -106,7 +106,8 @@ def idle_medians(tables: list[dict[str, Any]], env: str) -> dict[str, float]:
 
 def write(path: Path, settings: dict[str, Any], tables: list[dict[str, Any]]) -> None:
     """Every round of every table, the settings, the machine, the date and the versions."""
-    from vecenv.bench.report import write_script_json
+    from _results import write_script_json
+
     from vecenv.make import usable_cores
 
     machine = {"cores": usable_cores(), "packages": package_versions()}

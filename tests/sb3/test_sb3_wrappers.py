@@ -30,9 +30,11 @@ from vecenv.sb3 import (
     VecMonitor,
     VecNormalize,
     VecTransposeImage,
+    is_wrapped,
     make_vec_env,
     sync_envs_normalization,
     unwrap_vec_normalize,
+    unwrap_wrapper,
 )
 
 
@@ -379,6 +381,17 @@ def test_attribute_fall_through_and_ambiguity(closing):
     double = VecMonitor(VecNormalize(normalized))
     with pytest.raises(AttributeError, match="ambiguous"):
         double.obs_rms  # noqa: B018
+
+
+def test_is_wrapped_answers_as_env_is_wrapped():
+    """``is_wrapped`` is the check ``env_is_wrapped`` runs on each env: SB3's Monitor and
+    vecenv's count as one wrapper."""
+    sb3_monitor = pytest.importorskip("stable_baselines3.common.monitor")
+    env = Monitor(make_cartpole())
+    assert is_wrapped(env, Monitor) and is_wrapped(env, sb3_monitor.Monitor)
+    assert is_wrapped(sb3_monitor.Monitor(make_cartpole()), Monitor)
+    assert unwrap_wrapper(env, Monitor) is env
+    assert not is_wrapped(env, VecMonitor) and not is_wrapped(make_cartpole(), Monitor)
 
 
 # ---------------------------------------------------------------------------- make_vec_env

@@ -1,16 +1,12 @@
-"""Benchmarking and checking envs: the code behind ``vecenv bench`` and ``vecenv check``.
+"""Benchmarking envs: the code behind ``vecenv bench`` (``vecenv check`` is :mod:`vecenv.check`).
 
 - :mod:`vecenv.bench.envs`: the standard benchmark envs (:class:`BusyEnv`, registered as
   ``vecenv/Busy-v0``; :class:`VariableBusyEnv`, ``vecenv/VariableBusy-v0``).
 - :mod:`vecenv.bench.contenders`: vecenv's backends and the peer libraries, behind one driver.
 - :mod:`vecenv.bench.runner`: measuring (:func:`run_bench`, :func:`measure`).
 - :mod:`vecenv.bench.report`: progress, table, JSON and plot (rich and matplotlib optional).
-- :mod:`vecenv.bench.check`: the env doctor (:func:`check_env`); its checks live in
-  ``check_probe``, ``check_rollout``, ``check_backends`` and ``check_recommend``, on top of
-  ``check_values`` (observation and info inspection), and its report in ``check_report``.
 """
 
-from vecenv.bench.check import CheckReport, check_env
 from vecenv.bench.contenders import Contender, peer_contender, vecenv_contender
 from vecenv.bench.envs import BUSY_ID, VARIABLE_BUSY_ID, BusyEnv, VariableBusyEnv, resolve_env
 from vecenv.bench.runner import DEFAULT_SUITE, BenchConfig, BenchRun, measure, run_bench
@@ -22,10 +18,8 @@ __all__ = [
     "BenchConfig",
     "BenchRun",
     "BusyEnv",
-    "CheckReport",
     "Contender",
     "VariableBusyEnv",
-    "check_env",
     "measure",
     "peer_contender",
     "resolve_env",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from vecenv.bench.runner import BenchRun, Result, Round
+from vecenv.bench.runner import BenchRun, NoProgress, Result, Round
 from vecenv.make import usable_cores
 
 __all__ = [
@@ -32,7 +32,6 @@ __all__ = [
     "versions",
     "write_json",
     "write_plot",
-    "write_script_json",
 ]
 
 BENCH_EXTRA = "pip install 'vecenv[bench]'"
@@ -157,17 +156,10 @@ class _RichProgress:
         self._progress.stop()
 
 
-class _NoProgress:
-    def start(self, total: int) -> None: ...
-    def update(self, description: str) -> None: ...
-    def advance(self, result: Result, round_: Round | None) -> None: ...
-    def stop(self) -> None: ...
-
-
 def make_progress(quiet: bool = False) -> Any:
     """A rich bar when stderr is a terminal and rich is installed; plain lines otherwise."""
     if quiet:
-        return _NoProgress()
+        return NoProgress()
     if sys.stderr.isatty():
         try:
             return _RichProgress()
@@ -430,21 +422,3 @@ def _bars(ax: Any, env: str, results: list[Result], cores: int) -> None:
     ax.grid(True, axis="x", alpha=0.3)
     ax.margins(x=0.15)
 
-
-def write_script_json(path: Path, script: str, settings: dict[str, Any], tables: list[dict],
-                      machine: dict[str, Any] | None = None) -> None:
-    """A benchmark script's run as JSON (schema ``vecenv-script/1``): every round of every table,
-    with the script's settings, the machine and the versions."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
-        "schema": "vecenv-script/1",
-        "script": script,
-        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": sys.argv[1:],
-        "settings": {k: str(v) if isinstance(v, Path) else v for k, v in settings.items()},
-        "machine": {**machine_info(), **(machine or {})},
-        "versions": versions(),
-        "tables": tables,
-    }
-    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    print(f"\nwrote {path}")

@@ -24,6 +24,7 @@ __all__ = [
     "BenchConfig",
     "BenchRun",
     "CaughtWarning",
+    "NoProgress",
     "Progress",
     "Result",
     "Round",
@@ -196,52 +197,69 @@ def run_bench(config: BenchConfig, progress: Progress | None = None) -> BenchRun
     A contender that raises is marked failed (with the reason) and skipped for the remaining
     rounds of that cell; the others go on. Ctrl-C stops the run and returns what was measured.
     """
-    steps, seconds = config.budget()
-    cells: list[tuple[EnvTarget, int, list[Result]]] = []
-    for target in config.envs:
-        for n in config.sweep(target):
-            row = [Result(target.name, n, c) for c in config.contenders]
-            for result in row:
-                if result.contender.batch_size and result.contender.batch_size >= n:
-                    result.skipped = f"batch size {result.contender.batch_size} >= num_envs {n}"
-                else:
-                    result.skipped = _unsupported(result.contender, target)
-            cells.append((target, n, row))
-
-    total = sum(config.rounds for _, _, row in cells for r in row if r.skipped is None)
-    run = BenchRun(config, [r for _, _, row in cells for r in row])
-    if progress is not None:
-        progress.start(total)
+    progress = progress if progress is not None else NoProgress()
+    cells = _cells(config)
+    run = BenchRun(config, [r for _, row in cells for r in row])
+    progress.start(sum(config.rounds for _, row in cells for r in row if r.skipped is None))
     t_start = time.perf_counter()
     stop_ray = _start_ray(config.contenders)
     try:
-        for target, n, row in cells:
+        for target, row in cells:
             for k in range(config.rounds):
-                for result in _rotate(row, k):
-                    if result.skipped is not None:
-                        continue
-                    if result.error is not None:  # failed in an earlier round: count it as done
-                        if progress is not None:
-                            progress.advance(result, None)
-                        continue
-                    if progress is not None:
-                        progress.update(
-                            f"{target.name} n={n} {result.contender.name} "
-                            f"(round {k + 1}/{config.rounds})"
-                        )
-                    round_ = _measure_into(run, result, target, steps, seconds)
-                    if progress is not None:
-                        progress.advance(result, round_)
+                _run_round(run, target, _rotate(row, k), k, progress)
     except KeyboardInterrupt:
         run.interrupted = True
     finally:
         if stop_ray:
             _stop_ray()
-        if progress is not None:
-            progress.stop()
+        progress.stop()
     run.wall_seconds = time.perf_counter() - t_start
     add_ratios(run.results)
     return run
+
+
+class NoProgress:
+    """A :class:`Progress` that shows nothing."""
+
+    def start(self, total: int) -> None: ...
+    def update(self, description: str) -> None: ...
+    def advance(self, result: Result, round_: Round | None) -> None: ...
+    def stop(self) -> None: ...
+
+
+def _cells(config: BenchConfig) -> list[tuple[EnvTarget, list[Result]]]:
+    """Every env and ``num_envs`` of ``config`` with a result per contender, in table order; a
+    contender that cannot run there is marked skipped, with the reason."""
+    cells = []
+    for target in config.envs:
+        for n in config.sweep(target):
+            row = [Result(target.name, n, c) for c in config.contenders]
+            for result in row:
+                result.skipped = _why_skipped(result.contender, target, n)
+            cells.append((target, row))
+    return cells
+
+
+def _why_skipped(contender: Contender, target: EnvTarget, num_envs: int) -> str | None:
+    if contender.batch_size and contender.batch_size >= num_envs:
+        return f"batch size {contender.batch_size} >= num_envs {num_envs}"
+    return _unsupported(contender, target)
+
+
+def _run_round(run: BenchRun, target: EnvTarget, row: list[Result], k: int, progress: Progress) -> None:
+    """Round ``k`` of one cell: each contender of ``row`` measured once, in that order; one that
+    failed in an earlier round only counts as done."""
+    steps, seconds = run.config.budget()
+    for result in row:
+        if result.skipped is not None:
+            continue
+        if result.error is not None:
+            progress.advance(result, None)
+            continue
+        progress.update(
+            f"{target.name} n={result.num_envs} {result.contender.name} (round {k + 1}/{run.config.rounds})"
+        )
+        progress.advance(result, _measure_into(run, result, target, steps, seconds))
 
 
 def _measure_into(

@@ -5,13 +5,14 @@ corrupt a long vectorized run: a factory that cannot reach a spawned worker, cop
 different spaces, observations outside the declared space, resets or steps that do not repeat
 under a seed, info values whose type changes, a backend that fails or disagrees with serial.
 
-This module runs the checks in order; the checks themselves live in
-:mod:`~vecenv.bench.check_probe` (pickling and the spawned process),
-:mod:`~vecenv.bench.check_rollout` (copies, spaces and a seeded rollout),
-:mod:`~vecenv.bench.check_backends` (every backend),
-:mod:`~vecenv.bench.check_calibration` (the machine calibration the recommendation uses) and
-:mod:`~vecenv.bench.check_recommend` (the recommended backend); the report and its output
-formats in :mod:`~vecenv.bench.check_report`.
+:func:`check_env` runs the checks in order; the checks themselves live in
+:mod:`~vecenv.check.probe` (pickling and the spawned process),
+:mod:`~vecenv.check.rollout` (copies, spaces and a seeded rollout),
+:mod:`~vecenv.check.backends` (every backend),
+:mod:`~vecenv.check.calibration` (the machine calibration the recommendation uses) and
+:mod:`~vecenv.check.recommend` (the recommended backend), on top of :mod:`~vecenv.check.values`
+(observation and info inspection); the report and its output formats are in
+:mod:`~vecenv.check.report`.
 """
 
 from __future__ import annotations
@@ -22,20 +23,14 @@ from typing import Any
 
 import gymnasium as gym
 
-from vecenv.bench.check_backends import BACKEND_SECONDS as BACKEND_SECONDS
-from vecenv.bench.check_backends import check_backends
-from vecenv.bench.check_calibration import check_calibration
-from vecenv.bench.check_probe import SPAWN_TIMEOUT as SPAWN_TIMEOUT
-from vecenv.bench.check_probe import check_pickle
-from vecenv.bench.check_probe import spawn_probe as spawn_probe
-from vecenv.bench.check_recommend import THREAD_SPEEDUP as THREAD_SPEEDUP
-from vecenv.bench.check_recommend import recommend
-from vecenv.bench.check_report import JSON_SCHEMA as JSON_SCHEMA
-from vecenv.bench.check_report import CheckReport, Finding, format_report, report_to_json
-from vecenv.bench.check_rollout import build_copies, check_rollout, check_spaces
-from vecenv.bench.check_values import why_outside as why_outside
 from vecenv.bench.contenders import default_backends
 from vecenv.bench.envs import EnvTarget, _factory, resolve_env
+from vecenv.check.backends import check_backends
+from vecenv.check.calibration import check_calibration
+from vecenv.check.probe import check_pickle
+from vecenv.check.recommend import recommend_backend
+from vecenv.check.report import CheckReport, Finding, format_report, report_to_json
+from vecenv.check.rollout import build_copies, check_rollout, check_spaces
 
 __all__ = ["CheckReport", "Finding", "check_env", "format_report", "report_to_json"]
 
@@ -82,7 +77,7 @@ def check_env(
         return report
     names = list(backends) if backends is not None else default_backends()
     check_backends(report, env_fn, names, num_envs, steps, seed)
-    recommend(report)
+    recommend_backend(report)
     return report
 
 

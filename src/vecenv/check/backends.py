@@ -9,9 +9,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import vecenv
-from vecenv.bench.check_report import CheckReport
-from vecenv.bench.check_values import digest
 from vecenv.bench.contenders import action_pool, first_line
+from vecenv.check.report import CheckReport
+from vecenv.check.values import digest
 
 __all__ = ["BACKEND_SECONDS", "check_backends"]
 

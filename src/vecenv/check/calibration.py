@@ -3,7 +3,7 @@ old, whether it was checked, and a warning when it was measured on a busy machin
 
 from __future__ import annotations
 
-from vecenv.bench.check_report import CheckReport
+from vecenv.check.report import CheckReport
 from vecenv.layout.machine import describe_costs, machine_costs
 
 __all__ = ["check_calibration"]

@@ -11,8 +11,8 @@ from typing import Any
 import cloudpickle
 import gymnasium as gym
 
-from vecenv.bench.check_report import CheckReport
 from vecenv.bench.contenders import first_line
+from vecenv.check.report import CheckReport
 
 __all__ = ["SPAWN_TIMEOUT", "check_pickle", "spawn_probe"]
 

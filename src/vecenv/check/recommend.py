@@ -4,12 +4,12 @@ reached here."""
 
 from __future__ import annotations
 
-from vecenv.bench.check_report import CheckReport
-from vecenv.bench.check_values import size_text
+from vecenv.check.report import CheckReport
+from vecenv.check.values import size_text
 from vecenv.layout import EnvProbe, decide, machine_costs
 from vecenv.make import usable_cores
 
-__all__ = ["MEASURED_LEAD", "THREAD_SPEEDUP", "recommend"]
+__all__ = ["MEASURED_LEAD", "THREAD_SPEEDUP", "recommend_backend"]
 
 #: a threaded run this much faster than serial means the step releases the GIL
 THREAD_SPEEDUP = 1.3
@@ -17,7 +17,7 @@ THREAD_SPEEDUP = 1.3
 MEASURED_LEAD = 1.5
 
 
-def recommend(report: CheckReport) -> None:
+def recommend_backend(report: CheckReport) -> None:
     """Set ``report.recommendation`` and ``report.reason`` from the step cost and the backends."""
     ran = {b: e["steps_per_s"] for b, e in report.backends.items() if e["steps_per_s"]}
     if not ran:

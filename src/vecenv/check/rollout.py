@@ -12,9 +12,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from vecenv.bench.check_report import CheckReport
-from vecenv.bench.check_values import InfoTypes, describe, nbytes, same, size_text, why_outside
 from vecenv.bench.contenders import first_line
+from vecenv.check.report import CheckReport
+from vecenv.check.values import InfoTypes, describe, nbytes, same, size_text, why_outside
 
 __all__ = ["build_copies", "check_rollout", "check_spaces"]
 

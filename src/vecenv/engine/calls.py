@@ -1,5 +1,6 @@
-"""Calls on the sub-envs: gymnasium's ``call``/``get_attr``/``set_attr``/``render`` and the
-per-env forms (``call_at``, ``get_attr_at``, ``set_attr_at``, ``apply``) the SB3 layer uses.
+"""Calls on the sub-envs: gymnasium's ``call``/``get_attr``/``set_attr``/``render``, the
+per-env forms (``call_at``, ``get_attr_at``, ``set_attr_at``, ``apply``) the SB3 layer uses, and
+``observation_rows``, some envs' last observations, which the EnvPool layer returns.
 
 :class:`Calls` is a mixin of :class:`~vecenv.engine.VectorEnv`; each call is one command per
 worker whose envs it names, sent through the same in-flight bookkeeping as steps.
@@ -147,6 +148,13 @@ class Calls:
         """Each env's rendered frame (``render_mode`` is set when the envs are made)."""
         self._check_idle("call_async")  # refused in gymnasium's words: it renders through call()
         return tuple(self._run_at("render", None, lambda local, _: Render(local)))
+
+    @one_caller
+    def observation_rows(self, env_ids: Sequence[int] | np.ndarray) -> Any:
+        """The last observations of the envs ``env_ids``, in that order (a copy, batched as
+        gymnasium batches them): what a reset of some envs hands back for just those envs."""
+        self._check_idle("observation_rows")
+        return self._buffers.observations.read_rows(check_env_ids(env_ids, self.num_envs))
 
     @property
     def envs(self) -> list[gym.Env]:

@@ -75,6 +75,8 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
     backend: str
     #: what ``backend="auto"`` chose and why (a :class:`vecenv.layout.Layout`); None otherwise
     layout: Any = None
+    #: False lets step() come before the first reset() (SB3's API leaves that to the envs)
+    require_reset: bool = True
 
     def __init__(
         self,
@@ -252,7 +254,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
         state = self._state
         if state is not CallState.DEFAULT and not (state is CallState.WAITING_STEP and self._async_batches):
             self._check_idle("step_async")
-        if not self._has_reset:
+        if not self._has_reset and self.require_reset:
             raise gym.error.ResetNeeded("step() was called before reset(): call reset() first")
         ids = self._check_send(actions, env_ids)
         cut = [i for i in ids.tolist() if i in self._cut] if self._cut and ids is not None else None

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gymnasium.vector import AutoresetMode
 
-__all__ = ["parse_autoreset_mode"]
+__all__ = ["is_same_step", "parse_autoreset_mode"]
 
 _MODES = {
     "nextstep": AutoresetMode.NEXT_STEP,
@@ -26,3 +28,12 @@ def parse_autoreset_mode(mode: str | AutoresetMode) -> AutoresetMode:
         "'next_step', 'same_step', 'disabled' (or gymnasium's 'NextStep', 'SameStep', 'Disabled') "
         "or a gymnasium.vector.AutoresetMode"
     )
+
+
+def is_same_step(mode: Any) -> bool:
+    """Whether ``mode`` (e.g. a vector env's ``metadata["autoreset_mode"]``: the enum, its value,
+    or a spelling :func:`parse_autoreset_mode` takes) is SAME_STEP; False for anything else."""
+    try:
+        return parse_autoreset_mode(getattr(mode, "value", mode)) is AutoresetMode.SAME_STEP
+    except ValueError:
+        return False

@@ -21,6 +21,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from vecenv.engine.checks import check_count
+from vecenv.envpool.checks import is_int
+
 __all__ = [
     "ATARI_DEFAULTS", "ATARI_MAX_EPISODE_STEPS", "AtariEnv", "atari_config", "atari_game", "atari_ids",
     "check_atari_options",
@@ -101,10 +104,7 @@ def check_atari_options(game: str, kwargs: dict[str, Any]) -> dict[str, Any]:
                          f"{', '.join([*ATARI_DEFAULTS, *_OTHER])}")
     options = {**ATARI_DEFAULTS, **kwargs}
     for key in _COUNTS:
-        value = options[key]
-        if not _is_int(value) or value < 1:
-            raise ValueError(f"{key}: expected an int >= 1, got {value!r}")
-        options[key] = int(value)
+        options[key] = check_count(key, options[key], None)
     for key in _FLAGS:
         value = options[key]
         if not isinstance(value, (bool, np.bool_)):
@@ -133,7 +133,7 @@ def _check_mode(game: str, options: dict[str, Any]) -> None:
     """``mode`` / ``difficulty``: -1 (the game's default) or one the ROM offers."""
     for key in ("mode", "difficulty"):
         value = options[key]
-        if not _is_int(value) or value < -1:
+        if not is_int(value) or value < -1:
             raise ValueError(f"{key}: expected -1 (the game's default) or an int >= 0, got {value!r}")
         options[key] = int(value)
     if options["mode"] == -1 and options["difficulty"] == -1:
@@ -147,10 +147,6 @@ def _check_mode(game: str, options: dict[str, Any]) -> None:
         if options[key] != -1 and options[key] not in available:
             raise ValueError(f"{key}: {game} offers {available} (or -1 for its default), "
                              f"got {options[key]}")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 class AtariEnv(gym.Env):

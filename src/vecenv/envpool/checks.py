@@ -10,24 +10,22 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from vecenv.engine.checks import check_env_ids
+from vecenv.engine.checks import check_env_ids, check_reset_mask
+from vecenv.engine.checks import check_seeds as engine_check_seeds
 from vecenv.engine.checks import check_timeout as engine_check_timeout
 
 __all__ = [
-    "cast_actions", "check_count", "check_flag", "check_seeds", "check_timeout", "env_ids_of", "same_ids",
+    "cast_actions", "check_flag", "check_seeds", "check_timeout", "env_ids_of", "is_int", "mask_ids",
+    "same_ids",
 ]
 
 #: spaces whose actions EnvPool casts to the space's dtype (its single-array action form)
 _CAST = (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)
 
 
-def check_count(name: str, value: Any, upper: int | None = None) -> int:
-    """An int >= 1 (a numpy integer too, never a bool), at most ``upper``."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
-    if upper is not None and value > upper:  # type: ignore[operator]
-        raise ValueError(f"{name}: expected at most num_envs={upper}, got {value}")
-    return int(value)
+def is_int(value: Any) -> bool:
+    """An integral number (a numpy integer too), never a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 def check_flag(name: str, value: Any) -> bool:
@@ -51,24 +49,34 @@ def check_timeout(timeout: Any, method: str = "recv") -> float | None:
 
 
 def check_seeds(seed: Any, n: int) -> list[int | None]:
-    """One seed per env, as EnvPool seeds at make: ``seed + i`` for an int, or a list of ``n``."""
-    if seed is None:
-        return [None] * n
-    if isinstance(seed, (list, tuple, np.ndarray)):
-        seeds = list(seed)
-        if len(seeds) != n:
-            raise ValueError(f"seed: a sequence of seeds needs one per env (num_envs={n}), got {len(seeds)}")
-        return [_one_seed(s, f"seed[{i}]") for i, s in enumerate(seeds)]
-    first = _one_seed(seed, "seed")
-    return [first + i for i in range(n)]
+    """One seed per env, as EnvPool seeds at make: the engine's rule (``seed + i`` for an int, or
+    a list of ``n``), with every seed an int >= 0 and the words naming make's ``seed``."""
+    listed = isinstance(seed, (list, tuple, np.ndarray))
+    given = seed if seed is None or listed else _one_seed(seed, "seed")
+    try:
+        seeds = engine_check_seeds(given, n)
+    except ValueError:  # a list of another length, in the words of reset(seed=...)
+        raise ValueError(f"seed: a sequence of seeds needs one per env (num_envs={n}), got {len(seed)}") from None
+    return [_one_seed(s, f"seed[{i}]") for i, s in enumerate(seeds)] if listed else seeds
 
 
 def _one_seed(seed: Any, name: str) -> int:
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral):
+    if not is_int(seed):
         raise TypeError(f"{name}: expected an int (or a sequence of one int per env), got {seed!r}")
     if seed < 0:
         raise ValueError(f"{name}: expected an int >= 0 (gymnasium seeds must be non-negative), got {seed}")
     return int(seed)
+
+
+def mask_ids(mask: Any, n: int) -> np.ndarray:
+    """The envs ``options["reset_mask"]`` (a bool array-like of ``n``) selects, checked by the
+    engine's :func:`~vecenv.engine.checks.check_reset_mask`; any fault is a ValueError of reset."""
+    mask = np.asarray(mask)
+    try:
+        check_reset_mask(mask, n)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"reset: {exc}") from None
+    return np.flatnonzero(mask)
 
 
 def env_ids_of(env_id: Any, n: int) -> np.ndarray:

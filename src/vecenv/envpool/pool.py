@@ -20,8 +20,15 @@ import numpy as np
 from gymnasium import spaces
 
 from vecenv.engine import VectorEnv
-from vecenv.envpool.checks import cast_actions, check_flag, check_timeout, env_ids_of, same_ids
-from vecenv.envpool.rows import take_info_rows, take_rows
+from vecenv.engine.checks import check_options
+from vecenv.envpool.checks import (
+    cast_actions,
+    check_flag,
+    check_timeout,
+    env_ids_of,
+    mask_ids,
+    same_ids,
+)
 from vecenv.envpool.spec import EnvSpec
 
 __all__ = ["EnvPool"]
@@ -134,8 +141,8 @@ class EnvPool(gym.Env):
             self._reset_pending = False
             rows, self._reset_rows = self._reset_rows, None
             if rows is not None:
-                obs = take_rows(obs, self.vector_env.single_observation_space, rows)
-                infos = take_info_rows(infos, rows)
+                obs = self.vector_env.observation_rows(rows)
+                infos = _info_rows(infos, rows)
             ids = self._batch_ids(infos, rows)
             rewards = np.zeros(len(ids), dtype=np.float32)
             terminated, truncated = np.zeros(len(ids), dtype=np.bool_), np.zeros(len(ids), dtype=np.bool_)
@@ -168,14 +175,13 @@ class EnvPool(gym.Env):
         if seed is not None:
             warnings.warn("EnvPool seeds are fixed when the pool is made: reset(seed=...) is "
                           "ignored; pass seed to envpool.make instead", stacklevel=2)
-        if options is not None and not isinstance(options, dict):
-            raise TypeError(f"reset(options=...): expected a dict or None, got {type(options).__name__}")
+        check_options(options)
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
         if mask is not None:
             if env_id is not None:
                 raise ValueError("reset: pass either env_id or options['reset_mask'], not both")
-            env_id = self._mask_ids(mask)
+            env_id = mask_ids(mask, len(self._all))
         ids = self._all if env_id is None else env_ids_of(env_id, len(self._all))
         self._send_reset(ids, options or None)
         return self.recv(reset=True, return_info=bool(self._config["gym_reset_return_info"]))
@@ -269,16 +275,6 @@ class EnvPool(gym.Env):
                              f"'env_id'), got keys {sorted(action)}")
         return action["action"], env_id
 
-    def _mask_ids(self, mask: Any) -> np.ndarray:
-        n = len(self._all)
-        mask = np.asarray(mask)
-        if mask.shape != (n,) or mask.dtype != np.bool_:
-            raise ValueError(f"reset: options['reset_mask'] must be a bool array of shape ({n},), "
-                             f"got {mask.dtype} {mask.shape}")
-        if not mask.any():
-            raise ValueError("reset: options['reset_mask'] must select at least one env")
-        return np.flatnonzero(mask)
-
     def _send_reset(self, ids: np.ndarray, options: dict[str, Any] | None) -> None:
         """Start resetting ``ids``; an env's first reset gets its make-time seed."""
         n = len(self._all)
@@ -346,6 +342,20 @@ class EnvPool(gym.Env):
 
 #: the info keys the pool sets itself
 _POOL_KEYS = ("env_id", "players", "elapsed_step")
+
+
+def _info_rows(infos: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
+    """The ``rows`` of gymnasium-style batched infos (arrays and nested dicts of arrays): a
+    reset of some envs returns only theirs, as EnvPool's does."""
+    out: dict[str, Any] = {}
+    for key, value in infos.items():
+        if isinstance(value, dict):
+            out[key] = _info_rows(value, rows)
+        elif isinstance(value, np.ndarray):
+            out[key] = value[rows]
+        else:
+            out[key] = value
+    return out
 
 
 def _without_masks(infos: dict[str, Any]) -> dict[str, Any]:

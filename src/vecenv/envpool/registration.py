@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -13,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import TimeLimit
 
+from vecenv.engine.checks import check_count
 from vecenv.envpool.atari import (
     ATARI_MAX_EPISODE_STEPS,
     AtariEnv,
@@ -21,7 +21,7 @@ from vecenv.envpool.atari import (
     atari_ids,
     check_atari_options,
 )
-from vecenv.envpool.checks import check_count, check_seeds
+from vecenv.envpool.checks import check_seeds, is_int
 from vecenv.envpool.pool import EnvPool
 from vecenv.envpool.spec import EnvSpec
 from vecenv.envpool.styles import GymEnvPool, GymnasiumEnvPool
@@ -191,7 +191,7 @@ def _plan(task: Any, env_type: Any, options: dict[str, Any], env_kwargs: dict[st
     render_env_id = _check_scalars(options, n)
     max_episode_steps = options["max_episode_steps"]
     if max_episode_steps is not None:
-        max_episode_steps = check_count("max_episode_steps", max_episode_steps)
+        max_episode_steps = check_count("max_episode_steps", max_episode_steps, None)
     refused = [key for key in _RENDER_SIZE if key in env_kwargs]
     if refused:
         raise ValueError(f"{refused[0]}: not supported; a gymnasium env fixes its render size and "
@@ -222,8 +222,8 @@ def _plan(task: Any, env_type: Any, options: dict[str, Any], env_kwargs: dict[st
 def _counts(options: dict[str, Any]) -> tuple[int, int, int | None, list[int | None]]:
     """``num_envs``, ``batch_size``, the worker count and one seed per env, checked."""
     batch_size = options["batch_size"]
-    n = check_count("num_envs", options["num_envs"])
-    batch = n if batch_size is None or (_is_int(batch_size) and batch_size == 0) \
+    n = check_count("num_envs", options["num_envs"], None)
+    batch = n if batch_size is None or (is_int(batch_size) and batch_size == 0) \
         else check_count("batch_size", batch_size, n)
     workers = _workers(options["num_threads"], options["num_workers"])
     return n, batch, workers, check_seeds(options["seed"], n)
@@ -235,11 +235,11 @@ def _check_scalars(options: dict[str, Any], n: int) -> int:
     gym_reset_return_info, render_env_id = options["gym_reset_return_info"], options["render_env_id"]
     if max_num_players != 1:
         raise ValueError(f"max_num_players: gymnasium envs have one player, got {max_num_players!r}")
-    if not _is_int(thread_affinity_offset):
+    if not is_int(thread_affinity_offset):
         raise ValueError(f"thread_affinity_offset: expected an int, got {thread_affinity_offset!r}")
     if not isinstance(gym_reset_return_info, (bool, np.bool_)):
         raise TypeError(f"gym_reset_return_info: expected a bool, got {gym_reset_return_info!r}")
-    if not _is_int(render_env_id) or not 0 <= render_env_id < n:
+    if not is_int(render_env_id) or not 0 <= render_env_id < n:
         raise ValueError(f"render_env_id: expected an env id below num_envs={n}, got {render_env_id!r}")
     return int(render_env_id)
 
@@ -307,13 +307,9 @@ def _style(env_type: Any) -> type[EnvPool]:
 def _workers(num_threads: Any, num_workers: Any) -> int | None:
     """EnvPool's ``num_threads`` is vecenv's ``num_workers``: either names the worker count."""
     given = [(name, v) for name, v in (("num_threads", num_threads), ("num_workers", num_workers))
-             if v is not None and not (_is_int(v) and v == 0)]
-    counts = {check_count(name, v) for name, v in given}
+             if v is not None and not (is_int(v) and v == 0)]
+    counts = {check_count(name, v, None) for name, v in given}
     if len(counts) > 1:
         raise ValueError(f"num_threads={num_threads} and num_workers={num_workers} name the same "
                          "worker count; pass one of them")
     return counts.pop() if counts else None
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))

@@ -47,7 +47,7 @@ def others_busy(duration_s: float = 0.02) -> float | None:
     """How many cores' worth of CPU other work asks for now, on average over ``duration_s``.
 
     Reads the runnable-task count ``R`` of ``/proc/loadavg`` (``R/T``, the 4th field) every
-    :data:`SAMPLE_S` (about 13 readings in 20 ms, ~14 µs each, sleeping in between) and averages
+    :data:`SAMPLE_S` (about 13 readings in 20 ms, each a small read, sleeping in between) and averages
     ``R - 1``: ``R`` counts every thread on a CPU or waiting for one, the reading thread included.
     So what counts as *other* work is every other runnable thread: other processes, this
     process's children (worker processes: their CPU is theirs), and this process's other threads
@@ -84,8 +84,8 @@ def contended(cores: int, others: float | None) -> bool:
     ``cores`` this process may use) takes :data:`BUSY_CORES` (half a core) or more.
 
     The threshold does not grow with ``cores``: a layout spreads over every usable core, so one
-    core shared with another program already stretches its crossings (a worker that waits for
-    its core: about 120 µs instead of 10 µs on 2 cores). An idle machine reads 0.0–0.1 (kernel
+    core shared with another program already stretches its crossings many times (a worker waits
+    for its core; figures in docs/auto.md). An idle machine reads 0.0–0.1 (kernel
     threads, a shell); one CPU hog reads about 1.0. Unknown (None) is not contended.
     """
     return others is not None and cores > 0 and others >= BUSY_CORES

@@ -3,11 +3,11 @@ no-op envs, cached in the user's cache directory, and checked cheaply before a c
 trusted.
 
 A calibration is only as good as the machine was quiet while it ran: a worker that shares its
-core with another program crosses in ~120 µs instead of ~10 µs, and ``backend="auto"`` would pick
-serial from then on. So every figure is measured in :data:`TRIALS` short trials, the load of the
-rest of the machine (:func:`vecenv.layout.load.others_busy`) is read before and after, and a
-measurement that saw other work or trials that disagree is *contended*: used by this process
-only, never written to the cache.
+core with another program crosses many times slower (figures in docs/auto.md), and
+``backend="auto"`` would pick serial from then on. So every figure is measured in :data:`TRIALS`
+short trials, the load of the rest of the machine (:func:`vecenv.layout.load.others_busy`) is
+read before and after, and a measurement that saw other work or trials that disagree is
+*contended*: used by this process only, never written to the cache.
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ RECHECK_S = 600.0
 TRIALS = 3
 TRIAL_STEPS = 100
 #: trials of one figure whose slowest exceeds TRIAL_SPREAD × the fastest + TRIAL_SLACK_US
-#: disagree: the machine was not steady (quiet trials agree within ~10 %)
+#: disagree: the machine was not steady (quiet trials agree far more closely)
 TRIAL_SPREAD = 1.5
 TRIAL_SLACK_US = 2.0
 #: the cheap check: steps per trial, and seconds of load sampling before and after
 CHECK_STEPS = 40
 CHECK_LOAD_S = 0.01
-#: the check agrees with the cache within this factor (either way) + CHECK_SLACK_US; quiet runs
-#: of the crossing vary ~1.5×, a crossing measured beside a busy core is ~10× a quiet one
+#: the check agrees with the cache within this factor (either way) + CHECK_SLACK_US: wider than
+#: quiet runs of the crossing vary, narrower than a crossing measured beside a busy core is off
 CHECK_TOLERANCE = 3.0
 CHECK_SLACK_US = 3.0
 #: the fields of MachineCosts a cache file holds
@@ -230,14 +230,12 @@ def _remeasure(path: str, cores: int, cached: MachineCosts | None, why: str = ""
 def _verify(path: str, cores: int, cached: MachineCosts) -> MachineCosts:
     """The cheap check of a cached calibration: one worker process, :data:`TRIALS` trials of
     :data:`CHECK_STEPS` steps of its crossing, the load read for :data:`CHECK_LOAD_S` before and
-    after. It costs 48–58 ms on a quiet 2-core machine (20 ms of it reading the load, ~11 ms
-    starting the worker) and 68–95 ms beside busy cores (measured: a fresh process, cache read
-    to answer).
+    after; most of its cost is reading the load and starting the worker (figures in docs/auto.md).
 
     Within :data:`CHECK_TOLERANCE` of the cached crossing, the cache stands (``verified``). On a
     busy machine, or with trials that disagree, it stands unchecked (``cache``) and nothing is
-    written. A quiet check that disagrees (a cache measured beside a busy core reads ~10× a quiet
-    check) measures everything again, and the new figures replace the cache when quiet.
+    written. A quiet check that disagrees (as a cache measured beside a busy core does) measures
+    everything again, and the new figures replace the cache when quiet.
     """
     before = load.others_busy(CHECK_LOAD_S)
     trials = _measure_trials("process", 1, CHECK_STEPS, warmup=20)

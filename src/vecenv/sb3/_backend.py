@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -84,24 +84,29 @@ def _resolve(ref: ClassRef) -> type | None:
     return obj if isinstance(obj, type) else None
 
 
-# SB3's gymnasium Monitor and vecenv's are interchangeable for env_is_wrapped.
+# SB3's gymnasium Monitor and vecenv's are interchangeable for is_wrapped / env_is_wrapped.
 _MONITORS = (("stable_baselines3.common.monitor", "Monitor"), ("vecenv.sb3.monitor", "Monitor"))
 
+W = TypeVar("W")
 
-def is_wrapped(env: gym.Env, ref: ClassRef) -> bool:
-    """Whether ``env``'s gymnasium wrapper chain contains the referenced wrapper class."""
-    wanted = _resolve(ref)
+
+def unwrap_wrapper(env: gym.Env, wrapper_class: type[W] | tuple[type, ...]) -> W | None:
+    """The first gymnasium wrapper of type ``wrapper_class`` in ``env``'s chain, or None."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, wrapper_class):
+            return env  # type: ignore[return-value]
+        env = env.env
+    return None
+
+
+def is_wrapped(env: gym.Env, wrapper_class: ClassRef) -> bool:
+    """Whether ``env``'s gymnasium wrapper chain contains ``wrapper_class`` (a class, or a
+    :func:`class_ref` to one, as workers get it); SB3's ``Monitor`` and vecenv's count as one."""
+    wanted = _resolve(wrapper_class)
     classes: list[type] = [wanted] if wanted is not None else []
     if wanted is not None and (wanted.__module__, wanted.__qualname__) in _MONITORS:
         classes += [c for c in map(_resolve, _MONITORS) if c is not None]
-    if not classes:
-        return False
-    target = tuple(classes)
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, target):
-            return True
-        env = env.env
-    return False
+    return bool(classes) and unwrap_wrapper(env, tuple(classes)) is not None
 
 
 # --------------------------------------------------------------------------- access strategies

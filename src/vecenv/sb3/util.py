@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import gymnasium as gym
 
+from vecenv.sb3._backend import is_wrapped, unwrap_wrapper
 from vecenv.sb3._errors import AssertionValueError
 from vecenv.sb3._spaces import GymnasiumEnvFn
 from vecenv.sb3.base import VecEnv, VecEnvWrapper
@@ -28,20 +29,6 @@ __all__ = [
 ]
 
 W = TypeVar("W")
-
-
-def unwrap_wrapper(env: gym.Env, wrapper_class: type[W]) -> W | None:
-    """The first gymnasium wrapper of type ``wrapper_class`` in ``env``'s chain, or None."""
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, wrapper_class):
-            return env
-        env = env.env
-    return None
-
-
-def is_wrapped(env: gym.Env, wrapper_class: type[gym.Wrapper]) -> bool:
-    """Whether ``env``'s gymnasium wrapper chain contains ``wrapper_class``."""
-    return unwrap_wrapper(env, wrapper_class) is not None
 
 
 def unwrap_vec_wrapper(env: VecEnv, vec_wrapper_class: type[W]) -> W | None:

@@ -17,6 +17,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from vecenv.backends import ProcessVectorEnv, SerialVectorEnv
+from vecenv.engine import VectorEnv
+from vecenv.engine.modes import is_same_step
 from vecenv.sb3 import _backend
 from vecenv.sb3._errors import IndexValueError, env_errors
 from vecenv.sb3._spaces import (
@@ -31,12 +34,6 @@ from vecenv.sb3.base import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 __all__ = ["DummyVecEnv", "SubprocVecEnv", "VectorEnvAdapter", "from_vector_env"]
 
 
-def _is_same_step(mode: Any) -> bool:
-    # Accept gymnasium's AutoresetMode, its value ("SameStep") or "same_step".
-    text = str(getattr(mode, "value", mode)).replace("_", "").replace("-", "").lower()
-    return text == "samestep"
-
-
 class VectorEnvAdapter(VecEnv):
     """SB3's :class:`VecEnv` API over a gymnasium-API vector env in SAME_STEP autoreset mode.
 
@@ -48,7 +45,7 @@ class VectorEnvAdapter(VecEnv):
 
     def __init__(self, venv: Any) -> None:
         mode = getattr(venv, "metadata", {}).get("autoreset_mode")
-        if not _is_same_step(mode):
+        if not is_same_step(mode):
             raise ValueError(
                 f"The SB3 API needs a vector env that auto-resets in the same step, but this one's "
                 f'autoreset_mode is {mode!r}. Create it with autoreset_mode="same_step" '
@@ -64,9 +61,7 @@ class VectorEnvAdapter(VecEnv):
         self.venv = venv
         self._access = _backend.SubEnvAccess(venv)
         root = getattr(venv, "unwrapped", venv)
-        self._engine = (
-            root if isinstance(root, _core().VectorEnv) and hasattr(root, "_has_reset") else None
-        )
+        self._engine = root if isinstance(root, VectorEnv) else None
         # Fast path: vecenv's engine reports raw per-env infos, so nothing is batched and undone.
         self._fast = getattr(venv, "unwrapped", None) is venv and callable(
             getattr(type(venv), "step_entries", None)
@@ -171,7 +166,7 @@ class VectorEnvAdapter(VecEnv):
         if not self._has_reset and self._engine is not None:
             # SB3 leaves stepping before the first reset to the envs; vecenv's gymnasium API
             # refuses it, so lift that refusal for the engine this adapter owns.
-            self._engine._has_reset = True
+            self._engine.require_reset = False
         if self._fast:
             obs, rewards, terms, truncs, entries = self.venv.step_entries(actions)
             infos: list[dict[str, Any]] = [{} for _ in range(n)]
@@ -261,12 +256,6 @@ def from_vector_env(envs: Any) -> VectorEnvAdapter:
     return VectorEnvAdapter(envs)
 
 
-def _core() -> Any:
-    import vecenv
-
-    return vecenv
-
-
 class DummyVecEnv(VectorEnvAdapter):
     """SB3's ``DummyVecEnv``: all envs stepped one after another in this process.
 
@@ -291,7 +280,7 @@ class DummyVecEnv(VectorEnvAdapter):
         env_fns = list(env_fns)
         if not env_fns:
             raise IndexValueError("list index out of range: DummyVecEnv needs at least one env_fn")
-        venv = _build(_core().SerialVectorEnv, env_fns)
+        venv = _build(SerialVectorEnv, env_fns)
         try:
             ids = _backend.SubEnvAccess(venv).apply(
                 _backend.unwrapped_id, list(range(venv.num_envs))
@@ -373,19 +362,13 @@ class SubprocVecEnv(VectorEnvAdapter):
                 f"cannot find context for {start_method!r} (start_method must be one of "
                 f"{mp.get_all_start_methods()} or None)"
             )
-        process_cls = getattr(_core(), "ProcessVectorEnv", None)
-        if process_cls is None:
-            raise NotImplementedError(
-                "SubprocVecEnv needs vecenv's process backend (vecenv.ProcessVectorEnv), which is "
-                "not available yet; use DummyVecEnv meanwhile."
-            )
         env_fns = list(env_fns)
         if not env_fns:
             raise ValueError(
                 "not enough values to unpack (expected 2, got 0): SubprocVecEnv needs at least one "
                 "env_fn"
             )
-        venv = _build(process_cls, env_fns, context=start_method, **vecenv_kwargs)
+        venv = _build(ProcessVectorEnv, env_fns, context=start_method, **vecenv_kwargs)
         try:
             super().__init__(venv)
         except BaseException:

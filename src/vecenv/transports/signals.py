@@ -24,7 +24,9 @@ import signal
 import threading
 from typing import Any
 
-_native: Any  # the C functions: signal's wrappers turn every returned mask into enum members (~100x slower)
+# the C functions: signal's wrappers turn every returned mask into enum members, far slower
+# (docs/measurements/2026-11-23-2core-epyc-signal-sections.md)
+_native: Any
 try:
     _native = importlib.import_module("_signal")
 except ImportError:  # pragma: no cover - interpreters without the C module

@@ -4,9 +4,8 @@ Each worker thread owns one :class:`~vecenv.worker.EnvGroup`, created in that th
 with thread-affine state, e.g. a rendering context, live where they are stepped, and groups are
 built in parallel). Commands travel through a per-worker ``queue.SimpleQueue``; finished workers
 put their index on one shared ``SimpleQueue``, so :meth:`ThreadTransport.ready` hands workers back
-in the order they finish. Measured on this project's 2-core host, a round trip costs ~24 µs
-with ``SimpleQueue`` against ~37 µs with a pair of ``threading.Event`` and ~34 µs with a
-``Condition`` (one worker; the gap widens with more workers).
+in the order they finish. ``SimpleQueue`` because its round trip was the shortest of those
+measured, against a pair of ``threading.Event`` and a ``Condition`` (figures in docs/thread.md).
 
 The right backend when a step releases the GIL (C/C++ simulators, numpy-heavy steps) or on a
 free-threaded Python; for pure-Python steps under the GIL prefer processes.

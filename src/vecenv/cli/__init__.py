@@ -8,181 +8,32 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING
 
 from vecenv import __version__
+from vecenv.cli.options import (
+    IMPORT_OPTION,
+    Exit,
+    Parser,
+    UsageError,
+    check_positive,
+    output_path,
+    parse_backends,
+    parse_env_kwargs,
+    parse_int_list,
+    parse_peers,
+    resolve_envs,
+)
+
+if TYPE_CHECKING:
+    from vecenv.bench.runner import BenchConfig, BenchRun
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-class UsageError(Exception):
-    """Bad command-line usage: reported on stderr, exit code 2."""
-
-    def __init__(self, message: str, usage: str | None = None) -> None:
-        super().__init__(message)
-        self.usage = usage
-
-
-class _Exit(Exception):
-    def __init__(self, code: int) -> None:
-        self.code = code
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises instead of exiting, so ``main`` returns the exit code."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message, self.format_usage())
-
-    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
-        if message:
-            sys.stderr.write(message)
-        raise _Exit(status)
-
-
-# ==================================================================== argument types
-def _int_list(option: str, text: str) -> list[int]:
-    parts = [p.strip() for p in text.split(",")]
-    try:
-        values = [int(p) for p in parts]
-    except ValueError:
-        values = []
-    if not values or any(v < 1 for v in values):
-        raise UsageError(
-            f"{option}: expected a comma-separated list of positive integers such as 2,8,16, got {text!r}"
-        )
-    return sorted(dict.fromkeys(values))
-
-
-def _name_list(text: str) -> list[str]:
-    return [p.strip() for p in text.split(",") if p.strip()]
-
-
-def _positive(option: str, value: float | int | None, kind: str = "an integer") -> None:
-    if value is not None and (not math.isfinite(value) or value <= 0):
-        raise UsageError(f"{option}: expected {kind} > 0, got {value!r}")
-
-
-def _env_kwargs(text: str | None) -> dict[str, Any]:
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--env-kwargs: expected a JSON object such as '{{\"step_cost_us\": 500}}' ({exc})") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"--env-kwargs: expected a JSON object, got {text!r}")
-    return value
-
-
-def _output_path(option: str, path: str | None) -> Path | None:
-    if path is None:
-        return None
-    p = Path(path)
-    if not p.parent.exists():
-        raise UsageError(f"{option}: folder {str(p.parent)!r} does not exist")
-    if p.is_dir():
-        raise UsageError(f"{option}: {path!r} is a folder, expected a file name")
-    return p
-
-
-def _resolve_envs(names: Sequence[str], kwargs: dict[str, Any], imports: Sequence[str]) -> list[Any]:
-    from vecenv.bench.envs import EnvArgumentError, import_modules, resolve_env
-
-    option = "--import"
-    try:
-        import_modules(imports)
-        option = "env"
-        return [resolve_env(name, kwargs, imports) for name in names]
-    except EnvArgumentError as exc:
-        raise UsageError(f"{option}: {exc}") from None
-
-
-_IMPORT: dict[str, Any] = dict(action="append", default=[], dest="imports", metavar="MODULE", help="import MODULE first, so the env ids it registers resolve (repeatable): --import ale_py")
-
-
-def _name_choice(
-    option: str,
-    text: str | None,
-    default: Callable[[], list[str]],
-    expected: str,
-    check: Callable[[str], None],
-) -> list[str]:
-    """The names given to a comma-separated ``option``: ``default()`` when it is not given, no
-    names for ``none``; otherwise each name is passed to ``check`` (which raises
-    :class:`UsageError`) and duplicates are dropped.
-
-    ``expected`` completes the error for an empty list: "{option}: expected a comma-separated
-    list {expected}".
-    """
-    if text is None:
-        return default()
-    names = _name_list(text)
-    if names == ["none"]:
-        return []
-    if not names:
-        raise UsageError(f"{option}: expected a comma-separated list {expected}")
-    for name in names:
-        check(name)
-    return list(dict.fromkeys(names))
-
-
-def _backends(option: str, text: str | None, variants: bool = False) -> list[str]:
-    """The vecenv backends to run: every usable one by default; named ones checked.
-
-    ``variants`` (bench only) also allows and defaults to variants such as ``process+inline``.
-    """
-    import vecenv
-    from vecenv.bench.contenders import VARIANTS, default_backends, missing_backend_dependency
-    from vecenv.make import BACKENDS
-
-    available = vecenv.available_backends()
-
-    def check(name: str) -> None:
-        if variants and name in VARIANTS:
-            name = VARIANTS[name][0]
-        if name == "auto" and variants:
-            return
-        if name not in BACKENDS:
-            raise UsageError(
-                f"{option}: unknown backend {name!r}; expected names from {', '.join(BACKENDS)} "
-                f"(available here: {', '.join(available)})"
-            )
-        if name not in available:
-            raise UsageError(
-                f"{option}: backend {name!r} is not available in this installation of vecenv "
-                f"(available: {', '.join(available)})"
-            )
-        missing = missing_backend_dependency(name)
-        if missing:
-            raise UsageError(f"{option}: {missing}")
-
-    return _name_choice(
-        option, text, lambda: default_backends(variants), f"of backends from {', '.join(BACKENDS)}", check
-    )
-
-
-def _peers(text: str | None) -> list[str]:
-    """The peer libraries to compare with: every installed one by default; named ones checked."""
-    from vecenv.bench.contenders import PEERS, peer_unavailable
-
-    def check(name: str) -> None:
-        if name not in PEERS:
-            raise UsageError(f"--compare: unknown peer {name!r}; expected names from {', '.join(PEERS)}, or none")
-        why = peer_unavailable(name)
-        if why:
-            raise UsageError(f"--compare: {name} cannot run: {why}")
-
-    return _name_choice(
-        "--compare", text, lambda: [p for p in PEERS if peer_unavailable(p) is None],
-        f"from {', '.join(PEERS)}, or none", check,
-    )
 
 
 # ==================================================================== parser
@@ -217,19 +68,19 @@ exit codes: 0 no problem, 1 problems found, 2 bad usage
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``vecenv`` argument parser (``bench`` and ``check`` subcommands)."""
-    parser = _Parser(
+    parser = Parser(
         prog="vecenv",
         description="vecenv: step many copies of a Gymnasium environment as one batched environment.",
     )
-    # argparse prints the version on stdout and calls parser.exit(0): _Exit(0), so main returns 0
+    # argparse prints the version on stdout and calls parser.exit(0): Exit(0), so main returns 0
     parser.add_argument("--version", action="version", version=f"vecenv {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     _add_bench_parser(sub)
     _add_check_parser(sub)
     return parser
 
 
-def _add_bench_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+def _add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     """The ``bench`` subcommand and its options."""
     from vecenv.make import BACKENDS
 
@@ -251,7 +102,7 @@ def _add_bench_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         "envs", nargs="*", metavar="ENV",
         help="gymnasium env ids (CartPole-v1, vecenv/Busy-v0; module:EnvId imports module first: ale_py:ALE/Pong-v5) or module:callable factories (default: the default suite)",
     )
-    bench.add_argument("--import", **_IMPORT)
+    bench.add_argument("--import", **IMPORT_OPTION)
     bench.add_argument(
         "--num-envs", metavar="LIST",
         help="comma-separated num_envs to sweep, e.g. 2,8,16 (default: 2,8,16; 8 for the busy env)",
@@ -283,7 +134,7 @@ def _add_bench_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     bench.add_argument("--quiet", "-q", action="store_true", help="no progress output; print only the table")
 
 
-def _add_check_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+def _add_check_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     """The ``check`` subcommand and its options."""
     from vecenv.make import BACKENDS
 
@@ -299,7 +150,7 @@ def _add_check_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument("env", metavar="ENV", help="a gymnasium env id, module:EnvId (ale_py:ALE/Pong-v5) or module:callable")
-    check.add_argument("--import", **_IMPORT)
+    check.add_argument("--import", **IMPORT_OPTION)
     check.add_argument("--num-envs", type=int, default=4, metavar="N", help="copies to build (default 4, at least 2)")
     check.add_argument("--steps", type=int, default=200, metavar="N", help="steps per rollout and per backend (default 200)")
     check.add_argument(
@@ -321,37 +172,45 @@ def _add_check_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
 
 # ==================================================================== commands
 def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from vecenv.bench.contenders import peer_contender, vecenv_contender
-    from vecenv.bench.report import (
-        MissingExtraError,
-        make_progress,
-        print_table,
-        require_matplotlib,
-        write_json,
-        write_plot,
-    )
-    from vecenv.bench.runner import DEFAULT_SUITE, BenchConfig, run_bench
+    """``vecenv bench``: the run the options describe, measured, then shown and written."""
+    from vecenv.bench.report import make_progress
+    from vecenv.bench.runner import run_bench
 
-    _positive("--steps", args.steps)
-    _positive("--seconds", args.seconds, "a number")
-    _positive("--rounds", args.rounds)
-    _positive("--batch-size", args.batch_size)
+    config, json_path, plot_path = _bench_config(args)
+    run = run_bench(config, make_progress(args.quiet))
+    _bench_results(run, args.quiet, ["vecenv", *argv], json_path, plot_path)
+    if run.interrupted:
+        print("vecenv bench: interrupted; the table shows what was measured", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def _bench_config(args: argparse.Namespace) -> tuple[BenchConfig, Path | None, Path | None]:
+    """The run ``args`` describe, and where its JSON and plot go; every option is checked
+    (:class:`UsageError`) before anything is measured."""
+    from vecenv.bench.contenders import peer_contender, vecenv_contender
+    from vecenv.bench.report import MissingExtraError, require_matplotlib
+    from vecenv.bench.runner import DEFAULT_SUITE, BenchConfig
+
+    check_positive("--steps", args.steps)
+    check_positive("--seconds", args.seconds, "a number")
+    check_positive("--rounds", args.rounds)
+    check_positive("--batch-size", args.batch_size)
     if args.warmup < 0:
         raise UsageError(f"--warmup: expected an integer >= 0, got {args.warmup}")
-    num_envs = _int_list("--num-envs", args.num_envs) if args.num_envs is not None else None
-    backends = _backends("--backends", args.backends, variants=True)
-    peers = _peers(args.compare)
+    num_envs = parse_int_list("--num-envs", args.num_envs) if args.num_envs is not None else None
+    backends = parse_backends("--backends", args.backends, variants=True)
+    peers = parse_peers(args.compare)
     if not backends and not peers:
         raise UsageError("nothing to measure: --backends none and --compare none")
-    json_path = _output_path("--json", args.json)
-    plot_path = _output_path("--plot", args.plot)
+    json_path = output_path("--json", args.json)
+    plot_path = output_path("--plot", args.plot)
     if plot_path is not None:
         try:
             require_matplotlib()
         except MissingExtraError as exc:
             raise UsageError(str(exc)) from None
-    kwargs = _env_kwargs(args.env_kwargs)
-    targets = _resolve_envs(args.envs or list(DEFAULT_SUITE), kwargs, args.imports)
+    targets = resolve_envs(args.envs or list(DEFAULT_SUITE), parse_env_kwargs(args.env_kwargs), args.imports)
     if args.batch_size is not None:
         if not backends:
             raise UsageError("--batch-size: async-batch mode is for vecenv backends, but --backends is none")
@@ -365,46 +224,43 @@ def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.batch_size is not None:
         contenders += [vecenv_contender(b, args.batch_size) for b in backends]
     contenders += [peer_contender(p) for p in peers]
-    config = BenchConfig(
-        envs=targets,
-        contenders=contenders,
-        num_envs=num_envs,
-        steps=args.steps,
-        seconds=args.seconds if args.seconds is not None else (None if args.steps else 0.75),
-        rounds=args.rounds or 5,
-        seed=args.seed,
-        warmup=args.warmup,
-    )
-    run = run_bench(config, make_progress(args.quiet))
+    seconds = args.seconds if args.seconds is not None else (None if args.steps else 0.75)
+    config = BenchConfig(envs=targets, contenders=contenders, num_envs=num_envs, steps=args.steps,
+                         seconds=seconds, rounds=args.rounds or 5, seed=args.seed, warmup=args.warmup)
+    return config, json_path, plot_path
+
+
+def _bench_results(
+    run: BenchRun, quiet: bool, command: list[str], json_path: Path | None, plot_path: Path | None
+) -> None:
+    """Print the table (and, unless ``quiet``, a summary on stderr); write the JSON and the plot."""
+    from vecenv.bench.report import print_table, write_json, write_plot
+
     print_table(run)
-    if not args.quiet:
+    if not quiet:
         ok = sum(r.ok for r in run.results)
         failed = sum(r.error is not None for r in run.results)
         print(f"\n{ok} measured, {failed} failed, in {run.wall_seconds:.0f} s", file=sys.stderr)
     if json_path is not None:
-        write_json(run, json_path, ["vecenv", *argv])
-        if not args.quiet:
+        write_json(run, json_path, command)
+        if not quiet:
             print(f"wrote {json_path}", file=sys.stderr)
     if plot_path is not None:
         write_plot(run, plot_path)
-        if not args.quiet:
+        if not quiet:
             print(f"wrote {plot_path}", file=sys.stderr)
-    if run.interrupted:
-        print("vecenv bench: interrupted; the table shows what was measured", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    return EXIT_OK
 
 
 def _check(args: argparse.Namespace) -> int:
-    from vecenv.bench.check import check_env, format_report, report_to_json
+    from vecenv.check import check_env, format_report, report_to_json
 
     if args.num_envs < 2:
         raise UsageError(f"--num-envs: expected an integer >= 2 (copies are compared), got {args.num_envs}")
-    _positive("--steps", args.steps)
-    backends = _backends("--backends", args.backends)
-    json_path = _output_path("--json", args.json)
-    kwargs = _env_kwargs(args.env_kwargs)
-    (target,) = _resolve_envs([args.env], kwargs, args.imports)
+    check_positive("--steps", args.steps)
+    backends = parse_backends("--backends", args.backends)
+    json_path = output_path("--json", args.json)
+    kwargs = parse_env_kwargs(args.env_kwargs)
+    (target,) = resolve_envs([args.env], kwargs, args.imports)
     report = check_env(
         target, num_envs=args.num_envs, steps=args.steps, seed=args.seed,
         backends=backends, spawn=not args.no_spawn, recalibrate=args.recalibrate,
@@ -432,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "bench":
             return _bench(args, argv)
         return _check(args)
-    except _Exit as exc:
+    except Exit as exc:
         return exc.code
     except UsageError as exc:
         command = next((a for a in argv if a in ("bench", "check")), None)
