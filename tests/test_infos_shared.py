@@ -223,7 +223,7 @@ def test_a_known_schema_needs_no_message_and_columns_batch_by_key() -> None:
     from vecenv.transports.process.infos import IN_BLOCK
 
     columns = reader.take(0, IN_BLOCK).entries
-    assert isinstance(columns, InfoColumns) and columns.index.tolist() == [0, 1, 2, 3]
+    assert isinstance(columns, InfoColumns) and columns.envs.tolist() == [0, 1, 2, 3]
     assert [e.info for e in columns] == [e.info for e in entries]
     assert all(type(e.info["n"]) is np.int16 for e in columns)
 

@@ -99,7 +99,7 @@ def _alike(entries: list[InfoEntry], n: int) -> dict[str, Any] | None:
     present[slice(None) if full else at] = True
     infos: dict[str, Any] = {}
     for key, kind, values in zip(keys, types, zip(*rows, strict=True), strict=True):
-        column = np.fromiter(values, kind, count)
+        column: np.ndarray = np.fromiter(values, kind, count)
         if not full:
             column, given = np.zeros(n, dtype=kind), column
             column[at] = given
@@ -117,7 +117,7 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
         return None
     if len(chunks) > 1:
         chunks = sorted(chunks, key=_first_env)
-    if sum(len(chunk.index) for chunk in chunks) == n:  # every row, in env order
+    if sum(len(chunk.envs) for chunk in chunks) == n:  # every row, in env order
         records = chunks[0].records
         if len(chunks) > 1:  # as bytes: numpy joins record arrays far slower
             records = np.concatenate([c.records.view(np.uint8) for c in chunks]).view(records.dtype)
@@ -130,16 +130,16 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
         return infos
     present = np.zeros(n, dtype=np.bool_)
     for chunk in chunks:
-        present[chunk.index] = True
+        present[chunk.envs] = True
     infos = {}
     for key, kind in zip(keys, types, strict=True):
-        column = np.zeros(n, dtype=kind)
+        column: np.ndarray = np.zeros(n, dtype=kind)
         for chunk in chunks:
-            column[chunk.index] = chunk.records[key]
+            column[chunk.envs] = chunk.records[key]
         infos[key] = column
         infos[f"_{key}"] = present.copy()
     return infos
 
 
 def _first_env(chunk: InfoColumns) -> int:
-    return int(chunk.index[0])
+    return int(chunk.envs[0])

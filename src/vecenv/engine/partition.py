@@ -6,7 +6,7 @@ goes to each group they fall in, with the envs renumbered to the group (its loca
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -19,7 +19,7 @@ __all__ = ["Partition"]
 Share = tuple[int, "np.ndarray | None", np.ndarray]
 
 
-class Partition:
+class Partition(Sequence[tuple[int, int]]):
     """``num_envs`` envs split into ``num_workers`` contiguous groups, as even as possible.
 
     >>> p = Partition(5, 2)
@@ -39,7 +39,7 @@ class Partition:
         #: a step of every env: (worker, STEP_ALL, its global ids)
         self.whole_steps = [(w, STEP_ALL, gids) for w, _, gids in self.whole_groups]
 
-    def __getitem__(self, worker: int) -> tuple[int, int]:
+    def __getitem__(self, worker: int) -> tuple[int, int]:  # type: ignore[override]
         return self.bounds[worker]
 
     def __len__(self) -> int:

@@ -26,6 +26,7 @@ __all__ = [
     "NO_REPLY",
     "GetAttr",
     "GivenStep",
+    "EnvIds",
     "InfoColumns",
     "Render",
     "Reset",
@@ -37,8 +38,12 @@ __all__ = [
 ]
 
 
+#: some envs of a group by local index, as a sequence or an index array
+EnvIds = Sequence[int] | np.ndarray
+
+
 class InfoColumns(Sequence):
-    """The info entries of some envs, kept as one record per env: every env at ``index``
+    """The info entries of some envs, kept as one record per env: every env in ``envs``
     returned the keys ``keys`` with scalar values of the types ``types``, and ``records[key]``
     holds their values.
 
@@ -47,13 +52,13 @@ class InfoColumns(Sequence):
     :class:`~vecenv.worker.InfoEntry` list, each value of the type the env returned.
     """
 
-    def __init__(self, index: np.ndarray, keys: tuple[str, ...], types: tuple[type, ...],
+    def __init__(self, envs: np.ndarray, keys: tuple[str, ...], types: tuple[type, ...],
                  records: np.ndarray) -> None:
-        self.index, self.keys, self.types, self.records = index, keys, types, records
+        self.envs, self.keys, self.types, self.records = envs, keys, types, records
         self._entries: list[InfoEntry] | None = None
 
     def __len__(self) -> int:
-        return len(self.index)
+        return len(self.envs)
 
     def __getitem__(self, k: Any) -> Any:
         if self._entries is None:
@@ -67,7 +72,7 @@ class InfoColumns(Sequence):
                   for key, kind in zip(self.keys, self.types, strict=True)]
         keys = self.keys
         return [InfoEntry(i, dict(zip(keys, row, strict=True)))
-                for i, row in zip(self.index.tolist(), zip(*values, strict=True), strict=True)]
+                for i, row in zip(self.envs.tolist(), zip(*values, strict=True), strict=True)]
 
 
 class StepReply(NamedTuple):
@@ -92,7 +97,7 @@ class Reset(NamedTuple):
 
     seeds: Sequence[int | None] | None = None
     options: dict | None = None
-    ids: Sequence[int] | None = None
+    ids: EnvIds | None = None
 
     def run(self, group: EnvGroup) -> StepReply:
         return group.reset(self.seeds, self.options, self.ids)
@@ -101,7 +106,7 @@ class Reset(NamedTuple):
 class Step(NamedTuple):
     """Step the envs ``ids`` with the actions in the group's buffer rows."""
 
-    ids: Sequence[int] | None = None
+    ids: EnvIds | None = None
 
     def run(self, group: EnvGroup) -> StepReply:
         return group.step(self.ids)
@@ -116,7 +121,7 @@ class GivenStep(NamedTuple):
     action instead of its buffer row: the action as the caller passed it, for a batch that is
     not numpy arrays of the action space's dtypes (gymnasium hands envs those as they are)."""
 
-    ids: Sequence[int] | None
+    ids: EnvIds | None
     given: dict[int, Any]
 
     def run(self, group: EnvGroup) -> StepReply:
@@ -137,7 +142,7 @@ class Call(NamedTuple):
     name: str
     args: tuple = ()
     kwargs: dict | None = None
-    ids: Sequence[int] | None = None
+    ids: EnvIds | None = None
 
     def run(self, group: EnvGroup) -> list:
         return group.call(self.name, self.args, self.kwargs or {}, self.ids)
@@ -147,7 +152,7 @@ class GetAttr(NamedTuple):
     """Read attribute ``name`` of each env (never called)."""
 
     name: str
-    ids: Sequence[int] | None = None
+    ids: EnvIds | None = None
 
     def run(self, group: EnvGroup) -> list:
         return group.get_attr(self.name, self.ids)
@@ -158,7 +163,7 @@ class SetAttr(NamedTuple):
 
     name: str
     values: Sequence[Any]
-    ids: Sequence[int] | None = None
+    ids: EnvIds | None = None
 
     def run(self, group: EnvGroup) -> None:
         group.set_attr(self.name, self.values, self.ids)
@@ -169,7 +174,7 @@ class Apply(NamedTuple):
 
     fn: Callable[..., Any]
     args: tuple = ()
-    ids: Sequence[int] | None = None
+    ids: EnvIds | None = None
 
     def run(self, group: EnvGroup) -> list:
         return group.apply(self.fn, self.args, self.ids)
@@ -178,7 +183,7 @@ class Apply(NamedTuple):
 class Render(NamedTuple):
     """Each env's ``render()`` result."""
 
-    ids: Sequence[int] | None = None
+    ids: EnvIds | None = None
 
     def run(self, group: EnvGroup) -> list:
         return group.render(self.ids)

@@ -18,7 +18,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.errors import EnvError
 from vecenv.spaces import StepBuffers
-from vecenv.worker.commands import COMMANDS, NO_REPLY, Command, StepReply
+from vecenv.worker.commands import COMMANDS, NO_REPLY, Command, EnvIds, StepReply
 from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
 
 __all__ = ["EnvDescription", "EnvGroup", "InfoEntry"]
@@ -131,6 +131,9 @@ class EnvGroup:
                 raise self._error(j, "env_fn()", exc) from exc
         self.buffers: StepBuffers | None = None
         self.ship_objects = False
+        #: where a step's infos go first, written in place like observations: ``sink(j, info)``
+        #: packs env ``j``'s info into shared memory, or returns False (then it is an entry)
+        self.info_sink: Callable[[int, dict], bool] | None = None
         # fresh envs need a reset before their first step (NEXT_STEP does it by itself; this is
         # what a restarted worker relies on, as the engine always resets a new vector env first)
         self._needs_reset = np.ones(len(self.envs), dtype=np.bool_)
@@ -181,10 +184,10 @@ class EnvGroup:
     def _error(self, j: int, method: str, exc: BaseException) -> EnvError:
         return EnvError.from_exception(exc, self.start + j, self.worker, method)
 
-    def _ids(self, ids: Sequence[int] | None) -> Sequence[int]:
+    def _ids(self, ids: EnvIds | None) -> EnvIds:
         return range(len(self.envs)) if ids is None else ids
 
-    def _objects(self, ids: Sequence[int] | None = None) -> list | None:
+    def _objects(self, ids: EnvIds | None = None) -> list | None:
         """Object-leaf rows of envs ``ids`` (all when ``None``) when the group ships them."""
         if not self.ship_objects:
             return None
@@ -196,7 +199,7 @@ class EnvGroup:
         self,
         seeds: Sequence[int | None] | None = None,
         options: dict | None = None,
-        ids: Sequence[int] | None = None,
+        ids: EnvIds | None = None,
     ) -> StepReply:
         """Reset envs ``ids`` (local indices; all when ``None``), env ``j`` with ``seeds[j]``."""
         b = self.buffers
@@ -226,7 +229,7 @@ class EnvGroup:
         self.buffers.observations.write(j, obs)
         return info
 
-    def step(self, ids: Sequence[int] | None = None, given: Mapping[int, Any] | None = None) -> StepReply:
+    def step(self, ids: EnvIds | None = None, given: Mapping[int, Any] | None = None) -> StepReply:
         """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer,
         or, for the envs in ``given``, with ``given[j]`` (an action as the caller passed it)."""
         b = self.buffers
@@ -236,6 +239,7 @@ class EnvGroup:
         needs_reset = self._needs_reset
         mode = self.autoreset_mode
         rows, shape = obs_buf.single_leaf()
+        sink = self.info_sink
         entries: list[InfoEntry] = []
         for j in self._ids(ids):
             env = self.envs[j]
@@ -265,7 +269,7 @@ class EnvGroup:
             except self._catch as exc:
                 entries.append(self._restart_in_step(j, exc))
                 continue
-            if info:
+            if info and (sink is None or not sink(j, info)):
                 entries.append(InfoEntry(self.start + j, info))
         if not entries and not self.ship_objects:
             return NO_REPLY
@@ -299,7 +303,7 @@ class EnvGroup:
         return InfoEntry(self.start + j, report)
 
     # ----------------------------------------------------------------- other calls
-    def call(self, name: str, args: tuple, kwargs: dict, ids: Sequence[int] | None = None) -> list:
+    def call(self, name: str, args: tuple, kwargs: dict, ids: EnvIds | None = None) -> list:
         """gymnasium's ``call``: call ``name`` if it is callable, else return its value."""
         out = []
         for j in self._ids(ids):
@@ -310,7 +314,7 @@ class EnvGroup:
                 raise self._error(j, f"call({name!r})", exc) from exc
         return out
 
-    def get_attr(self, name: str, ids: Sequence[int] | None = None) -> list:
+    def get_attr(self, name: str, ids: EnvIds | None = None) -> list:
         """The attribute ``name`` of each env, looked up through its wrappers (never called)."""
         out = []
         for j in self._ids(ids):
@@ -320,7 +324,7 @@ class EnvGroup:
                 raise self._error(j, f"get_attr({name!r})", exc) from exc
         return out
 
-    def set_attr(self, name: str, values: Sequence[Any], ids: Sequence[int] | None = None) -> None:
+    def set_attr(self, name: str, values: Sequence[Any], ids: EnvIds | None = None) -> None:
         """Set ``name`` on each env (through its wrappers), env ``ids[k]`` to ``values[k]``."""
         for j, value in zip(self._ids(ids), values, strict=True):
             try:
@@ -328,7 +332,7 @@ class EnvGroup:
             except self._catch as exc:
                 raise self._error(j, f"set_attr({name!r})", exc) from exc
 
-    def apply(self, fn: Callable[..., Any], args: tuple, ids: Sequence[int] | None = None) -> list:
+    def apply(self, fn: Callable[..., Any], args: tuple, ids: EnvIds | None = None) -> list:
         """Run ``fn(env, *args)`` on each selected env and return the results."""
         out = []
         for j in self._ids(ids):
@@ -338,7 +342,7 @@ class EnvGroup:
                 raise self._error(j, f"apply({getattr(fn, '__name__', fn)!r})", exc) from exc
         return out
 
-    def render(self, ids: Sequence[int] | None = None) -> list:
+    def render(self, ids: EnvIds | None = None) -> list:
         """Each env's ``render()`` result."""
         out = []
         for j in self._ids(ids):

@@ -63,6 +63,7 @@ class Child:
         self.mask = np.frombuffer(block.buffer, np.bool_, at.stop - at.start, at.mask_at + at.start)
         area = InfoBlock(at.observation_space, at.num_envs, block.buffer, at.infos_at)
         self.infos = InfoWriter(area.part(at.start, at.stop), at.start)
+        self.group.info_sink = self.infos.write
         self.seq = int(self.ctrl.slots[self.index, CMD])
         self.send(True, None, "attach")
 
@@ -74,6 +75,7 @@ class Child:
             self.wait_command(slot)
             self.seq = int(slot[CMD])
             op, name = int(slot[OP]), "step"
+            self.infos.begin()
             try:
                 if op == Op.STEP:
                     result: Any = self.group.step(None)
@@ -113,15 +115,13 @@ class Child:
         """Finish the command: in shared memory alone when it allows (a step's infos included,
         :mod:`.infos`), else as a message."""
         if ok and type(value) is StepReply:
-            kind = Reply.INFOS if value.entries else Reply.IN_MEMORY
-            if value.entries:
-                value = self.infos.put(value.entries, value.objects)
-            elif value.objects is None:
-                value = None
-            if value is None:
+            message = self.infos.reply(value.entries, value.objects)
+            if message is None:
+                kind = Reply.INFOS if self.infos.dirty else Reply.IN_MEMORY
                 self.ctrl.finish(self.index, self.seq, kind)
                 handshake.notify(self.ctrl.slots[self.index], Slot.CALLER_SLEEPS, self.peer, Wake.CALLER)
                 return
+            value = message
         data = self.dump(ok, value, name)
         self.ctrl.finish(self.index, self.seq, Reply.MESSAGE)
         self.peer.write(wire.frame(Frame.MESSAGE, data))

@@ -59,7 +59,7 @@ def _numpy_code(kind: type) -> str | None:
 def signature(info: dict, values: list) -> tuple | None:
     """``info``'s schema (appending its values, in order, to ``values``), or None when a value
     cannot go in shared memory."""
-    sig = []
+    sig: list[tuple[str, int, Any]] = []
     for key, value in info.items():
         if type(key) is not str:
             return None
@@ -89,7 +89,7 @@ def _format(sig: tuple) -> str:
     codes = []
     for _, form, detail in sig:
         if form == _SCALAR:
-            codes.append(_PY.get(detail) or _numpy_code(detail))
+            codes.append(_PY.get(detail) or _numpy_code(detail) or "")  # signature() kept known codes only
         elif form == _ARRAY:
             dtype, shape = detail
             codes.append(f"{dtype.itemsize * int(np.prod(shape, dtype=np.int64))}s")
@@ -186,22 +186,47 @@ class InfoWriter:
     def __init__(self, area: InfoBlock, start: int) -> None:
         self.area = area
         self.start = start
-        self._rows = memoryview(area.rows).cast("B")  # packed at a row's offset: no view per write
+        self._rows = area.rows.data.cast("B")  # packed at a row's offset: no view per write
         self.schemas: dict[tuple, tuple[int, Schema | None]] = {}  # signature -> (id, schema)
         self.flat: dict[tuple, tuple[int, Schema]] = {}  # keys -> a flat schema of those keys
+        #: schemas registered during this command (the caller learns them with its reply)
+        self.new: list[tuple[int, tuple]] = []
+        #: some row holds an info of this command (the ids are cleared before the next)
+        self.dirty = True
+
+    def begin(self) -> None:
+        """Start a command: its envs' rows hold nothing yet."""
+        if self.dirty:
+            self.area.ids[:] = 0
+            self.dirty = False
+        self.new = []
+
+    def write(self, j: int, info: dict) -> bool:
+        """Pack env ``j``'s (local index) ``info`` into its row as the group steps it; False
+        when it does not fit (then it travels as an entry of the reply)."""
+        known = self.flat.get(tuple(info))
+        if known is not None and tuple(map(type, info.values())) == known[1].types:
+            try:  # the common case, inline: the keys and types of before
+                known[1].struct.pack_into(self._rows, 2 * j * ROW_BYTES, *info.values())
+            except struct.error:  # an int beyond int64's range: this info goes pickled
+                return False
+            self.area.ids[j, 0] = known[0]
+            self.dirty = True
+            return True
+        return self._pack(InfoEntry(self.start + j, info), self.new)
+
+    def reply(self, entries: Sequence[InfoEntry], objects: list | None) -> BlockReply | None:
+        """The message a command's result needs besides the block: the entries that did not
+        fit, the object leaves and the schemas new to the caller (None: nothing to send)."""
+        rest = [entry for entry in entries if not self._pack(entry, self.new)]
+        if not rest and not self.new and objects is None:
+            return None
+        return BlockReply(rest, objects, self.new)
 
     def put(self, entries: Sequence[InfoEntry], objects: list | None) -> BlockReply | None:
-        """Pack what fits; the reply for the rest (None: every entry is in the block and the
-        caller knows every schema, so nothing needs a message)."""
-        ids = self.area.ids
-        ids[:] = 0
-        rest, new = [], []
-        for entry in entries:
-            if not self._pack(entry, new):
-                rest.append(entry)
-        if not rest and not new and objects is None:
-            return None
-        return BlockReply(rest, objects, new)
+        """:meth:`begin` and :meth:`reply`: pack what fits of a command's entries."""
+        self.begin()
+        return self.reply(entries, objects)
 
     def _pack(self, entry: InfoEntry, new: list) -> bool:
         """Put one entry in its env's rows; False (rows left empty) when it does not fit."""
@@ -222,6 +247,7 @@ class InfoWriter:
         if not self._write(j, 0, *packed):
             self.area.ids[j, 1] = 0
             return False
+        self.dirty = True
         return True
 
     def _schema_of(self, info: dict, new: list) -> tuple[int, Schema, Any] | None:
@@ -237,9 +263,9 @@ class InfoWriter:
         if known is None:
             if len(self.schemas) >= MAX_SCHEMAS:
                 return None
-            schema = Schema(sig)
-            known = self.schemas[sig] = (len(self.schemas) + 1, schema if schema.fits else None)
-            if schema.fits:
+            fresh = Schema(sig)
+            known = self.schemas[sig] = (len(self.schemas) + 1, fresh if fresh.fits else None)
+            if fresh.fits:
                 new.append((known[0], sig))
         sid, schema = known
         if schema is None:
@@ -297,14 +323,15 @@ class InfoReader:
 
     def _entries(self, known: dict[int, Schema], reply: BlockReply, start: int,
                  ids: list[list[int]]) -> list[InfoEntry]:
-        rows = self.area.rows
+        rows, final_rows = self.area.rows, self.area.final_rows
         entries = list(reply.entries)
         for i, (sid, final) in enumerate(ids, start):
             if not sid:
                 continue
             info = known[sid].unpack(rows[i, 0])
             if final:
-                entries.append(InfoEntry(i, info, True, self.area.final_rows[i].copy(),
+                assert final_rows is not None  # a final info comes in same-step mode only
+                entries.append(InfoEntry(i, info, True, final_rows[i].copy(),
                                          known[final].unpack(rows[i, 1])))
             else:
                 entries.append(InfoEntry(i, info))
