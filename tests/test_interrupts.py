@@ -90,7 +90,7 @@ def test_interrupt_inside_send_needs_reset_then_works(layout):
         with pytest.raises(KeyboardInterrupt):
             envs.step(np.zeros(4, dtype=np.int64))
         transport.submit = submit
-        assert envs._state is CallState.INTERRUPTED
+        assert envs._flight.state is CallState.INTERRUPTED
         with pytest.raises(vecenv.VecEnvError, match="reset"):
             envs.step(np.zeros(4, dtype=np.int64))
         assert_same(_rollout(envs, 5), _rollout(ref, 5))
@@ -306,7 +306,7 @@ def test_thread_interrupt_between_queueing_and_counting_is_healed_by_reset(cut):
         while cut == "after_put" and worker.served == served and time.monotonic() < deadline:
             time.sleep(0.01)
         envs._transport.__dict__.pop("submit", None)
-        assert envs._state is CallState.INTERRUPTED
+        assert envs._flight.state is CallState.INTERRUPTED
         assert_same(_rollout(envs, 5), _rollout(ref, 5))
         assert not any(envs._transport.outstanding(w) for w in range(2))
 

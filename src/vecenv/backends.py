@@ -295,7 +295,8 @@ class AsyncVectorEnv(ProcessVectorEnv):
     def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
         """Close as :meth:`ProcessVectorEnv.close_extras`, warning as gymnasium does when a call
         is still pending (its results are dropped)."""
-        state = getattr(self, "_state", CallState.DEFAULT)
+        flight = getattr(self, "_flight", None)
+        state = CallState.DEFAULT if flight is None else flight.state
         if state in _PENDING and self.batch_size == self.num_envs:
             logger.warn(f"Calling `close` while waiting for a pending call to `{state.value}` to complete.")
         super().close_extras(timeout=timeout, terminate=terminate, **kwargs)

@@ -1,16 +1,16 @@
 """The engine: one gymnasium-API vector env core that every backend shares.
 
-:class:`VectorEnv` checks every input before anything reaches a worker (:mod:`.checks`), keeps
-the autoreset and in-flight bookkeeping (:mod:`.flight`), replaces failed workers
-(:mod:`.recovery`), runs calls on the sub-envs (:mod:`.calls`), batches infos, and hands each
-worker's env group its commands through a :class:`~vecenv.engine.transport.Transport`. Backends
-(serial, threads, processes, Ray) differ only in the transport they pass in.
+:class:`VectorEnv` checks every input before anything reaches a worker (:mod:`.checks`) and
+hands the work to its collaborators: a :class:`~.flight.Flight` keeps the call state and the
+commands in flight (each worker's env group gets them through a
+:class:`~vecenv.engine.transport.Transport`), a :class:`~.recovery.Recovery` replaces failed
+workers, and :class:`~.calls.Calls` runs calls on the sub-envs. Backends (serial, threads,
+processes, Ray) differ only in the transport they pass in.
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,12 +22,13 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from typing_extensions import Unpack
 
 from vecenv.engine import runs
-from vecenv.engine.calls import _NO_IDS, Calls
+from vecenv.engine.calls import Calls, in_order
 from vecenv.engine.checks import (
     SpaceMismatchError,
     check_count,
     check_env_fns,
     check_env_ids,
+    check_name,
     check_observation_mode,
     check_options,
     check_policy,
@@ -35,31 +36,26 @@ from vecenv.engine.checks import (
     check_seeds,
     check_spaces,
     check_timeout,
+    check_values,
 )
-from vecenv.engine.flight import Dispatcher, one_caller
-from vecenv.engine.infos import batch_infos
+from vecenv.engine.flight import Flight
+from vecenv.engine.guard import CallerGuard, one_caller
 from vecenv.engine.modes import parse_autoreset_mode
 from vecenv.engine.partition import Partition
 from vecenv.engine.recovery import Recovery
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import Transport
-from vecenv.errors import (
-    AlreadyPendingCallError,
-    ClosedEnvironmentError,
-    NoAsyncCallError,
-    VecEnvError,
-)
+from vecenv.errors import ClosedEnvironmentError, NoAsyncCallError
 from vecenv.policy import FailureOptions
 from vecenv.worker import EnvDescription, InfoEntry
-from vecenv.worker.commands import Configure, Reset, Step
-from vecenv.worker.restarts import RestartBudget
+from vecenv.worker.commands import Apply, Call, Command, Configure, GetAttr, Render, SetAttr
 
 __all__ = ["SpaceMismatchError", "VectorEnv"]
 
 StepResult = tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]
 
 
-class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one per env
+class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one per env
     """A batch of ``num_envs`` sub-environments behind gymnasium's vector API.
 
     Subclasses choose the transport; see :class:`vecenv.SerialVectorEnv` and the others.
@@ -90,7 +86,6 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         **failure: Unpack[FailureOptions],
     ) -> None:
-        self.closed = True  # until started, so that __del__ and close() have nothing to do
         self._transport = transport
         self.env_fns = check_env_fns(env_fns)
         self.num_envs = n = len(self.env_fns)
@@ -99,29 +94,26 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
         self.observation_mode = observation_mode
         self.copy = bool(copy)
         self.batch_size = n if batch_size is None else check_count("batch_size", batch_size, n)
-        self._async_batches = self.batch_size < n  # recv() returns the first batch_size envs ready
         self.num_workers = min(check_count("num_workers", num_workers, None), n)
         self.backend = transport.name
         self.policy = check_policy(failure, transport.name, transport.can_end_workers)
-        self._worker_budget = RestartBudget(self.policy.max_restarts, self.policy.restart_window)
-        self._partition = Partition(n, self.num_workers)
-        self._init_flight(n)
-        self._init_recovery()
-        self._call_results: dict[int, Any] = {}  # replies of the pending call so far, per worker
-        self._call_error: BaseException | None = None
+        self._guard = CallerGuard()
         self._has_reset = False
-        self._needs_reset = np.zeros(n, dtype=np.bool_)  # DISABLED mode: ended, not yet reset
-        descriptions = transport.start(self.env_fns, self._partition, self.autoreset_mode)
+        partition = Partition(n, self.num_workers)
+        self._flight = flight = Flight(transport, partition, self.policy, self.batch_size, self.autoreset_mode,
+                                       self.copy)
+        self._recovery = Recovery(flight)
+        self._calls = Calls(flight)
+        descriptions = transport.start(self.env_fns, partition, self.autoreset_mode)
         self.closed = False
         runs.opened()  # other processes' backend="auto" now counts this one as a run
         try:
             self._setup_spaces(descriptions, observation_mode)
-            self._buffers = transport.allocate(self.single_observation_space, self.single_action_space, n)
+            self._buffers = flight.buffers = transport.allocate(self.single_observation_space,
+                                                                self.single_action_space, n)
             transport.attach(self._buffers)
             if self.policy.restarts:
-                with self._dispatching(CallState.WAITING_CALL):
-                    for w in range(self.num_workers):
-                        self._submit(w, Configure(self.policy), _NO_IDS)
+                self._calls.send(Configure(self.policy))
                 self._wait_calls(None, "configure")
         except BaseException:
             self.close()
@@ -132,6 +124,15 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
     max_restarts = property(lambda self: self.policy.max_restarts)
     restart_window = property(lambda self: self.policy.restart_window)
     step_timeout = property(lambda self: self.policy.step_timeout)
+
+    @property
+    def closed(self) -> bool:  # type: ignore[override]
+        """Whether :meth:`close` was called (or the env never started)."""
+        return self._flight.closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        self._flight.closed = value
 
     def _setup_spaces(self, descriptions: list[EnvDescription], observation_mode: Any) -> None:
         first = descriptions[0]
@@ -165,7 +166,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
         ``batch_size`` to finish are returned, with ``infos["env_id"]``. After an interrupted
         call, every worker is first let finish what it was given.
         """
-        with self._one_call():
+        with self._flight.one_call():
             self.reset_async(seed=seed, options=options)
             return self.reset_wait()
 
@@ -187,34 +188,23 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
     def _start_reset(self, seed: Any, options: dict[str, Any] | None, mask: np.ndarray | None) -> None:
         """Reset the envs where ``mask`` is True (all when None), each with ``options`` as given
         (a ``reset_mask`` in it popped, as gymnasium's vector envs do)."""
-        n = self.num_envs
+        n, flight = self.num_envs, self._flight
         seeds = check_seeds(seed, n)
         if mask is not None and self.batch_size < n:
             raise ValueError("reset(options={'reset_mask': ...}) is not supported with batch_size < num_envs")
-        if self._state is CallState.INTERRUPTED or self._wait_interrupted:
-            self._settle()
+        if flight.state is CallState.INTERRUPTED or flight.wait_interrupted:
+            flight.settle()
         self._check_idle("reset_async")
         if options is not None:
             options.pop("reset_mask", None)  # from the caller's dict, as gymnasium's vector envs do
-        ids = np.arange(n) if mask is None else np.flatnonzero(mask)
-        with self._dispatching(CallState.WAITING_RESET):
-            if self.batch_size < n:
-                self._ready.clear()
-                self._held.clear()
-                self._cut.clear()  # every env starts a new episode
-            self._needs_reset[ids] = False
-            if self._async_batches:
-                self._busy[ids] = True
-            for w, local, gids in self._partition.by_worker(ids):
-                a, b = self._partition[w]
-                self._submit(w, Reset(seeds[a:b], options, local), gids)
+        flight.send_reset(np.arange(n) if mask is None else np.flatnonzero(mask), seeds, options)
 
     @one_caller
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
         """Wait for :meth:`reset_async`'s results: ``(observations, infos)``."""
         check_timeout(timeout, "reset_wait")
         self._check_open()
-        if self._state is not CallState.WAITING_RESET:
+        if self._flight.state is not CallState.WAITING_RESET:
             raise NoAsyncCallError("Calling `reset_wait` without any prior call to `reset_async`.", "reset")
         obs, _, _, _, infos = self._results(timeout, "reset_wait")
         self._has_reset = True
@@ -228,7 +218,7 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
             self._send(actions, env_ids)
             return self._recv(None)
         except BaseException:
-            self._cut_call()
+            self._flight.interrupted_call()
             raise
 
     def step_async(self, actions: Any) -> None:
@@ -249,59 +239,15 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
         self._send(actions, env_ids)
 
     def _send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None) -> None:
-        if self.closed:
+        flight = self._flight
+        if flight.closed:
             self._check_open()
-        state = self._state
-        if state is not CallState.DEFAULT and not (state is CallState.WAITING_STEP and self._async_batches):
+        state = flight.state
+        if state is not CallState.DEFAULT and not (state is CallState.WAITING_STEP and flight.async_batches):
             self._check_idle("step_async")
         if not self._has_reset and self.require_reset:
             raise gym.error.ResetNeeded("step() was called before reset(): call reset() first")
-        ids = self._check_send(actions, env_ids)
-        cut = [i for i in ids.tolist() if i in self._cut] if self._cut and ids is not None else None
-        self._state = CallState.WAITING_STEP
-        try:  # what _dispatching does, inline on the step path
-            if ids is None:
-                commands = self._partition.whole_steps
-            else:
-                if self._async_batches:
-                    self._busy[ids] = True
-                stepping = ids[~np.isin(ids, cut)] if cut else ids
-                commands = [(w, Step(local), gids) for w, local, gids in self._partition.by_worker(stepping)]
-            for w, command, gids in commands:
-                if w in self._in_flight:
-                    self._deferred.setdefault(w, []).extend(gids.tolist())
-                else:
-                    self._submit(w, command, gids)
-            if cut:
-                self._truncate_cut(cut)
-        except BaseException:
-            self._cut_dispatch(state)
-            raise
-
-    def _check_send(self, actions: Any, env_ids: Any) -> np.ndarray | None:
-        """Check ``env_ids`` and write ``actions`` into the action buffer; the ids (None: all)."""
-        n, disabled = self.num_envs, self.autoreset_mode is AutoresetMode.DISABLED
-        if env_ids is None:
-            if self.batch_size < n:
-                raise ValueError(
-                    f"send(actions, env_ids): env_ids is required when batch_size ({self.batch_size}) "
-                    f"< num_envs ({n}); pass the infos['env_id'] of the last recv()"
-                )
-            self._buffers.actions.assign(actions, None, "actions")
-            if disabled and self._needs_reset.any():
-                self._refuse_ended(np.flatnonzero(self._needs_reset))
-            return None
-        ids = check_env_ids(env_ids, n)
-        busy = ids[self._busy[ids]]
-        if busy.size:
-            raise ValueError(
-                f"send(actions, env_ids): envs {busy.tolist()} are still stepping or waiting to be "
-                "received; send actions only to envs returned by recv()"
-            )
-        if disabled and self._needs_reset[ids].any():
-            self._refuse_ended(ids[self._needs_reset[ids]])
-        self._buffers.actions.assign(actions, ids, "actions")
-        return ids
+        flight.send_steps(flight.check_actions(actions, env_ids))
 
     @one_caller
     def recv(self, timeout: float | None = None) -> StepResult:
@@ -311,9 +257,13 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
 
     def _recv(self, timeout: float | None) -> StepResult:
         self._check_open()
-        if self._state is not CallState.WAITING_STEP:
+        if self._flight.state is not CallState.WAITING_STEP:
             raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.", "step")
         return self._results(timeout, "step_wait")
+
+    def _results(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
+        """Every step and reset collects its results here (a subclass may watch their errors)."""
+        return self._flight.results(timeout, method, raw)
 
     # The SB3 layer reads each env's report as it came (exact Python types, no batching).
     @one_caller
@@ -348,58 +298,119 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
         if self.batch_size < self.num_envs:
             raise ValueError(f"{method} needs batch_size == num_envs")
 
-    def _refuse_ended(self, ended: np.ndarray) -> None:
-        raise ValueError(
-            f"envs {ended.tolist()} finished their episodes and autoreset_mode is DISABLED: reset them "
-            "first with reset(options={'reset_mask': mask})"
-        )
+    # ================================================================ calls on the sub-envs
+    @one_caller
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method ``name`` of every env (or get its value if not callable), as gymnasium does."""
+        with self._flight.one_call():
+            self.call_async(name, *args, **kwargs)
+            return self.call_wait()
 
-    # ================================================================ results
-    def _results(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
-        try:  # what _collecting does, inline on the step path
-            if self._async_batches:
-                self._gather(self.batch_size, timeout, method)
-                return self._async_batch()
-            self._gather(None, timeout, method)
-            return self._full_batch(raw)
-        except multiprocessing.TimeoutError:
-            raise
-        except BaseException:
-            self._cut_collect()
-            raise
+    @one_caller
+    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Start :meth:`call` without waiting."""
+        self._check_idle("call_async")
+        check_name(name)
+        self._calls.send(Call(name, args, kwargs))
 
-    def _full_batch(self, raw: bool) -> tuple:
-        b, n = self._buffers, self.num_envs
-        columns = self._columns_batch(raw) if self._columns else None
-        entries = [self._held[i] for i in sorted(self._held)] if self._held else []
-        self._clear_flight()
-        if self.autoreset_mode is AutoresetMode.DISABLED:
-            self._needs_reset = np.logical_or(b.terminations, b.truncations)
-        infos = columns if columns is not None else entries if raw else batch_infos(entries, n) if entries else {}
-        return b.observations.read(self.copy), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
+    @one_caller
+    def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
+        """Wait for :meth:`call_async`'s results, one per env."""
+        check_timeout(timeout, "call_wait")
+        self._check_open()
+        if self._flight.state is not CallState.WAITING_CALL:
+            raise NoAsyncCallError("Calling `call_wait` without any prior call to `call_async`.", "call")
+        with self._flight.collecting():
+            results = self._wait_calls(timeout, "call_wait")
+        return tuple(x for w in range(self.num_workers) for x in results[w])
 
-    def _async_batch(self) -> tuple:
-        b, bs = self._buffers, self.batch_size
-        take = np.array([self._ready.popleft() for _ in range(bs)], dtype=np.int64)
-        rows = {int(i): r for r, i in enumerate(take)}
-        entries = [self._held.pop(i) for i in rows if i in self._held]
-        infos = batch_infos(entries, bs, rows)
-        infos["env_id"] = take
-        infos["_env_id"] = np.ones(bs, dtype=np.bool_)
-        self._busy[take] = False
-        if self.autoreset_mode is AutoresetMode.DISABLED:
-            self._needs_reset[take] = b.terminations[take] | b.truncations[take]
-        if not self._in_flight and not self._ready:
-            self._state = CallState.DEFAULT
-        elif self._state is CallState.WAITING_RESET:
-            self._state = CallState.WAITING_STEP  # the rest of the reset arrives through recv()
-        return b.observations.read_rows(take), b.rewards[take], b.terminations[take], b.truncations[take], infos
+    def _wait_calls(self, timeout: float | None, method: str) -> dict[int, Any]:
+        """Every call collects its replies here (a subclass may watch their errors)."""
+        return self._calls.wait(timeout, method)
+
+    def _run_at(self, method: str, indices: Sequence[int] | None, command: Callable[..., Command]) -> list:
+        """Run ``command(local ids, global ids)`` on the envs ``indices``; results in their order."""
+        self._check_idle(method)
+        ids = np.arange(self.num_envs) if indices is None else check_env_ids(indices, self.num_envs)
+        order = self._calls.send_at(ids, command)
+        with self._flight.collecting():
+            return in_order(self._wait_calls(None, method), order)
+
+    @one_caller
+    def call_at(self, indices: Sequence[int] | None, name: str, *args: Any, **kwargs: Any) -> list:
+        """Like :meth:`call`, on the envs ``indices`` only (all when ``None``)."""
+        check_name(name)
+        return self._run_at("call", indices, lambda local, _: Call(name, args, kwargs, local))
+
+    @one_caller
+    def get_attr_at(self, indices: Sequence[int] | None, name: str) -> list:
+        """The attribute ``name`` of the envs ``indices``, never called (SB3's ``get_attr``)."""
+        check_name(name)
+        return self._run_at("get_attr", indices, lambda local, _: GetAttr(name, local))
+
+    @one_caller
+    def set_attr_at(self, indices: Sequence[int] | None, name: str, values: Sequence[Any]) -> None:
+        """Set ``name`` on the envs ``indices``, env ``indices[k]`` to ``values[k]``."""
+        check_name(name)
+        ids = np.arange(self.num_envs) if indices is None else check_env_ids(indices, self.num_envs)
+        by_env = dict(zip(ids.tolist(), check_values(values, len(ids)), strict=True))
+        self._run_at("set_attr", indices, lambda local, gids: SetAttr(name, [by_env[j] for j in gids.tolist()], local))
+
+    @one_caller
+    def apply(self, fn: Callable[..., Any], *args: Any, indices: Sequence[int] | None = None) -> list:
+        """Run ``fn(env, *args)`` on each env (in its worker) and return the results."""
+        if not callable(fn):
+            raise TypeError(f"apply(fn, ...): fn must be callable, got {fn!r}")
+        return self._run_at("apply", indices, lambda local, _: Apply(fn, args, local))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """gymnasium's ``get_attr``: ``call(name)`` on every env."""
+        return self.call(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set ``name`` on every env: one value for all, or a list/tuple with one per env."""
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(
+                "Values must be a list or tuple with length equal to the number of environments. "
+                f"Got `{len(values)}` values for {self.num_envs} environments."
+            )
+        self.set_attr_at(None, name, values)
+
+    @one_caller
+    def render(self) -> tuple[Any, ...]:
+        """Each env's rendered frame (``render_mode`` is set when the envs are made)."""
+        self._check_idle("call_async")  # refused in gymnasium's words: it renders through call()
+        return tuple(self._run_at("render", None, lambda local, _: Render(local)))
+
+    @one_caller
+    def observation_rows(self, env_ids: Sequence[int] | np.ndarray) -> Any:
+        """The last observations of the envs ``env_ids``, in that order (a copy, batched as
+        gymnasium batches them): what a reset of some envs hands back for just those envs."""
+        self._check_idle("observation_rows")
+        return self._buffers.observations.read_rows(check_env_ids(env_ids, self.num_envs))
+
+    @property
+    def envs(self) -> list[gym.Env]:
+        """The sub-env objects (serial backend only: other backends keep them in workers)."""
+        return self._transport.envs
+
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:  # type: ignore[override]  # one per env
+        """Each env's ``np_random_seed``."""
+        return self.get_attr("np_random_seed")
+
+    @property  # type: ignore[misc]
+    def np_random(self) -> tuple[np.random.Generator, ...]:  # type: ignore[override]  # one per env
+        """Each env's ``np_random`` generator."""
+        return self.get_attr("np_random")
 
     # ================================================================ closing
     def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
         """Close every env and end every worker, in bounded time (``terminate``: at once)."""
-        self._in_flight = {}
-        self._state = CallState.DEFAULT
+        self._flight.in_flight = {}
+        self._flight.state = CallState.DEFAULT
         self._transport.close(0.0 if terminate else timeout)
 
     def close(self, **kwargs: Any) -> None:
@@ -429,20 +440,9 @@ class VectorEnv(Dispatcher, Recovery, Calls, gym.vector.VectorEnv):  # type: ign
 
     def _check_idle(self, method: str) -> None:
         self._check_open()
-        if self._state is CallState.INTERRUPTED:
-            raise VecEnvError(
-                f"Calling `{method}` after a call was interrupted part-way: call reset() (which lets "
-                "every worker finish first) or close()"
-            )
-        if self._state is not CallState.DEFAULT or self._in_flight:
-            state = self._state.value
-            hint = "; call reset() to drop it" if self._wait_interrupted else ""
-            raise AlreadyPendingCallError(
-                f"Calling `{method}` while waiting for a pending call to `{state}` to complete{hint}.", state
-            )
+        self._flight.check_idle(method)
 
     def __repr__(self) -> str:
         spec = f"{self.spec.id}, " if self.spec is not None else ""
         chosen = f", layout={self.layout.name!r} (auto)" if self.layout is not None else ""
         return f"{type(self).__name__}({spec}num_envs={self.num_envs}{chosen})"
-

@@ -1,29 +1,39 @@
-"""In-flight bookkeeping: which worker runs what, which envs are ready, and every deadline.
+"""In-flight bookkeeping: :class:`Flight`, what every worker is running and what waits on it.
 
-:class:`Dispatcher` is the part of :class:`~vecenv.engine.VectorEnv` that sends commands to
-workers and collects replies: one command in flight per worker (steps for a busy worker wait in
-``_deferred``), replies taken in the order workers finish, async batches served from ``_ready``,
-``step_timeout`` checked on every wait. Failures go to :class:`~vecenv.engine.recovery.Recovery`.
+A :class:`~vecenv.engine.VectorEnv` holds one Flight and sends every command through it::
 
-It also keeps every call interruption-safe (:meth:`Dispatcher._dispatching`, ``_collecting``,
-``_one_call``) and lets one caller at a time in (:func:`one_caller`).
+    VectorEnv.step(actions)
+      -> Flight.check_actions        actions into the shared action buffer, ids checked
+      -> Flight.send_steps           one command per worker: Transport.submit, or deferred
+                                     while that worker is busy (async batches)
+    VectorEnv.recv() / step_wait()
+      -> Flight.results -> gather    Transport.ready / fetch, in the order workers finish;
+                                     a worker that died or overran step_timeout goes to
+                                     on_failure (the env's Recovery)
+                        -> accept    rows are in the buffers already; infos held per env
+                        -> full_batch / async_batch   what step() returns
+
+The call state lives here with its interruption rules, one ``interrupted_*`` method each, applied
+by context managers on cold paths and by plain try/except (free) on the step path.
 """
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import sys
-import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import wraps
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
-from vecenv.engine.infos import batch_columns
+from vecenv.engine.checks import check_env_ids
+from vecenv.engine.infos import batch_columns, batch_infos
+from vecenv.engine.partition import Partition
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import Transport
 from vecenv.errors import (
@@ -31,207 +41,237 @@ from vecenv.errors import (
     ClosedEnvironmentError,
     NoAsyncCallError,
     StepTimeoutError,
+    VecEnvError,
     WorkerDiedError,
 )
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
 from vecenv.worker import InfoEntry
-from vecenv.worker.commands import Command, InfoColumns, Step, with_given
+from vecenv.worker.commands import Command, InfoColumns, Reset, Step, with_given
+from vecenv.worker.restarts import truncate_rows
 
-__all__ = ["CallerGuard", "Dispatcher", "Overdue", "one_caller"]
+__all__ = ["Flight", "SETTLE_TIMEOUT"]
 
 #: longest wait for a worker to finish its command when the env settles after an interruption
 SETTLE_TIMEOUT = 30.0
 
-
-class Overdue(Exception):
-    """These workers overran ``step_timeout``."""
-
-    def __init__(self, workers: list[int]) -> None:
-        self.workers = workers
+#: ``overdue(worker, its envs, method)``: what becomes of a worker that overran ``step_timeout``
+Overdue = Callable[[int, np.ndarray, str], None]
 
 
-class CallerGuard:
-    """Who is inside a vector env's API now: :attr:`owner` is ``(thread ident, method)`` or ``None``.
+class Flight:
+    """The commands in flight for one vector env of ``partition.num_envs`` envs, and their results.
 
-    Taken by :func:`one_caller` with one ``dict.setdefault``, a test-and-set that is atomic (one C
-    call, under the GIL or a free-threaded build's per-dict lock) and never blocks.
+    One command per worker at a time; ``in_flight[w]`` holds the envs of worker ``w``'s command.
+    In async-batch mode (``batch_size < num_envs``) an env is ``busy`` from its send until a
+    :meth:`results` returns it, steps for a busy worker wait in ``deferred``, and finished envs
+    queue in ``ready``. ``held`` keeps each env's info entry until its batch is returned.
     """
 
-    __slots__ = ("slot",)
+    def __init__(self, transport: Transport, partition: Partition, policy: FailurePolicy,
+                 batch_size: int, autoreset_mode: AutoresetMode, copy: bool) -> None:
+        n = partition.num_envs
+        self.transport, self.partition, self.policy = transport, partition, policy
+        self.num_envs, self.batch_size, self.async_batches = n, batch_size, batch_size < n
+        self.autoreset_mode, self.copy = autoreset_mode, copy
+        self.buffers: StepBuffers  # the transport's, set once it has allocated them
+        #: the vector env was closed: a wait in another thread stops
+        self.closed = True
+        #: ``on_failure(worker, envs, error)``: a worker died or hung running a step or reset
+        self.on_failure: Callable[[int, np.ndarray, VecEnvError], None] = self.fail
+        self.state = CallState.DEFAULT
+        self.wait_interrupted = False  # a wait was cut short: reset() may drop its call
+        self.in_flight: dict[int, np.ndarray] = {}  # worker -> global ids of its command
+        self.sent_at: dict[int, float] = {}
+        self.busy = np.zeros(n, dtype=np.bool_)
+        self.needs_reset = np.zeros(n, dtype=np.bool_)  # DISABLED mode: ended, not yet reset
+        self.deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
+        self.ready: deque[int] = deque()
+        self.held: dict[int, InfoEntry] = {}
+        self.columns: list[InfoColumns] = []  # full batches: infos still in columns
+        #: async batches: envs whose worker was restarted while they were not in flight; their
+        #: next send returns a truncation instead of stepping (the restart report, and for
+        #: SAME_STEP the new env's reset observation and info)
+        self.restarted: dict[int, tuple[dict, Any, dict]] = {}
 
-    def __init__(self) -> None:
-        self.slot: dict[int, tuple[int, str]] = {}
-
-    @property
-    def owner(self) -> tuple[int, str] | None:
-        return self.slot.get(0)
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def one_caller(method: _F) -> _F:
-    """Let one thread at a time into ``method`` of a vector env (a second caller gets a
-    RuntimeError at once, before anything is touched); calls it makes itself pass through.
-
-    Interrupt-safe: the caller owns the guard through a token of its own, taken inside the
-    ``try`` and given back by the ``finally`` whatever was raised, wherever (an interruption
-    just after the take included), so a KeyboardInterrupt never leaves the guard held.
-    """
-    name = method.__name__
-    get_ident = threading.get_ident
-
-    @wraps(method)
-    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-        slot = self._guard.slot
-        me = get_ident()
-        owner = slot.get(0)
-        if owner is not None and owner[0] == me:  # inside this thread's own call
-            return method(self, *args, **kwargs)
-        token = (me, name)
-        try:
-            owner = slot.setdefault(0, token)
-            if owner is not token:
-                raise RuntimeError(_refusal(owner, name))
-            return method(self, *args, **kwargs)
-        finally:  # no call here: a signal handler runs only at calls and loops, and must not skip this
-            if 0 in slot and slot[0] is token:
-                del slot[0]
-
-    return guarded  # type: ignore[return-value]
-
-
-def _refusal(owner: tuple[int, str], method: str) -> str:
-    holder = next((t.name for t in threading.enumerate() if t.ident == owner[0]), f"id {owner[0]}")
-    return (
-        f"one caller at a time: {method}() was called from thread {threading.current_thread().name!r} "
-        f"while thread {holder!r} is already running {owner[1]}() on this vector env; "
-        "use one vector env per thread, or hold a lock around its calls"
-    )
-
-
-class Dispatcher:
-    """Sends commands, tracks them in flight, and gathers the replies (a mixin of VectorEnv)."""
-
-    _transport: Transport
-    _buffers: StepBuffers
-    policy: FailurePolicy
-    num_envs: int
-    batch_size: int
-    _async_batches: bool
-    closed: bool
-
-    def _init_flight(self, n: int) -> None:
-        self._in_flight: dict[int, np.ndarray] = {}  # worker -> global ids of its command
-        self._sent_at: dict[int, float] = {}
-        self._state = CallState.DEFAULT
-        self._wait_interrupted = False  # a wait was cut short: reset() may drop its call
-        self._busy = np.zeros(n, dtype=np.bool_)  # in flight, or ready but not yet returned
-        self._deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
-        self._ready: deque[int] = deque()
-        self._held: dict[int, InfoEntry] = {}
-        self._columns: list[InfoColumns] = []  # full batches: infos still in columns
-        self._guard = CallerGuard()
-
-    # ================================================================ interruption safety
-    # Each rule is one ``_cut_*`` method; the context managers apply them around cold paths, and
-    # the step path (step, send, recv) calls them from plain try/except, which costs nothing.
-    def _cut_dispatch(self, previous: CallState) -> None:
+    # ================================================================ the call state
+    def interrupted_dispatch(self, previous: CallState) -> None:
         """Sending was cut short: INTERRUPTED (reset() or close() next) if anything went out, never
         half-sent work that a later call would mistake for its own."""
-        self._state = CallState.INTERRUPTED if self._in_flight or previous is not CallState.DEFAULT else previous
+        self.state = CallState.INTERRUPTED if self.in_flight or previous is not CallState.DEFAULT else previous
 
-    def _cut_call(self) -> None:
+    def interrupted_call(self) -> None:
         """``step``/``reset``/``call`` are one call to their user: cut short anywhere (between
         send and wait too), what they left pending is the next reset()'s to drop. A call refused
         because another is pending left nothing: that one stays pending, as in gymnasium."""
-        if self._state is not CallState.DEFAULT and not isinstance(sys.exc_info()[1], AlreadyPendingCallError):
-            self._wait_interrupted = True
+        if self.state is not CallState.DEFAULT and not isinstance(sys.exc_info()[1], AlreadyPendingCallError):
+            self.wait_interrupted = True
 
-    def _cut_collect(self) -> None:
+    def interrupted_collect(self) -> None:
         """Collecting was cut short. An exception in the wait itself (a ``KeyboardInterrupt``)
         leaves the call pending, to wait again or to reset; one that leaves replies half taken
-        makes the env INTERRUPTED. (A caller's timeout is not a cut: the call stays pending.)"""
-        if not self._wait_interrupted and (self._in_flight or self._state is not CallState.DEFAULT):
-            self._state = CallState.INTERRUPTED
+        makes the env INTERRUPTED. (A caller's timeout is not an interruption: the call stays
+        pending.)"""
+        if not self.wait_interrupted and (self.in_flight or self.state is not CallState.DEFAULT):
+            self.state = CallState.INTERRUPTED
 
     @contextmanager
-    def _dispatching(self, state: CallState) -> Iterator[None]:
-        previous, self._state = self._state, state
+    def dispatching(self, state: CallState) -> Iterator[None]:
+        previous, self.state = self.state, state
         try:
             yield
         except BaseException:
-            self._cut_dispatch(previous)
+            self.interrupted_dispatch(previous)
             raise
 
     @contextmanager
-    def _one_call(self) -> Iterator[None]:
+    def one_call(self) -> Iterator[None]:
         try:
             yield
         except BaseException:
-            self._cut_call()
+            self.interrupted_call()
             raise
 
     @contextmanager
-    def _collecting(self) -> Iterator[None]:
+    def collecting(self) -> Iterator[None]:
         try:
             yield
         except multiprocessing.TimeoutError:
             raise
         except BaseException:
-            self._cut_collect()
+            self.interrupted_collect()
             raise
 
-    # ------------------------------------------------------------ sending
-    def _submit(self, w: int, command: Command, gids: np.ndarray) -> None:
+    def check_idle(self, method: str) -> None:
+        """Refuse ``method`` while a call is pending or after an interruption."""
+        if self.state is CallState.INTERRUPTED:
+            raise VecEnvError(
+                f"Calling `{method}` after a call was interrupted part-way: call reset() (which lets "
+                "every worker finish first) or close()"
+            )
+        if self.state is not CallState.DEFAULT or self.in_flight:
+            state = self.state.value
+            hint = "; call reset() to drop it" if self.wait_interrupted else ""
+            raise AlreadyPendingCallError(
+                f"Calling `{method}` while waiting for a pending call to `{state}` to complete{hint}.", state
+            )
+
+    # ================================================================ sending
+    def submit(self, w: int, command: Command, gids: np.ndarray) -> None:
         """Record ``command`` as in flight, then send it (the record comes first, so an
         interruption between the two leaves a worker to settle, never a reply nobody expects)."""
-        self._in_flight[w] = gids
+        self.in_flight[w] = gids
         if self.policy.step_timeout is not None:
-            self._sent_at[w] = time.monotonic()
-        if type(command) is Step and self._buffers.actions.given:  # actions as the caller gave them
-            command = with_given(command, self._buffers.actions.given, *self._partition[w])
-        self._transport.submit(w, command)
+            self.sent_at[w] = time.monotonic()
+        if type(command) is Step and self.buffers.actions.given:  # actions as the caller gave them
+            command = with_given(command, self.buffers.actions.given, *self.partition[w])
+        self.transport.submit(w, command)
 
-    # ------------------------------------------------------------ waiting
-    def _gather(self, count: int | None, timeout: float | None, method: str) -> None:
-        """Collect replies until ``count`` envs are ready (every reply when ``None``)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self._in_flight if count is None else len(self._ready) < count:
-            if not self._in_flight:
-                raise NoAsyncCallError(f"Calling `{method}` with no envs in flight.", method)
-            try:
-                ready = self._wait_ready(deadline, timeout, method)
-            except Overdue as late:
-                for w in late.workers:
-                    gids = self._in_flight.pop(w)
-                    err = StepTimeoutError(gids.tolist(), w, self.policy.step_timeout, method.removesuffix("_wait"))
-                    self._worker_failed(w, gids, err)
-                continue
-            for w in ready:
-                self._take_reply(w)
+    def send_reset(self, ids: np.ndarray, seeds: list, options: dict | None) -> None:
+        """Reset the envs ``ids``, env ``i`` with ``seeds[i]`` and ``options`` as given."""
+        with self.dispatching(CallState.WAITING_RESET):
+            if self.async_batches:
+                self.ready.clear()
+                self.held.clear()
+                self.restarted.clear()  # every env starts a new episode
+                self.busy[ids] = True
+            self.needs_reset[ids] = False
+            for w, local, gids in self.partition.by_worker(ids):
+                a, b = self.partition[w]
+                self.submit(w, Reset(seeds[a:b], options, local), gids)
 
-    def _wait_ready(self, deadline: float | None, timeout: float | None, method: str) -> list[int]:
-        """Workers with a reply, waiting until one has, the caller's deadline, or a step deadline.
+    def check_actions(self, actions: Any, env_ids: Any) -> np.ndarray | None:
+        """Check ``env_ids`` and write ``actions`` into the action buffer; the ids (None: all)."""
+        n, disabled = self.num_envs, self.autoreset_mode is AutoresetMode.DISABLED
+        if env_ids is None:
+            if self.async_batches:
+                raise ValueError(
+                    f"send(actions, env_ids): env_ids is required when batch_size ({self.batch_size}) "
+                    f"< num_envs ({n}); pass the infos['env_id'] of the last recv()"
+                )
+            self.buffers.actions.assign(actions, None, "actions")
+            if disabled and self.needs_reset.any():
+                _refuse_ended(np.flatnonzero(self.needs_reset))
+            return None
+        ids = check_env_ids(env_ids, n)
+        busy = ids[self.busy[ids]]
+        if busy.size:
+            raise ValueError(
+                f"send(actions, env_ids): envs {busy.tolist()} are still stepping or waiting to be "
+                "received; send actions only to envs returned by recv()"
+            )
+        if disabled and self.needs_reset[ids].any():
+            _refuse_ended(ids[self.needs_reset[ids]])
+        self.buffers.actions.assign(actions, ids, "actions")
+        return ids
+
+    def send_steps(self, ids: np.ndarray | None) -> None:
+        """Step the envs ``ids`` (all when None) with the actions in the buffer: each worker's
+        share goes now, or once its worker is free; an env whose worker was restarted while it
+        waited comes back truncated instead."""
+        restarted = [i for i in ids.tolist() if i in self.restarted] if self.restarted and ids is not None else None
+        previous, self.state = self.state, CallState.WAITING_STEP
+        try:  # what dispatching() does, inline on the step path
+            if ids is None:
+                commands = self.partition.whole_steps
+            else:
+                if self.async_batches:
+                    self.busy[ids] = True
+                stepping = ids[~np.isin(ids, restarted)] if restarted else ids
+                commands = [(w, Step(local), gids) for w, local, gids in self.partition.by_worker(stepping)]
+            for w, command, gids in commands:
+                if w in self.in_flight:
+                    self.deferred.setdefault(w, []).extend(gids.tolist())
+                else:
+                    self.submit(w, command, gids)
+            if restarted:
+                self.return_restarted(restarted)
+        except BaseException:
+            self.interrupted_dispatch(previous)
+            raise
+
+    def return_restarted(self, ids: list[int]) -> None:
+        """Return the envs ``ids``, whose worker was restarted while they waited, as truncated.
+
+        The observation is the last one the caller got (NEXT_STEP, DISABLED) or the new env's
+        first one with that last one as ``final_obs`` (SAME_STEP); the infos say restarted.
+        """
+        b = self.buffers
+        for i in ids:
+            report, reset_obs, reset_info = self.restarted.pop(i)
+            truncate_rows(b, i)
+            if reset_obs is None:
+                entry = InfoEntry(i, dict(report))
+            else:
+                final_obs = copy.deepcopy(b.observations.item(i))
+                b.observations.write(i, reset_obs)
+                entry = InfoEntry(i, {**reset_info, **report}, True, final_obs, dict(report))
+            self.held[i] = entry
+            self.ready.append(i)
+
+    # ================================================================ waiting
+    def wait_ready(self, deadline: float | None, timeout: float | None, method: str,
+                   overdue: Overdue) -> list[int]:
+        """Workers with a reply, waiting until one has, the caller's deadline, or a step deadline;
+        a worker past ``step_timeout`` leaves the flight through ``overdue``.
 
         An exception inside the wait itself (a ``KeyboardInterrupt``) leaves the call pending
         and resumable; a ``close()`` from another thread ends the wait with ClosedEnvironmentError.
         """
-        workers = list(self._in_flight)
+        workers = list(self.in_flight)
         step_timeout = self.policy.step_timeout
         timed = deadline is not None or step_timeout is not None
         now = time.monotonic() if timed else 0.0
         left = None if deadline is None else max(0.0, deadline - now)
         if step_timeout is not None:
-            due = min(self._sent_at[w] for w in workers) + step_timeout
+            due = min(self.sent_at[w] for w in workers) + step_timeout
             left = max(0.0, due - now) if left is None else min(left, max(0.0, due - now))
         try:
-            ready = self._transport.ready(workers, left)
+            ready = self.transport.ready(workers, left)
         except BaseException as exc:
             if self.closed:
                 raise ClosedEnvironmentError(f"the vector env was closed during `{method}`") from exc
-            self._wait_interrupted = True
+            self.wait_interrupted = True
             raise
         if self.closed:
             raise ClosedEnvironmentError(f"the vector env was closed during `{method}`")
@@ -239,99 +279,169 @@ class Dispatcher:
             return ready
         now = time.monotonic()
         if step_timeout is not None:  # also when others are ready: async batches never wait on all
-            late = [w for w in workers if w not in ready and now - self._sent_at[w] >= step_timeout]
+            late = [w for w in workers if w not in ready and now - self.sent_at[w] >= step_timeout]
+            for w in late:
+                overdue(w, self.in_flight.pop(w), method)
             if late:
-                raise Overdue(late)
+                return ready
         if not ready and deadline is not None and now >= deadline:
             raise multiprocessing.TimeoutError(f"The call to `{method}` has timed out after {timeout} second(s).")
         return ready
 
-    def _take_reply(self, w: int) -> None:
-        gids = self._in_flight.pop(w)
+    def gather(self, count: int | None, timeout: float | None, method: str) -> None:
+        """Collect replies until ``count`` envs are ready (every reply when ``None``)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.in_flight if count is None else len(self.ready) < count:
+            if not self.in_flight:
+                raise NoAsyncCallError(f"Calling `{method}` with no envs in flight.", method)
+            for w in self.wait_ready(deadline, timeout, method, self.step_overdue):
+                self.take_reply(w)
+
+    def step_overdue(self, w: int, gids: np.ndarray, method: str) -> None:
+        """Worker ``w`` overran ``step_timeout`` on a step or reset: a failure of the worker."""
+        error = StepTimeoutError(gids.tolist(), w, self.policy.step_timeout, method.removesuffix("_wait"))
+        self.on_failure(w, gids, error)
+
+    def take_reply(self, w: int) -> None:
+        gids = self.in_flight.pop(w)
         try:
-            reply = self._transport.fetch(w)
+            reply = self.transport.fetch(w)
         except WorkerDiedError as exc:
-            self._worker_failed(w, gids, exc)
+            self.on_failure(w, gids, exc)
             return
         except BaseException:
-            self._drain()
+            self.drain()
             raise
-        self._accept(w, gids, reply.entries, reply.objects)
+        self.accept(w, gids, reply.entries, reply.objects)
 
-    def _accept(self, w: int, gids: np.ndarray, entries: Sequence[InfoEntry], objects: Any) -> None:
+    def accept(self, w: int, gids: np.ndarray, entries: Any, objects: Any) -> None:
         """Take a worker's results for ``gids``: they are ready to be returned."""
         if objects is not None:
-            self._buffers.observations.set_objects(objects, gids)
-        if type(entries) is InfoColumns and not self._async_batches:
-            self._columns.append(entries)  # a full batch may batch them by column
+            self.buffers.observations.set_objects(objects, gids)
+        if type(entries) is InfoColumns and not self.async_batches:
+            self.columns.append(entries)  # a full batch may batch them by column
         else:
             for entry in entries:
-                self._held[entry.index] = entry
-        if self._async_batches:  # full batches wait for every reply, not a count
-            self._ready.extend(gids.tolist())
-        deferred = self._deferred.pop(w, None)
+                self.held[entry.index] = entry
+        if self.async_batches:  # full batches wait for every reply, not a count
+            self.ready.extend(gids.tolist())
+        deferred = self.deferred.pop(w, None)
         if deferred:
             ids = np.array(sorted(deferred), dtype=np.int64)
-            self._submit(w, Step(ids - self._partition[w][0]), ids)
+            self.submit(w, Step(ids - self.partition[w][0]), ids)
 
-    def _fetch_now(self, w: int, command: Command) -> Any:
+    def fetch_now(self, w: int, command: Command) -> Any:
         """Run ``command`` on ``w`` and wait for its reply (outside the in-flight bookkeeping)."""
-        self._transport.submit(w, command)
-        if not self._transport.ready([w], self.policy.step_timeout):
-            self._transport.terminate(w)
-            raise StepTimeoutError(self._partition.envs_of(w), w, self.policy.step_timeout, "restart")
-        return self._transport.fetch(w)
+        self.transport.submit(w, command)
+        if not self.transport.ready([w], self.policy.step_timeout):
+            self.transport.terminate(w)
+            raise StepTimeoutError(self.partition.envs_of(w), w, self.policy.step_timeout, "restart")
+        return self.transport.fetch(w)
 
-    # ------------------------------------------------------------ clearing
-    def _drain(self) -> None:
+    # ================================================================ results
+    def results(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
+        """Wait for the pending step or reset: ``(obs, rewards, terminations, truncations,
+        infos)`` of every env, or of the first ``batch_size`` ready (``raw``: the per-env info
+        entries instead of batched infos)."""
+        try:  # what collecting() does, inline on the step path
+            if self.async_batches:
+                self.gather(self.batch_size, timeout, method)
+                return self.async_batch()
+            self.gather(None, timeout, method)
+            return self.full_batch(raw)
+        except multiprocessing.TimeoutError:
+            raise
+        except BaseException:
+            self.interrupted_collect()
+            raise
+
+    def full_batch(self, raw: bool) -> tuple:
+        b, n = self.buffers, self.num_envs
+        columns = self.columns_batch(raw) if self.columns else None
+        entries = [self.held[i] for i in sorted(self.held)] if self.held else []
+        self.clear()
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            self.needs_reset = np.logical_or(b.terminations, b.truncations)
+        infos = columns if columns is not None else entries if raw else batch_infos(entries, n) if entries else {}
+        return b.observations.read(self.copy), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
+
+    def columns_batch(self, raw: bool) -> dict[str, Any] | None:
+        """A full batch's infos straight from its columns when no env's info came another way
+        (and batched infos are wanted); otherwise the columns become per-env entries."""
+        columns = self.columns
+        infos = None if raw or self.held else batch_columns(columns, self.num_envs)
+        if infos is None:
+            for chunk in columns:
+                for entry in chunk:
+                    self.held[entry.index] = entry
+        columns.clear()
+        return infos
+
+    def async_batch(self) -> tuple:
+        b, bs = self.buffers, self.batch_size
+        take = np.array([self.ready.popleft() for _ in range(bs)], dtype=np.int64)
+        rows = {int(i): r for r, i in enumerate(take)}
+        entries = [self.held.pop(i) for i in rows if i in self.held]
+        infos = batch_infos(entries, bs, rows)
+        infos["env_id"] = take
+        infos["_env_id"] = np.ones(bs, dtype=np.bool_)
+        self.busy[take] = False
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            self.needs_reset[take] = b.terminations[take] | b.truncations[take]
+        if not self.in_flight and not self.ready:
+            self.state = CallState.DEFAULT
+        elif self.state is CallState.WAITING_RESET:
+            self.state = CallState.WAITING_STEP  # the rest of the reset arrives through recv()
+        return b.observations.read_rows(take), b.rewards[take], b.terminations[take], b.truncations[take], infos
+
+    # ================================================================ clearing
+    def fail(self, w: int, gids: np.ndarray, error: VecEnvError) -> None:
+        """Worker ``w`` failed and is not replaced: wait out the others, then raise ``error``."""
+        if isinstance(error, StepTimeoutError):
+            self.transport.terminate(w)
+        self.drain()
+        raise error
+
+    def drain(self) -> None:
         """After a failure: wait out every other worker's reply, so none arrives a step late.
 
         A worker that does not answer within ``step_timeout`` is ended.
         """
-        for w in list(self._in_flight):
-            self._in_flight.pop(w)
+        for w in list(self.in_flight):
+            self.in_flight.pop(w)
             try:
-                if self._transport.ready([w], self.policy.step_timeout):
-                    self._transport.fetch(w)
+                if self.transport.ready([w], self.policy.step_timeout):
+                    self.transport.fetch(w)
                 else:
-                    self._transport.terminate(w)
+                    self.transport.terminate(w)
             except BaseException:
                 pass
-        self._clear_flight()
+        self.clear()
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """After an interruption: let every worker finish what it was given and drop the replies,
         so the next call starts from a known state. A worker that does not finish within
         ``step_timeout`` (or :data:`SETTLE_TIMEOUT`) is ended; the next command reports it."""
         limit = self.policy.step_timeout or SETTLE_TIMEOUT
-        for w in range(self._transport.num_workers):
-            if not self._transport.settle(w, limit):
-                self._transport.terminate(w)
-        self._in_flight.clear()
-        self._clear_flight()
+        for w in range(self.transport.num_workers):
+            if not self.transport.settle(w, limit):
+                self.transport.terminate(w)
+        self.in_flight.clear()
+        self.clear()
 
-    def _columns_batch(self, raw: bool) -> dict[str, Any] | None:
-        """A full batch's infos straight from its columns when no env's info came another way
-        (and batched infos are wanted); otherwise the columns become per-env entries."""
-        columns = self._columns
-        infos = None if raw or self._held else batch_columns(columns, self.num_envs)
-        if infos is None:
-            for chunk in columns:
-                for entry in chunk:
-                    self._held[entry.index] = entry
-        columns.clear()
-        return infos
+    def clear(self) -> None:
+        """Nothing in flight any more: forget every result not yet returned."""
+        for pending in (self.deferred, self.ready, self.held, self.columns):
+            if pending:
+                pending.clear()
+        if self.async_batches:  # full batches never mark envs busy
+            self.busy.fill(False)
+        self.state = CallState.DEFAULT
+        self.wait_interrupted = False
 
-    def _clear_flight(self) -> None:
-        if self._deferred:
-            self._deferred.clear()
-        if self._ready:
-            self._ready.clear()
-        if self._held:
-            self._held.clear()
-        if self._columns:
-            self._columns.clear()
-        if self._async_batches:  # full batches never mark envs busy
-            self._busy.fill(False)
-        self._state = CallState.DEFAULT
-        self._wait_interrupted = False
+
+def _refuse_ended(ended: np.ndarray) -> None:
+    raise ValueError(
+        f"envs {ended.tolist()} finished their episodes and autoreset_mode is DISABLED: reset them "
+        "first with reset(options={'reset_mask': mask})"
+    )

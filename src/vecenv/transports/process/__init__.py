@@ -5,23 +5,23 @@ One step, from the caller's ``step()`` to a worker and back::
     caller (engine)                       shared memory                   worker process (child.py)
     ---------------                       -------------                   -------------------------
     VectorEnv.send(actions)
-      actions -> StepBuffers  ----------> actions rows
-      ProcessTransport.submit(w, Step)
+      Flight.check_actions: actions -> StepBuffers ----> actions rows
+      Flight.send_steps -> ProcessTransport.submit(w, Step)
         ControlBlock.post(w, Op.STEP) --> slot[w].CMD += 1 ------------> Child.wait_command: spin,
         handshake.notify: wake byte "W"                                   yield, then sleep on the
           if the worker declared it sleeps --- socket -----------------> socket until CMD moves
                                                                           EnvGroup.step(): envs write
                                           observation/reward/flag rows <- their results in place
-                                          info rows <------------------- InfoWriter.put: infos
-                                                                            packed by schema
+                                          info rows <------------------- InfoWriter.write: each
+                                                                            info packed by schema
                                           slot[w].DONE = CMD <----------- ControlBlock.finish (+ a
-    VectorEnv.recv()                                                        pickled message on the
+    VectorEnv.recv() -> Flight.results                                      pickled message on the
       ProcessTransport.ready(workers):                                      socket only for new
         spin, yield, then sleep on the                                      schemas, infos that do
         sockets and process sentinels <------- socket: "K" if asked ------  not fit, or objects;
       ProcessTransport.fetch(w): StepReply                                  "K" if the caller sleeps)
         (InfoReader.take: infos from the info rows; the socket only for a message)
-      Dispatcher: batch the infos (by column when they allow), return the rows
+      Flight.accept / full_batch: batch the infos (by column when they allow), return the rows
 
 Modules, one concern each:
 
