@@ -249,3 +249,63 @@ def test_vecenv_check_says_which_infos_leave_shared_memory() -> None:
     assert "info['msg']: a str" in line
     quiet = check_env(lambda: gym.make("CartPole-v1"), num_envs=2, steps=10, backends=["serial"], spawn=False)
     assert not [f for f in quiet.findings if "shared memory" in f.message]  # CartPole returns no infos
+
+
+class FlatInfoEnv(gym.Env):
+    """Infos of one flat schema, as MuJoCo's (floats) with an int; env 1 now and then adds a
+    string (it travels pickled), env 3 numpy floats where the others have Python ones."""
+
+    observation_space = spaces.Box(-10.0, 10.0, (2,), np.float32)
+    action_space = spaces.Discrete(3)
+
+    def __init__(self, index: int) -> None:
+        self.index, self.t = index, 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {"x": 0.5 * self.index}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        self.t += 1
+        x = np.float32(self.t) if self.index == 3 and self.t % 4 == 0 else float(self.t + self.index)
+        info: dict[str, Any] = {"x": x, "n": self.t * 10 + self.index}
+        if self.index == 1 and self.t % 5 == 0:
+            info["note"] = "text"
+        return np.full(2, self.t, np.float32), 1.0, self.t % 7 == 0, False, info
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_the_callers_own_group_batches_with_the_workers_columns_as_gymnasium_does(mode: AutoresetMode) -> None:
+    import vecenv
+
+    fns = [lambda i=i: FlatInfoEnv(i) for i in range(5)]
+    ref = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+    ours = vecenv.ProcessVectorEnv(fns, num_workers=2, inline=True, autoreset_mode=mode)
+    try:
+        expected, got = run(ref, 5), run(ours, 5)
+    finally:
+        ref.close()
+        ours.close()
+    for t, (theirs, mine) in enumerate(zip(expected, got, strict=True)):
+        for k, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            assert_same_infos(a, b, f"step {t} item {k}")
+
+
+def test_column_chunks_out_of_env_order_batch_by_env() -> None:
+    from vecenv.engine.infos import batch_columns, batch_infos, entries_as_columns
+
+    infos = {i: {"x": float(i), "n": i} for i in range(5)}
+    dtype = np.dtype([("x", "f8"), ("n", "i8")])
+
+    def chunk(envs: list[int]) -> InfoColumns:
+        records = np.array([tuple(infos[i].values()) for i in envs], dtype=dtype)
+        return InfoColumns(np.array(envs), ("x", "n"), (float, int), records)
+
+    first = chunk([0, 1, 3])
+    joined = entries_as_columns([InfoEntry(i, infos[i]) for i in (2, 4)], first)
+    assert joined is not None and joined.envs.tolist() == [2, 4]
+    expected = batch_infos([InfoEntry(i, infos[i]) for i in range(5)], 5)
+    assert_same_infos(batch_columns([first, joined], 5), expected, "infos")
+    assert entries_as_columns([InfoEntry(2, {"x": 1.0, "n": 2**70})], first) is None
+    assert entries_as_columns([InfoEntry(2, {"n": 1, "x": 1.0})], first) is None

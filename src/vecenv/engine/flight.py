@@ -32,7 +32,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.checks import check_env_ids
-from vecenv.engine.infos import batch_columns, batch_infos
+from vecenv.engine.infos import batch_infos, columns_infos
 from vecenv.engine.partition import Partition
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import Transport
@@ -357,25 +357,13 @@ class Flight:
 
     def full_batch(self, raw: bool) -> tuple:
         b, n = self.buffers, self.num_envs
-        columns = self.columns_batch(raw) if self.columns else None
+        columns = columns_infos(self.columns, self.held, n, raw) if self.columns else None
         entries = [self.held[i] for i in sorted(self.held)] if self.held else []
         self.clear()
         if self.autoreset_mode is AutoresetMode.DISABLED:
             self.needs_reset = np.logical_or(b.terminations, b.truncations)
         infos = columns if columns is not None else entries if raw else batch_infos(entries, n) if entries else {}
         return b.observations.read(self.copy), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
-
-    def columns_batch(self, raw: bool) -> dict[str, Any] | None:
-        """A full batch's infos straight from its columns when no env's info came another way
-        (and batched infos are wanted); otherwise the columns become per-env entries."""
-        columns = self.columns
-        infos = None if raw or self.held else batch_columns(columns, self.num_envs)
-        if infos is None:
-            for chunk in columns:
-                for entry in chunk:
-                    self.held[entry.index] = entry
-        columns.clear()
-        return infos
 
     def async_batch(self) -> tuple:
         b, bs = self.buffers, self.batch_size

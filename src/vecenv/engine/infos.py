@@ -16,7 +16,7 @@ import numpy as np
 from vecenv.worker import InfoEntry
 from vecenv.worker.commands import InfoColumns
 
-__all__ = ["add_info", "batch_columns", "batch_infos"]
+__all__ = ["add_info", "batch_columns", "batch_infos", "columns_infos", "entries_as_columns"]
 
 
 def add_info(infos: dict[str, Any], info: dict[str, Any], row: int, n: int) -> dict[str, Any]:
@@ -117,7 +117,7 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
         return None
     if len(chunks) > 1:
         chunks = sorted(chunks, key=_first_env)
-    if sum(len(chunk.envs) for chunk in chunks) == n:  # every row, in env order
+    if _in_env_order(chunks, n):
         records = chunks[0].records
         if len(chunks) > 1:  # as bytes: numpy joins record arrays far slower
             records = np.concatenate([c.records.view(np.uint8) for c in chunks]).view(records.dtype)
@@ -139,6 +139,58 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
         infos[key] = column
         infos[f"_{key}"] = present.copy()
     return infos
+
+
+def columns_infos(columns: list[InfoColumns], held: dict[int, InfoEntry], n: int, raw: bool) -> dict | None:
+    """A full batch's infos straight from its column chunks (entries that came another way, as
+    from the caller's own group, join them when they hold the same keys and types); otherwise,
+    or when ``raw``, None, the chunks turned into per-env entries in ``held``. Empties ``columns``."""
+    infos = None
+    if not raw:
+        if held:
+            chunk = entries_as_columns([held[i] for i in sorted(held)], columns[0])
+            if chunk is not None:
+                held.clear()
+                columns.append(chunk)
+        if not held:
+            infos = batch_columns(columns, n)
+    if infos is None:
+        for chunk in columns:
+            for entry in chunk:
+                held[entry.index] = entry
+    columns.clear()
+    return infos
+
+
+def entries_as_columns(entries: list[InfoEntry], like: InfoColumns) -> InfoColumns | None:
+    """``entries`` (in env order) as a chunk of the same keys and types as ``like``, to batch
+    beside it; None when one of them differs (or ended an episode, or a value does not fit)."""
+    keys, types = like.keys, like.types
+    rows = []
+    for entry in entries:
+        info = entry.info
+        if entry.ended or tuple(info) != keys:
+            return None
+        values = tuple(info.values())
+        if tuple(map(type, values)) != types:
+            return None
+        rows.append(values)
+    try:
+        records = np.array(rows, dtype=like.records.dtype)
+    except (OverflowError, ValueError, TypeError):  # an int beyond its column's range
+        return None
+    return InfoColumns(np.array([entry.index for entry in entries], dtype=np.int64), keys, types, records)
+
+
+def _in_env_order(chunks: list[InfoColumns], n: int) -> bool:
+    """Whether the chunks (sorted by first env) hold envs ``0 .. n-1``, each one in order."""
+    expected = 0
+    for chunk in chunks:
+        envs = chunk.envs
+        if not len(envs) or envs[0] != expected or envs[-1] != expected + len(envs) - 1:
+            return False
+        expected += len(envs)
+    return expected == n
 
 
 def _first_env(chunk: InfoColumns) -> int:
