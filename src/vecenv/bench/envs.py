@@ -29,6 +29,7 @@ __all__ = [
     "import_modules",
     "VariableBusyEnv",
     "make_env",
+    "named_factory",
     "resolve_env",
     "spin",
 ]
@@ -178,7 +179,7 @@ def make_env(
     kwargs = dict(kwargs or {})
     for module in imports:
         importlib.import_module(module)
-    factory = _factory(target)
+    factory = named_factory(target)
     if factory is not None:
         return factory(**kwargs)
     return gym.make(target, **kwargs)  # "module:EnvId" imports module here (gymnasium's make)
@@ -197,7 +198,7 @@ def _attribute(target: str) -> tuple[bool, Any]:
     return True, obj
 
 
-def _factory(target: str) -> Callable[..., gym.Env] | None:
+def named_factory(target: str) -> Callable[..., gym.Env] | None:
     """The callable that ``module:callable`` names, or None when ``target`` is a gymnasium id
     (``module:EnvId`` included: a module with no callable of that name registers the id)."""
     if not _FACTORY.match(target):

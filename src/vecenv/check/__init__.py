@@ -24,7 +24,7 @@ from typing import Any
 import gymnasium as gym
 
 from vecenv.bench.contenders import default_backends
-from vecenv.bench.envs import EnvTarget, _factory, resolve_env
+from vecenv.bench.envs import EnvTarget, named_factory, resolve_env
 from vecenv.check.backends import check_backends
 from vecenv.check.calibration import check_calibration
 from vecenv.check.probe import check_pickle
@@ -96,7 +96,7 @@ def _env_fn(env: Any, env_kwargs: dict[str, Any] | None) -> tuple[Callable[[], g
         env = resolve_env(env, env_kwargs)
     if isinstance(env, EnvTarget):
         if env.kind == "factory":
-            factory = _factory(env.name)
+            factory = named_factory(env.name)
             if env.kwargs:
                 return partial(factory, **env.kwargs), env.name  # type: ignore[misc, arg-type]
             return factory, env.name  # type: ignore[return-value]
