@@ -77,6 +77,13 @@ def run(venv: Any, n: int) -> list:
     return out
 
 
+def assert_same_runs(got: list, expected: list) -> None:
+    """Every result of two runs alike, infos' key order included."""
+    for t, (theirs, mine) in enumerate(zip(expected, got, strict=True)):
+        for k, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            assert_same_infos(a, b, f"step {t} item {k}")
+
+
 def assert_same_infos(ours: Any, theirs: Any, path: str) -> None:
     """assert_same, plus the keys' order at every level."""
     assert_same(ours, theirs, path)
@@ -103,9 +110,7 @@ def test_info_heavy_env_matches_gymnasium(request: Any, backend: str, mode: Auto
     finally:
         ref.close()
         ours.close()
-    for t, (theirs, mine) in enumerate(zip(expected, got, strict=True)):
-        for k, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-            assert_same_infos(a, b, f"step {t} item {k}")
+    assert_same_runs(got, expected)
 
 
 def run_disabled(venv: Any, n: int) -> list:
@@ -166,9 +171,15 @@ def block(n: int = 4) -> tuple[InfoWriter, InfoReader]:
     return InfoWriter(area.part(0, n), 0), InfoReader(area, [(0, n)])
 
 
+def put(writer: InfoWriter, entries: list[InfoEntry]) -> Any:
+    """One command's reply, as a worker sends it after a reset (entries packed after the loop)."""
+    writer.begin()
+    return writer.reply(entries, None)
+
+
 def round_trip(entries: list[InfoEntry]) -> tuple[list[InfoEntry], Any]:
     writer, reader = block()
-    reply = writer.put(entries, None)
+    reply = put(writer, entries)
     from vecenv.transports.process.infos import IN_BLOCK
 
     got = reader.take(0, reply if reply is not None else IN_BLOCK)
@@ -216,10 +227,10 @@ def assert_exact_nan(a: Any, b: Any) -> None:
 def test_a_known_schema_needs_no_message_and_columns_batch_by_key() -> None:
     writer, reader = block()
     entries = [InfoEntry(i, {"x": float(i), "n": np.int16(i)}) for i in range(4)]
-    first = writer.put(entries, None)
+    first = put(writer, entries)
     assert first is not None and len(first.schemas) == 1
     reader.take(0, first)
-    assert writer.put(entries, None) is None  # the same keys and types: all in shared memory
+    assert put(writer, entries) is None  # the same keys and types: all in shared memory
     from vecenv.transports.process.infos import IN_BLOCK
 
     columns = reader.take(0, IN_BLOCK).entries
@@ -287,9 +298,7 @@ def test_the_callers_own_group_batches_with_the_workers_columns_as_gymnasium_doe
     finally:
         ref.close()
         ours.close()
-    for t, (theirs, mine) in enumerate(zip(expected, got, strict=True)):
-        for k, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-            assert_same_infos(a, b, f"step {t} item {k}")
+    assert_same_runs(got, expected)
 
 
 def test_column_chunks_out_of_env_order_batch_by_env() -> None:

@@ -83,15 +83,9 @@ def _alike(entries: list[InfoEntry], n: int) -> dict[str, Any] | None:
     for kind in types:
         if kind not in _SCALARS and not issubclass(kind, np.number):
             return None
-    rows = []
-    for entry in entries:
-        info = entry.info
-        if entry.ended or tuple(info) != keys:
-            return None
-        values = tuple(info.values())
-        if tuple(map(type, values)) != types:
-            return None
-        rows.append(values)
+    rows = _value_rows(entries, keys, types)
+    if rows is None:
+        return None
     count = len(rows)
     full = count == n  # entries come one per env, in order: every row is present
     at = None if full else [entry.index for entry in entries]
@@ -106,6 +100,21 @@ def _alike(entries: list[InfoEntry], n: int) -> dict[str, Any] | None:
         infos[key] = column
         infos[f"_{key}"] = present.copy()
     return infos
+
+
+def _value_rows(entries: list[InfoEntry], keys: tuple, types: tuple) -> list[tuple] | None:
+    """Each entry's info values, when every info holds exactly ``keys`` with values of ``types``
+    and no entry ended an episode (SAME_STEP's final entries batch another way); else None."""
+    rows = []
+    for entry in entries:
+        info = entry.info
+        if entry.ended or tuple(info) != keys:
+            return None
+        values = tuple(info.values())
+        if tuple(map(type, values)) != types:
+            return None
+        rows.append(values)
+    return rows
 
 
 def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
@@ -166,15 +175,9 @@ def entries_as_columns(entries: list[InfoEntry], like: InfoColumns) -> InfoColum
     """``entries`` (in env order) as a chunk of the same keys and types as ``like``, to batch
     beside it; None when one of them differs (or ended an episode, or a value does not fit)."""
     keys, types = like.keys, like.types
-    rows = []
-    for entry in entries:
-        info = entry.info
-        if entry.ended or tuple(info) != keys:
-            return None
-        values = tuple(info.values())
-        if tuple(map(type, values)) != types:
-            return None
-        rows.append(values)
+    rows = _value_rows(entries, keys, types)
+    if rows is None:
+        return None
     try:
         records = np.array(rows, dtype=like.records.dtype)
     except (OverflowError, ValueError, TypeError):  # an int beyond its column's range

@@ -1,9 +1,11 @@
 """Infos through shared memory: each env's info dict packed into its own row of the block, under
 a schema both sides know, so that a step whose envs return the usual infos needs no message.
 
-    worker (InfoWriter.put)                  shared memory                  caller (InfoReader.take)
-    -----------------------                  -------------                  ------------------------
-    for each info entry:
+    worker (InfoWriter)                      shared memory                  caller (InfoReader.take)
+    -------------------                      -------------                  ------------------------
+    write(): each step's info, as the
+    group steps its env; reply(): the
+    entries of other commands (resets):
       its schema (keys, exact types) ------> ids[env, page] = schema id
       its values, packed ------------------> rows[env, page] = bytes
       SAME_STEP: the final observation ----> final_obs[env]
@@ -222,11 +224,6 @@ class InfoWriter:
         if not rest and not self.new and objects is None:
             return None
         return BlockReply(rest, objects, self.new)
-
-    def put(self, entries: Sequence[InfoEntry], objects: list | None) -> BlockReply | None:
-        """:meth:`begin` and :meth:`reply`: pack what fits of a command's entries."""
-        self.begin()
-        return self.reply(entries, objects)
 
     def _pack(self, entry: InfoEntry, new: list) -> bool:
         """Put one entry in its env's rows; False (rows left empty) when it does not fit."""
