@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -16,6 +15,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.backends import ProcessVectorEnv, RayVectorEnv, SerialVectorEnv, ThreadVectorEnv
 from vecenv.engine import VectorEnv, parse_autoreset_mode, usable_cores
+from vecenv.engine.checks import check_count
 from vecenv.layout import choose
 
 __all__ = ["BACKENDS", "available_backends", "make", "usable_cores"]
@@ -151,8 +151,4 @@ def make(
 
 def _num_envs(num_envs: Any) -> int:
     """``num_envs`` as an int: any integral number >= 1 (a numpy integer too), never a bool."""
-    if num_envs is None:
-        return 1
-    if isinstance(num_envs, bool) or not isinstance(num_envs, numbers.Integral) or num_envs < 1:
-        raise ValueError(f"num_envs: expected an int >= 1, got {num_envs!r} ({type(num_envs).__name__})")
-    return int(num_envs)
+    return 1 if num_envs is None else check_count("num_envs", num_envs, None)

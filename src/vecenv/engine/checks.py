@@ -52,7 +52,7 @@ def check_env_fns(env_fns: Any) -> list[Callable[[], gym.Env]]:
 
 def check_count(name: str, value: Any, upper: int | None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+        raise ValueError(f"{name}: expected an int >= 1, got {value!r} ({type(value).__name__})")
     if upper is not None and value > upper:  # type: ignore[operator]
         raise ValueError(f"{name}: expected at most num_envs={upper}, got {value}")
     return int(value)
