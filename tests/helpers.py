@@ -84,6 +84,24 @@ def assert_same(a: Any, b: Any, path: str = "value", ignore: tuple[str, ...] = (
         assert a == b or (a != a and b != b), f"{path}: {a!r} != {b!r}"
 
 
+def assert_same_infos(ours: Any, theirs: Any, path: str) -> None:
+    """:func:`assert_same`, plus the keys' order in every dict (gymnasium's infos keep the order
+    in which the envs set their keys)."""
+    assert_same(ours, theirs, path)
+    if isinstance(theirs, dict):
+        assert list(ours) == list(theirs), f"{path}: key order {list(ours)} != {list(theirs)}"
+        for key, value in theirs.items():
+            if isinstance(value, dict):
+                assert_same_infos(ours[key], value, f"{path}[{key!r}]")
+
+
+def assert_same_runs(got: list, expected: list, label: str = "") -> None:
+    """Every result of two runs (lists of reset/step tuples) alike, infos' key order included."""
+    for t, (theirs, mine) in enumerate(zip(expected, got, strict=True)):
+        for k, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+            assert_same_infos(a, b, f"{label}step {t} item {k}")
+
+
 class Alarm(KeyboardInterrupt):
     """A KeyboardInterrupt raised by :class:`RandomAlarms` at a random point."""
 

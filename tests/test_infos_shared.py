@@ -14,7 +14,14 @@ import pytest
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from helpers import assert_same, backends_under_test, make_backend, use_backend
+from helpers import (
+    assert_same,
+    assert_same_infos,
+    assert_same_runs,
+    backends_under_test,
+    make_backend,
+    use_backend,
+)
 from vecenv.transports.process.infos import InfoBlock, InfoReader, InfoWriter, fits_in_block
 from vecenv.worker import InfoEntry
 from vecenv.worker.commands import InfoColumns
@@ -75,23 +82,6 @@ def run(venv: Any, n: int) -> list:
     for t in range(STEPS):
         out.append(venv.step(np.array([(t + i) % 3 for i in range(n)])))
     return out
-
-
-def assert_same_runs(got: list, expected: list) -> None:
-    """Every result of two runs alike, infos' key order included."""
-    for t, (theirs, mine) in enumerate(zip(expected, got, strict=True)):
-        for k, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-            assert_same_infos(a, b, f"step {t} item {k}")
-
-
-def assert_same_infos(ours: Any, theirs: Any, path: str) -> None:
-    """assert_same, plus the keys' order at every level."""
-    assert_same(ours, theirs, path)
-    if isinstance(theirs, dict):
-        assert list(ours) == list(theirs), f"{path}: key order {list(ours)} != {list(theirs)}"
-        for key, value in theirs.items():
-            if isinstance(value, dict):
-                assert_same_infos(ours[key], value, f"{path}[{key!r}]")
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED])

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-from helpers import assert_same, backends_under_test, make_backend, use_backend
+from helpers import assert_same_runs, backends_under_test, make_backend, use_backend
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -55,15 +55,6 @@ def _rollout(venv: Any) -> list:
     return out
 
 
-def _same(ours: Any, theirs: Any, path: str) -> None:
-    assert_same(ours, theirs, path)
-    if isinstance(theirs, dict):
-        assert list(ours) == list(theirs), f"{path}: key order {list(ours)} != {list(theirs)}"
-        for key, value in theirs.items():
-            if isinstance(value, dict):
-                _same(ours[key], value, f"{path}[{key!r}]")
-
-
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 @pytest.mark.parametrize("backend", backends_under_test())
 @pytest.mark.parametrize("sim", [pytest.param(name, marks=_needs(SIMS[name][2])) for name in SIMS])
@@ -79,9 +70,8 @@ def test_real_simulator_matches_gymnasium(request: Any, sim: str, backend: str, 
         ref.close()
         ours.close()
     ended = 0
-    for t, (theirs, mine) in enumerate(zip(expected, got, strict=True)):
-        for k, (a, b) in enumerate(zip(mine, theirs, strict=True)):
-            _same(a, b, f"{sim} step {t} item {k}")
+    assert_same_runs(got, expected, f"{sim} ")
+    for t, theirs in enumerate(expected):
         if len(theirs) == 5:
             ended += int(np.sum(theirs[2] | theirs[3]))
         assert theirs[-1], f"{sim} returns infos at step {t}"  # what this test is about
