@@ -291,6 +291,50 @@ def test_the_callers_own_group_batches_with_the_workers_columns_as_gymnasium_doe
     assert_same_runs(got, expected)
 
 
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED])
+def test_info_heavy_env_with_the_callers_own_group_matches_gymnasium(mode: AutoresetMode) -> None:
+    import vecenv
+
+    n = 5
+    ref = gym.vector.SyncVectorEnv(env_fns(n), autoreset_mode=mode)
+    ours = vecenv.ProcessVectorEnv(env_fns(n), num_workers=2, inline=True, autoreset_mode=mode)
+    runner = run_disabled if mode is AutoresetMode.DISABLED else run
+    try:
+        expected, got = runner(ref, n), runner(ours, n)
+    finally:
+        ref.close()
+        ours.close()
+    assert_same_runs(got, expected)
+
+
+class FailOnceEnv(FlatInfoEnv):
+    """Env 4 (the caller's own group's) fails once, at its third step."""
+
+    failed = False
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        if self.index == 4 and self.t == 2 and not FailOnceEnv.failed:
+            FailOnceEnv.failed = True
+            raise RuntimeError("env 4 fails once")
+        return super().step(action)
+
+
+def test_the_callers_own_group_rebuilt_after_a_failure_keeps_its_infos() -> None:
+    import vecenv
+
+    fns = [lambda i=i: FailOnceEnv(i) for i in range(5)]
+    results = []
+    for make in (lambda: vecenv.SerialVectorEnv(fns, on_error="restart"),
+                 lambda: vecenv.ProcessVectorEnv(fns, num_workers=2, inline=True, on_error="restart")):
+        FailOnceEnv.failed = False
+        with make() as envs:
+            results.append(run(envs, 5))
+        assert FailOnceEnv.failed
+    serial, inline = results
+    assert inline[3][3][4]  # env 4's restart ended its episode as a truncation
+    assert_same_runs(inline, serial)
+
+
 def test_column_chunks_out_of_env_order_batch_by_env() -> None:
     from vecenv.engine.infos import batch_columns, batch_infos, entries_as_columns
 

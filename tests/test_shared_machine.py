@@ -148,3 +148,39 @@ def test_without_proc_a_run_is_alive_while_its_pid_is(tmp_path, monkeypatch):
         sleeper.kill()
         sleeper.wait(10)
     assert runs.other_runs() == 0
+
+
+def _unbuildable() -> gym.Env:
+    raise RuntimeError("this env cannot be built")
+
+
+@pytest.mark.timeout(120)
+def test_a_run_counts_while_it_chooses_its_layout_and_a_failed_build_leaves_no_file(tmp_path, monkeypatch):
+    from vecenv.engine import runs
+
+    monkeypatch.setenv("VECENV_RUNS_DIR", str(tmp_path))
+    other = subprocess.Popen(
+        [sys.executable, "-c", "import importlib, sys, vecenv\n"
+         "from vecenv.layout import Layout\n"
+         "M = importlib.import_module('vecenv.make')\n"
+         "def choose(env_fns, kwargs):  # held here while the test looks\n"
+         "    print('choosing', flush=True); sys.stdin.readline()\n"
+         "    return Layout('serial', 1, False, 'test')\n"
+         "M.choose = choose\n"
+         "e = vecenv.make('CartPole-v1', 2)\n"
+         "print('built', flush=True); sys.stdin.readline(); e.close()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert other.stdout.readline().strip() == "choosing"
+        assert runs.other_runs() == 1  # seen before its vector env exists
+        other.stdin.write("\n")
+        other.stdin.flush()
+        assert other.stdout.readline().strip() == "built"
+        assert runs.other_runs() == 1
+    finally:
+        other.communicate("\n", timeout=60)
+    assert runs.other_runs() == 0
+    with pytest.raises(Exception, match="cannot be built"):
+        vecenv.make(_unbuildable, 2, backend="serial")
+    assert not list(tmp_path.iterdir())  # a failed build leaves no run behind

@@ -14,7 +14,7 @@ from gymnasium.envs.registration import (
 from gymnasium.vector import AutoresetMode
 
 from vecenv.backends import ProcessVectorEnv, RayVectorEnv, SerialVectorEnv, ThreadVectorEnv
-from vecenv.engine import VectorEnv, parse_autoreset_mode, usable_cores
+from vecenv.engine import VectorEnv, parse_autoreset_mode, runs, usable_cores
 from vecenv.engine.checks import check_count
 from vecenv.layout import choose
 
@@ -137,11 +137,12 @@ def make(
             f"callables, got {env!r:.100}"
         )
     chosen = None
-    if backend == "auto":
-        chosen = choose(env_fns, backend_kwargs)
-        backend = chosen.backend
-        backend_kwargs = {**chosen.kwargs(), **backend_kwargs}
-    envs = BACKENDS[backend](env_fns, autoreset_mode=mode, **backend_kwargs)
+    with runs.starting():  # a run started beside this one sees it while both choose
+        if backend == "auto":
+            chosen = choose(env_fns, backend_kwargs)
+            backend = chosen.backend
+            backend_kwargs = {**chosen.kwargs(), **backend_kwargs}
+        envs = BACKENDS[backend](env_fns, autoreset_mode=mode, **backend_kwargs)
     if chosen is not None:
         envs.layout = chosen
     if spec is not None:

@@ -127,14 +127,15 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
     if len(chunks) > 1:
         chunks = sorted(chunks, key=_first_env)
     if _in_env_order(chunks, n):
-        records = chunks[0].records
-        if len(chunks) > 1:  # as bytes: numpy joins record arrays far slower
-            records = np.concatenate([c.records.view(np.uint8) for c in chunks]).view(records.dtype)
         present = np.empty(n, dtype=np.bool_)
         present.fill(True)
+        source = _one_source(chunks, n)
         infos: dict[str, Any] = {}
         for key, kind in zip(keys, types, strict=True):
-            infos[key] = records[key].astype(kind)
+            if source is not None:
+                infos[key] = source[key].astype(kind)
+            else:
+                infos[key] = np.concatenate([c.records[key] for c in chunks], dtype=kind)
             infos[f"_{key}"] = present.copy()
         return infos
     present = np.zeros(n, dtype=np.bool_)
@@ -194,6 +195,17 @@ def _in_env_order(chunks: list[InfoColumns], n: int) -> bool:
             return False
         expected += len(envs)
     return expected == n
+
+
+def _one_source(chunks: list[InfoColumns], n: int) -> np.ndarray | None:
+    """One record array that holds every env's row of ``chunks`` (in env order), when there is
+    one: the only chunk's records, or the ``whole`` that every chunk is a part of."""
+    if len(chunks) == 1:
+        return chunks[0].records
+    whole = chunks[0].whole
+    if whole is not None and len(whole) == n and all(chunk.whole is whole for chunk in chunks):
+        return whole
+    return None
 
 
 def _first_env(chunk: InfoColumns) -> int:

@@ -15,8 +15,10 @@ import atexit
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["closed", "opened", "other_runs", "runs_dir"]
+__all__ = ["closed", "opened", "other_runs", "runs_dir", "starting"]
 
 _lock = threading.Lock()
 _live = 0  # live vector envs of this process
@@ -73,6 +75,18 @@ def closed() -> None:
         _live = max(0, _live - 1)
         if _live == 0:
             _remove()
+
+
+@contextmanager
+def starting() -> Iterator[None]:
+    """This process counts as a run while it chooses a layout and builds its vector env, so that
+    two runs started together each see the other when they choose (the env itself then holds the
+    count while it lives; a failed build leaves none)."""
+    opened()
+    try:
+        yield
+    finally:
+        closed()
 
 
 def _remove() -> None:

@@ -62,6 +62,7 @@ class SerialTransport(Transport):
         start, _ = self.partition[worker]
         new = EnvGroup(self.group_fns(worker), start, self.first_worker + worker, self.autoreset_mode)
         new.attach(old.buffers)  # type: ignore[arg-type]
+        new.info_sink = old.info_sink  # its infos go where the old group's went
         self.groups[worker] = new
         self._replies.pop(worker, None)
         old.close()

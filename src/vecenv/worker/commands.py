@@ -50,11 +50,16 @@ class InfoColumns(Sequence):
     A transport that receives infos in shared memory hands them over like this, so the engine
     can batch them a column at a time; read as a sequence, it is the per-env
     :class:`~vecenv.worker.InfoEntry` list, each value of the type the env returned.
+
+    ``whole``, when given, holds the same kind of record for every env of the vector env (a view
+    of shared memory, indexed by env) and ``records`` is its rows ``envs``: chunks that share it
+    and together cover every env are batched from it at once, without joining them. Such views
+    are read before the worker's next command overwrites them.
     """
 
     def __init__(self, envs: np.ndarray, keys: tuple[str, ...], types: tuple[type, ...],
-                 records: np.ndarray) -> None:
-        self.envs, self.keys, self.types, self.records = envs, keys, types, records
+                 records: np.ndarray, whole: np.ndarray | None = None) -> None:
+        self.envs, self.keys, self.types, self.records, self.whole = envs, keys, types, records, whole
         self._entries: list[InfoEntry] | None = None
 
     def __len__(self) -> int:

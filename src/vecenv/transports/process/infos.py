@@ -38,7 +38,7 @@ from vecenv.transports.process.shm import aligned
 from vecenv.worker import InfoEntry, StepReply
 from vecenv.worker.commands import InfoColumns
 
-__all__ = ["IN_BLOCK", "BlockReply", "InfoBlock", "InfoReader", "InfoWriter", "MAX_SCHEMAS", "ROW_BYTES", "fits_in_block",
+__all__ = ["IN_BLOCK", "BlockReply", "InfoBlock", "InfoReader", "InfoWriter", "LocalInfos", "MAX_SCHEMAS", "ROW_BYTES", "fits_in_block",
            "signature", "why_not_shared"]
 
 #: bytes of one env's packed info (per page); a larger info travels pickled
@@ -287,36 +287,67 @@ class InfoReader:
         self.area = area
         self.partition = partition
         self.schemas: list[dict[int, Schema]] = [{} for _ in partition]
+        #: per worker, its rows' schema ids (as bytes) when every env holds one columnar schema,
+        #: and that schema: the usual step is recognised by one comparison
+        self._uniform: list[tuple[bytes, Schema] | None] = [None for _ in partition]
+        self._wholes: dict[np.dtype, np.ndarray] = {}  # a columnar dtype -> every env's rows as records
+
+    def add(self, start: int, stop: int) -> int:
+        """Read envs ``start:stop`` too (a group outside the partition: the inline one); its index."""
+        self.partition = [*self.partition, (start, stop)]
+        self.schemas.append({})
+        self._uniform.append(None)
+        return len(self.partition) - 1
 
     def forget(self, worker: int) -> None:
         """A new process serves ``worker``: its schema ids start over."""
         self.schemas[worker] = {}
+        self._uniform[worker] = None
 
     def take(self, worker: int, reply: BlockReply) -> StepReply:
         """``reply`` as a :class:`StepReply`: the entries it carried, and those in the block
         (as columns when the worker's infos all have one flat schema and none ended an episode)."""
+        start, stop = self.partition[worker]
+        uniform = self._uniform[worker]
+        if reply is IN_BLOCK and uniform is not None and self.area.ids[start:stop].tobytes() == uniform[0]:
+            return StepReply(self._columns(uniform[1], start, stop), None)
         known = self.schemas[worker]
         for sid, sig in reply.schemas:
             known[sid] = Schema(sig)
-        start, stop = self.partition[worker]
         ids = self.area.ids[start:stop].tolist()
         if not reply.entries:
             sids = {sid for sid, final in ids if not final}
             sids.discard(0)
             if len(sids) == 1 and all(final == 0 for _, final in ids):
-                schema = known[sids.pop()]
+                sid = sids.pop()
+                schema = known[sid]
                 if schema.dtype is not None:
-                    return StepReply(self._columns(schema, start, stop, ids), reply.objects)
+                    present = [i for i, (row_sid, _) in enumerate(ids) if row_sid]
+                    if len(present) == stop - start:
+                        self._uniform[worker] = (np.array([[sid, 0]] * len(ids), np.int32).tobytes(), schema)
+                        return StepReply(self._columns(schema, start, stop), reply.objects)
+                    return StepReply(self._some_columns(schema, start, present), reply.objects)
         return StepReply(self._entries(known, reply, start, ids), reply.objects)
 
-    def _columns(self, schema: Schema, start: int, stop: int, ids: list[list[int]]) -> InfoColumns:
-        packed = self.area.rows[start:stop, 0, :schema.struct.size].copy()
-        records = np.frombuffer(packed, schema.dtype)
-        at = np.arange(start, stop)
-        present = [sid != 0 for sid, _ in ids]
-        if not all(present):
-            records, at = records[present], at[present]
-        return InfoColumns(at, schema.keys, schema.types, records)
+    def _whole(self, schema: Schema) -> np.ndarray:
+        """Every env's first page as records of ``schema`` (a strided view of the block)."""
+        dtype = schema.dtype
+        assert dtype is not None  # columns are taken for columnar schemas only
+        whole = self._wholes.get(dtype)
+        if whole is None:
+            rows = self.area.rows
+            whole = self._wholes[dtype] = np.ndarray((len(rows),), dtype, rows, 0, (rows.strides[0],))
+        return whole
+
+    def _columns(self, schema: Schema, start: int, stop: int) -> InfoColumns:
+        """Envs ``start:stop``'s infos, read in place (valid until the worker's next command)."""
+        whole = self._whole(schema)
+        return InfoColumns(np.arange(start, stop), schema.keys, schema.types, whole[start:stop], whole)
+
+    def _some_columns(self, schema: Schema, start: int, present: list[int]) -> InfoColumns:
+        """The infos of the envs at ``present`` (local indices), copied out of the block."""
+        at = np.array(present) + start
+        return InfoColumns(at, schema.keys, schema.types, self._whole(schema)[at])
 
     def _entries(self, known: dict[int, Schema], reply: BlockReply, start: int,
                  ids: list[list[int]]) -> list[InfoEntry]:
@@ -335,6 +366,26 @@ class InfoReader:
         if reply.entries:
             entries.sort(key=_index)
         return entries
+
+
+class LocalInfos:
+    """Infos of a group that steps in the caller's process, through the same rows as the
+    workers': its envs' infos then join theirs as one more part of the same records, and a
+    full batch is read at once (:attr:`InfoColumns.whole`)."""
+
+    def __init__(self, reader: InfoReader, start: int, stop: int) -> None:
+        self.reader = reader
+        self.index = reader.add(start, stop)
+        self.writer = InfoWriter(reader.area.part(start, stop), start)
+
+    def take(self, reply: Any) -> Any:
+        """The group's reply to a command, its infos read as a worker's would be."""
+        if type(reply) is not StepReply:
+            return reply
+        message = self.writer.reply(reply.entries, reply.objects)
+        if message is None:
+            return self.reader.take(self.index, IN_BLOCK) if self.writer.dirty else reply
+        return self.reader.take(self.index, message)
 
 
 def _index(entry: InfoEntry) -> int:

@@ -3,7 +3,8 @@
 :class:`InlineTransport` composes a :class:`ProcessTransport` for the first groups with a
 :class:`~vecenv.transports.serial.SerialTransport` for the last one, and routes each worker
 index to its part. A command to the inline group runs during :meth:`submit`, after the engine
-has posted the workers' commands, so both sides step at once.
+has posted the workers' commands, so both sides step at once. The inline group writes its infos
+into the workers' info rows (:class:`~.infos.LocalInfos`), so a full batch's infos are read as one.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from gymnasium import spaces
 
 from vecenv.engine.transport import Transport
 from vecenv.spaces import StepBuffers
+from vecenv.transports.process.infos import LocalInfos
 from vecenv.transports.process.transport import ProcessTransport
 from vecenv.transports.serial import SerialTransport
 from vecenv.worker import EnvDescription
@@ -36,6 +38,7 @@ class InlineTransport(Transport):
     def __init__(self, remote: ProcessTransport) -> None:
         self.remote = remote
         self.local = SerialTransport()
+        self._infos: LocalInfos | None = None  # with workers: the inline group's infos in their rows
 
     @property
     def processes(self) -> list[Any]:
@@ -57,14 +60,19 @@ class InlineTransport(Transport):
         return super().allocate(observation_space, action_space, num_envs)
 
     def attach(self, buffers: StepBuffers) -> None:
+        self.local.attach(buffers)
         if self.num_workers > 1:
             self.remote.attach(buffers)
-        self.local.attach(buffers)
+            start, stop = self.partition[self._k]
+            self._infos = LocalInfos(self.remote.info_reader, start, stop)
+            self.local.groups[0].info_sink = self._infos.writer.write
 
     def submit(self, worker: int, command: Command) -> None:
         if worker < self._k:
             self.remote.submit(worker, command)
         else:
+            if self._infos is not None:
+                self._infos.writer.begin()
             self.local.submit(worker - self._k, command)
 
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
@@ -78,7 +86,8 @@ class InlineTransport(Transport):
     def fetch(self, worker: int) -> Any:
         if worker < self._k:
             return self.remote.fetch(worker)
-        return self.local.fetch(worker - self._k)
+        reply = self.local.fetch(worker - self._k)
+        return reply if self._infos is None else self._infos.take(reply)
 
     def outstanding(self, worker: int) -> bool:
         part, w = self._part(worker)

@@ -178,6 +178,13 @@ class ProcessTransport(Transport):
         self._action_objects = self._buffers.actions.has_objects
         return self._buffers
 
+    @property
+    def info_reader(self) -> InfoReader:
+        """The caller's reader of the info rows (made by :meth:`allocate`)."""
+        if self._infos is None:
+            raise RuntimeError("ProcessTransport.info_reader: allocate() has not run")
+        return self._infos
+
     def attach(self, buffers: StepBuffers) -> None:
         if buffers is not self._buffers:
             raise ValueError("ProcessTransport.attach needs the buffers its allocate() returned")
