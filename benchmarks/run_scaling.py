@@ -5,7 +5,7 @@
     python benchmarks/run_scaling.py --rounds 3       # extra options go to every `vecenv bench`
 
 Three `vecenv bench` runs: CartPole-v1 and the busy env at 16 and 64 envs (serial, thread,
-process against gymnasium's Sync/Async), then the variable-cost busy env (50-1000 µs a step) at
+process against gymnasium's Sync/Async), then the variable-cost busy env (50-500 µs a step, its defaults) at
 48 envs, synchronous and in batches of the first 16 ready, once burning CPU and once sleeping
 (an env that waits on something outside it). Meant for a machine
 with many cores (docs/bench.md says how to run it on the 16-core device machine); on 2 cores it
