@@ -8,7 +8,7 @@ within the group (``None``: every env of the group).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -66,18 +66,29 @@ class InfoColumns(Sequence):
         return len(self.envs)
 
     def __getitem__(self, k: Any) -> Any:
+        return self.as_entries()[k]
+
+    def __iter__(self) -> Iterator[InfoEntry]:
+        return iter(self.as_entries())  # not Sequence's one __getitem__ call per item
+
+    def as_entries(self) -> list[InfoEntry]:
+        """The per-env entries, built once (read before the worker's next command)."""
         if self._entries is None:
             self._entries = self._unpack()
-        return self._entries[k]
+        return self._entries
 
     def _unpack(self) -> list[InfoEntry]:
         from vecenv.worker.group import InfoEntry
 
-        values = [self.records[key].tolist() if kind in (bool, int, float) else list(map(kind, self.records[key]))
-                  for key, kind in zip(self.keys, self.types, strict=True)]
-        keys = self.keys
+        records, keys = self.records, self.keys
+        rows: Any
+        if all(kind in (bool, int, float) for kind in self.types):
+            rows = records.tolist()  # one tuple of Python values per env
+        else:
+            rows = zip(*[records[key].tolist() if kind in (bool, int, float) else list(map(kind, records[key]))
+                         for key, kind in zip(keys, self.types, strict=True)], strict=True)
         return [InfoEntry(i, dict(zip(keys, row, strict=True)))
-                for i, row in zip(self.envs.tolist(), zip(*values, strict=True), strict=True)]
+                for i, row in zip(self.envs.tolist(), rows, strict=True)]
 
 
 class StepReply(NamedTuple):
