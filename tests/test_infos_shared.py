@@ -88,15 +88,17 @@ def run(venv: Any, n: int) -> list:
 @pytest.mark.parametrize("backend", backends_under_test())
 def test_info_heavy_env_matches_gymnasium(request: Any, backend: str, mode: AutoresetMode) -> None:
     use_backend(request, backend)
-    n = 5
-    ref = gym.vector.SyncVectorEnv(env_fns(n), autoreset_mode=mode)
     kwargs = {"num_workers": 2} if backend != "serial" else {}
-    ours = make_backend(backend, env_fns(n), autoreset_mode=mode, **kwargs)
+    assert_runs_as_gymnasium(env_fns(5), make_backend(backend, env_fns(5), autoreset_mode=mode, **kwargs), mode)
+
+
+def assert_runs_as_gymnasium(fns: list, ours: Any, mode: AutoresetMode) -> None:
+    """``ours`` (built on ``fns``) gives what gymnasium's SyncVectorEnv gives; closes both."""
+    n = len(fns)
+    ref = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+    runner = run_disabled if mode is AutoresetMode.DISABLED else run
     try:
-        if mode is AutoresetMode.DISABLED:
-            expected, got = run_disabled(ref, n), run_disabled(ours, n)
-        else:
-            expected, got = run(ref, n), run(ours, n)
+        expected, got = runner(ref, n), runner(ours, n)
     finally:
         ref.close()
         ours.close()
@@ -281,30 +283,15 @@ def test_the_callers_own_group_batches_with_the_workers_columns_as_gymnasium_doe
     import vecenv
 
     fns = [lambda i=i: FlatInfoEnv(i) for i in range(5)]
-    ref = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
-    ours = vecenv.ProcessVectorEnv(fns, num_workers=2, inline=True, autoreset_mode=mode)
-    try:
-        expected, got = run(ref, 5), run(ours, 5)
-    finally:
-        ref.close()
-        ours.close()
-    assert_same_runs(got, expected)
+    assert_runs_as_gymnasium(fns, vecenv.ProcessVectorEnv(fns, num_workers=2, inline=True, autoreset_mode=mode), mode)
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED])
 def test_info_heavy_env_with_the_callers_own_group_matches_gymnasium(mode: AutoresetMode) -> None:
     import vecenv
 
-    n = 5
-    ref = gym.vector.SyncVectorEnv(env_fns(n), autoreset_mode=mode)
-    ours = vecenv.ProcessVectorEnv(env_fns(n), num_workers=2, inline=True, autoreset_mode=mode)
-    runner = run_disabled if mode is AutoresetMode.DISABLED else run
-    try:
-        expected, got = runner(ref, n), runner(ours, n)
-    finally:
-        ref.close()
-        ours.close()
-    assert_same_runs(got, expected)
+    ours = vecenv.ProcessVectorEnv(env_fns(5), num_workers=2, inline=True, autoreset_mode=mode)
+    assert_runs_as_gymnasium(env_fns(5), ours, mode)
 
 
 class FailOnceEnv(FlatInfoEnv):
