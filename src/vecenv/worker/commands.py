@@ -82,13 +82,26 @@ class InfoColumns(Sequence):
 
         records, keys = self.records, self.keys
         rows: Any
-        if all(kind in (bool, int, float) for kind in self.types):
+        if all(kind in _PYTHON_SCALARS for kind in self.types):
             rows = records.tolist()  # one tuple of Python values per env
         else:
-            rows = zip(*[records[key].tolist() if kind in (bool, int, float) else list(map(kind, records[key]))
-                         for key, kind in zip(keys, self.types, strict=True)], strict=True)
+            rows = zip(*[_column_values(records[key], kind) for key, kind in zip(keys, self.types, strict=True)],
+                       strict=True)
         return [InfoEntry(i, dict(zip(keys, row, strict=True)))
                 for i, row in zip(self.envs.tolist(), rows, strict=True)]
+
+
+_PYTHON_SCALARS = (bool, int, float)
+
+
+def _column_values(column: np.ndarray, kind: type) -> list:
+    """One column's values, each of type ``kind``: Python scalars through ``tolist``, numpy
+    scalars by iterating (which gives the column dtype's own scalar type, bits unchanged)."""
+    if kind in _PYTHON_SCALARS:
+        return column.tolist()
+    if column.dtype.type is kind:
+        return list(column)
+    return list(map(kind, column))
 
 
 class StepReply(NamedTuple):
