@@ -127,13 +127,28 @@ class _CountingEnv(gym.Env):
         return obs, float(self.np_random.random()), self.t % 7 == 0, self.t % 11 == 0, {"t": self.t}
 
 
-def test_the_probe_builds_one_copy_once_per_env(monkeypatch):
+def test_the_probe_builds_one_copy_once_per_env_once_kept(monkeypatch):
     monkeypatch.setattr(L.probe, "_PROBES", {})
     _CountingEnv.built = 0
     probe = L.probe.cached_probe(_CountingEnv)
     assert _CountingEnv.built == 1 and probe.step_us > 0 and probe.obs_bytes == 12
     assert 0 < probe.cpu_share <= 1 and probe.pickle_us == 0
-    assert L.probe.cached_probe(_CountingEnv) is probe and _CountingEnv.built == 1
+    assert L.probe.cached_probe(_CountingEnv) is not probe and _CountingEnv.built == 2
+    L.probe.keep_probe(_CountingEnv, probe)
+    assert L.probe.cached_probe(_CountingEnv) is probe and _CountingEnv.built == 2
+
+
+@pytest.mark.parametrize("others, kept", [(0.0, True), (1.0, False)])
+def test_choose_keeps_only_a_probe_taken_on_a_quiet_machine(monkeypatch, others, kept):
+    monkeypatch.setattr(L.probe, "_PROBES", {})
+    monkeypatch.setattr(L, "usable_cores", lambda: 2)
+    monkeypatch.setattr(L, "machine_costs", lambda refresh=False: TWO_CORES)
+    monkeypatch.setattr(L, "others_busy", lambda duration_s=0.02: others)
+    monkeypatch.setattr(L, "other_runs", lambda: 0)
+    slow = EnvProbe(step_us=80.0)  # what a probe beside a busy core measures
+    monkeypatch.setattr(L, "cached_probe", lambda fn: slow)
+    choose([_CountingEnv] * 4, {})
+    assert (L.probe._PROBES.get(L.probe.env_key(_CountingEnv)) is slow) is kept
 
 
 def test_env_keys_name_importable_factories_only():

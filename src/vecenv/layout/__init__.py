@@ -5,12 +5,14 @@
     make(env, n)                          backend="auto"
       │
       ├── probe.probe_env(env_fns[0])     one copy, built, reset, stepped for at most PROBE_S
-      │                                   ──► EnvProbe (step µs, CPU share, observation size)
+      │                                   ──► EnvProbe (step µs, CPU share, observation size;
+      │                                   remembered per env for this process when quiet)
       ├── machine.machine_costs()         vecenv's own cost per batched step on a no-op env,
       │                                   serial / process / inline, measured once per machine
       │                                   ──► MachineCosts (cached in the user's cache directory,
       │                                   checked cheaply once per process; never saved when
-      │                                   load.others_busy() saw other work)
+      │                                   load.others_busy() saw other work, and measured
+      │                                   again at the first make that finds the machine quiet)
       ├── load.others_busy()              the cores' worth of CPU other programs use now, and
       │   engine.runs.other_runs()        other processes with a live vector env (each ≥ 1 core)
       └── rule.decide(probe, costs, n, cores, others)  ──► Layout(backend, num_workers, inline, reason,
@@ -47,7 +49,7 @@ from vecenv.engine import usable_cores
 from vecenv.engine.runs import other_runs
 from vecenv.layout.load import contended, most, others_busy
 from vecenv.layout.machine import describe_costs, machine_costs
-from vecenv.layout.probe import cached_probe, probe_env
+from vecenv.layout.probe import cached_probe, keep_probe, probe_env
 from vecenv.layout.rule import (
     FORCE_VAR,
     EnvProbe,
@@ -100,6 +102,8 @@ def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str
         return Layout(backend_of(kind), w, kind == "inline", reason)
     costs = machine_costs()
     others, runs = most(before, others_busy()), other_runs()
+    if not contended(cores, others):
+        keep_probe(env_fns[0], probe)
     if runs:  # another run may be between steps right now: it counts as a busy core at least
         others = max(others or 0.0, float(runs))
     layout = decide(probe, costs, n, cores, allowed=allowed, num_workers=workers, others=others)

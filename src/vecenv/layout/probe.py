@@ -137,11 +137,18 @@ def env_key(env_fn: Callable[[], Any]) -> str | None:
 
 
 def cached_probe(env_fn: Callable[[], gym.Env]) -> EnvProbe:
-    """:func:`probe_env`, remembered for this process by :func:`env_key`."""
+    """The probe :func:`keep_probe` remembered for what ``env_fn`` builds, else a new
+    :func:`probe_env`."""
     key = env_key(env_fn)
     if key is not None and key in _PROBES:
         return _PROBES[key]
-    probe = probe_env(env_fn)
+    return probe_env(env_fn)
+
+
+def keep_probe(env_fn: Callable[[], gym.Env], probe: EnvProbe) -> None:
+    """Remember ``probe`` for this process's later layouts of what ``env_fn`` builds (by
+    :func:`env_key`). Only a probe taken on a quiet machine is kept: one taken beside other
+    work measured a slower step than the env has."""
+    key = env_key(env_fn)
     if key is not None:
         _PROBES[key] = probe
-    return probe
