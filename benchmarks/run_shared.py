@@ -15,6 +15,10 @@ Scenarios (``--scenario``, repeatable or a comma list; ``all`` is every one):
 - ``two-runs``: two copies of the same contender run at once, in two processes started together
   (this script with ``--child``); both build, then start the clock at one shared time and measure
   for the same duration. The row is the sum of the two (each part is in the note and the JSON).
+- ``after-busy``: each measurement runs in a fresh process (this script with ``--child``) whose
+  vecenv calibration cache starts empty: it builds the contender once beside a busy process (a
+  first ``vecenv.make`` during a busy moment), ends the busy process, then builds and measures
+  the contender on the quiet machine. ``vecenv-default`` must then choose as on a quiet machine.
 - ``policy``: CleanRL's Atari CNN (one torch thread) picks every action from the observations
   (Pong only). Synchronous contenders go obs -> policy -> step; the async ones (``-b4``: batches
   of 4 of the 8 envs) ``send`` the batch just computed, then ``recv`` the next ready batch, so the
@@ -42,6 +46,7 @@ import argparse
 import json
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +58,7 @@ from shared_bench.scenarios import (  # noqa: E402
     SCENARIOS,
     SHORT,
     Settings,
+    build_beside_busy,
     first_line,
     measure,
     run_target,
@@ -72,7 +78,7 @@ def _list(values: list[str] | None) -> list[str]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", action="append", metavar="{idle,busy,two-runs,policy,all}",
+    p.add_argument("--scenario", action="append", metavar="{idle,busy,two-runs,policy,after-busy,all}",
                    help="scenarios to run, repeatable or comma-separated (default: all)")
     p.add_argument("--envs", action="append", help="targets, comma-separated (default: "
                    "CartPole-v1,HalfCheetah-v5,Pong; the policy scenario: Pong)")
@@ -90,6 +96,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="a smoke test: 1 round of 0.3 s, 3 warmup steps (unless given)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--after-busy", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     defaults = QUICK if args.quick else {"rounds": 3, "seconds": 2.0, "warmup": 20}
     for key, value in defaults.items():
@@ -124,11 +131,16 @@ def _raise_exit(signum: int, frame: Any) -> None:
 
 
 def child_main(args: argparse.Namespace) -> int:
-    """Two-runs child: build, warm up, wait for the shared start, measure, print the result."""
+    """Two-runs or after-busy child: (after-busy: a first build beside a busy process,) build,
+    warm up, wait for the parent's start, measure, print the result."""
     load.die_with_parent()
     signal.signal(signal.SIGTERM, _raise_exit)
     s = Settings(args.num_envs, 1, args.seconds, args.warmup, args.seed)
+    first: dict[str, Any] = {}
+    cache = tempfile.TemporaryDirectory(prefix="run_shared-cache-") if args.after_busy else None
     try:
+        if cache is not None:
+            first = build_beside_busy(args.contender_names[0], args.targets[0], s, cache.name)
         result = measure(args.contender_names[0], args.targets[0], s,
                          before_clock=load.wait_for_start)
     except KeyboardInterrupt:  # Ctrl-C reached the whole process group; the parent reports it
@@ -136,7 +148,10 @@ def child_main(args: argparse.Namespace) -> int:
     except Exception as exc:
         print(load.ERROR + first_line(exc), flush=True)
         return 1
-    print(load.RESULT + json.dumps(result), flush=True)
+    finally:
+        if cache is not None:
+            cache.cleanup()
+    print(load.RESULT + json.dumps({**result, **first}), flush=True)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # measured: the parent may end us while we exit
     return 0
 

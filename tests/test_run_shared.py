@@ -87,6 +87,19 @@ def test_two_runs(tmp_path: Path) -> None:
     assert rows["gym-sync"]["vs"]["gym-sync"] == 1.0
 
 
+@pytest.mark.timeout(300)
+def test_after_busy_builds_once_beside_a_busy_process_then_measures_a_second_build(tmp_path: Path) -> None:
+    doc = _run(tmp_path, "--scenario", "after-busy", "--envs", "CartPole-v1",
+               "--contenders", "gym-sync,vecenv-default")
+    rows = _rows(doc, "after-busy")
+    assert list(rows) == ["gym-sync", "vecenv-default"]
+    (record,) = rows["vecenv-default"]["rounds"]
+    assert record["steps_per_s"] > 0 and "error" not in record, record
+    assert "(auto)" in record["beside_busy_built"] and record["beside_busy_layout"]
+    assert record["layout"] and rows["vecenv-default"]["layouts"] == [record["layout"]]
+    assert rows["gym-sync"]["vs"]["gym-sync"] == 1.0
+
+
 def test_bad_options_exit_2() -> None:
     for bad in (["--contenders", "nope"], ["--scenario", "lunch"], ["--envs", "NoSuchEnv-v9"]):
         proc = subprocess.run([sys.executable, str(SCRIPT), *bad], capture_output=True, text=True,

@@ -1,4 +1,4 @@
-"""One measurement, interleaved rounds, and the four scenarios of run_shared.py."""
+"""One measurement, interleaved rounds, and the scenarios of run_shared.py."""
 
 from __future__ import annotations
 
@@ -14,17 +14,20 @@ from shared_bench import contenders, load, targets
 from shared_bench.policy import make_policy, torch_missing
 from shared_bench.targets import Target
 
-SCENARIOS = ("idle", "busy", "two-runs", "policy")
+SCENARIOS = ("idle", "busy", "two-runs", "policy", "after-busy")
 DESCRIPTIONS = {
     "idle": "nothing else running (the baseline)",
     "busy": "a busy process (`while True: pass`) beside, started before the contender is built",
     "two-runs": "two copies of the contender run at once in two processes; steps/s is their sum",
     "policy": "CleanRL's Atari CNN on one torch thread picks every action (async contenders: "
               "the policy computes on one batch while the other steps)",
+    "after-busy": "a fresh process with no calibration cache builds the contender once beside a "
+                  "busy process, which then ends; the next build is measured on the quiet machine",
 }
 #: a few words per scenario, for the table titles
 SHORT = {"idle": "idle machine", "busy": "a busy process beside",
-         "two-runs": "two runs at once, steps/s summed", "policy": "CNN policy in the loop"}
+         "two-runs": "two runs at once, steps/s summed", "policy": "CNN policy in the loop",
+         "after-busy": "quiet, after a first build beside a busy process"}
 SCRIPT = Path(__file__).resolve().parents[1] / "run_shared.py"
 
 
@@ -89,6 +92,23 @@ def child_argv(name: str, t: Target, s: Settings) -> list[str]:
             "--warmup", str(s.warmup), "--seed", str(s.seed), "--parent-pid", str(os.getpid())]
 
 
+def after_busy(name: str, t: Target, s: Settings) -> dict[str, Any]:
+    """One child (``--after-busy``): a first build beside a busy process, then a measured one."""
+    (part,) = load.run_children([[*child_argv(name, t, s), "--after-busy"]], build_timeout=600.0,
+                                seconds=s.seconds)
+    return part
+
+
+def build_beside_busy(name: str, t: Target, s: Settings, cache_dir: str) -> dict[str, Any]:
+    """In an after-busy child: with ``cache_dir`` (empty) as vecenv's calibration cache, build
+    and close the contender beside a busy process, as a first ``make`` during a busy moment does."""
+    os.environ["VECENV_CACHE_DIR"] = cache_dir
+    with load.busy_process():
+        runner = contenders.build(name, t, s.num_envs, s.seed)
+        runner.close()
+    return {f"beside_busy_{k}": v for k, v in runner.info.items()}
+
+
 def two_runs(name: str, t: Target, s: Settings) -> dict[str, Any]:
     """Two children measure the same contender over the same interval; the total is the sum."""
     argv = child_argv(name, t, s)
@@ -104,6 +124,8 @@ def measure_in(scenario: str, name: str, t: Target, s: Settings) -> dict[str, An
             return measure(name, t, s)
     if scenario == "two-runs":
         return two_runs(name, t, s)
+    if scenario == "after-busy":
+        return after_busy(name, t, s)
     return measure(name, t, s, policy=scenario == "policy")
 
 
