@@ -171,6 +171,13 @@ def test_trials_that_disagree_are_contended_and_not_saved(rig):
     got = L.machine_costs()
     assert got.contended and "trials disagreed: process×1 6.0–114.0 µs" in got.note
     assert rig.saved() is None
+    # the load read quiet: a noisy machine, not a busy one; measuring again at every call would
+    # cost each make 0.15 s, so it waits the ten minutes
+    rig.now += 1
+    assert L.machine_costs() is got and rig.full() == 1
+    rig.now += M.RECHECK_S
+    L.machine_costs()
+    assert rig.full() == 2
 
 
 def test_a_contended_calibration_serves_while_the_machine_stays_busy_and_is_measured_again_once_quiet(rig):

@@ -198,16 +198,19 @@ def machine_costs(refresh: bool = False) -> MachineCosts:
     Once per process, and again after :data:`RECHECK_S` (10 minutes): the cache file is read
     and a cheap check (:func:`_verify`) confirms it, or everything is measured again when there
     is no cache, it is older than :data:`COSTS_MAX_AGE_S` (30 days), or ``refresh``. In between,
-    the calibration in memory is returned as it is, but for a contended one: that one serves
-    only while the machine stays busy, and the first call that finds it quiet measures again.
+    the calibration in memory is returned as it is, but for one measured beside other work: that
+    one serves only while the machine stays busy, and the first call that finds it quiet measures
+    again (one whose trials only disagreed, on a quiet but noisy machine, waits the 10 minutes).
     Nothing contended is ever written to the cache; a quiet cached calibration is kept over a
     contended new one.
     """
     cores = usable_cores()
     held = _COSTS.get(cores)
     if not refresh and held is not None and _monotonic() - held[1] < RECHECK_S:
-        if not held[0].contended or load.contended(cores, load.others_busy(CHECK_LOAD_S)):
-            return held[0]
+        costs = held[0]
+        if not (costs.contended and load.contended(cores, costs.others_busy)) \
+                or load.contended(cores, load.others_busy(CHECK_LOAD_S)):
+            return costs
     path = _machine_file(cores)
     cached = _load(path)
     if refresh or cached is None:
