@@ -96,12 +96,9 @@ _PYTHON_SCALARS = (bool, int, float)
 
 def _column_values(column: np.ndarray, kind: type) -> list:
     """One column's values, each of type ``kind``: Python scalars through ``tolist``, numpy
-    scalars by iterating (which gives the column dtype's own scalar type, bits unchanged)."""
-    if kind in _PYTHON_SCALARS:
-        return column.tolist()
-    if column.dtype.type is kind:
-        return list(column)
-    return list(map(kind, column))
+    scalars by iterating (the column's dtype is ``kind``'s, so that yields ``kind``, bits
+    unchanged)."""
+    return column.tolist() if kind in _PYTHON_SCALARS else list(column)
 
 
 class StepReply(NamedTuple):
