@@ -55,6 +55,14 @@ def _rows(doc: dict, scenario: str) -> dict[str, dict]:
     return {row["contender"]: row for row in table["rows"]}
 
 
+def _scenario_rows(tmp_path: Path, scenario: str, names: list[str]) -> dict[str, dict]:
+    """Run ``scenario`` on CartPole with contenders ``names``; its rows, in that order."""
+    doc = _run(tmp_path, "--scenario", scenario, "--envs", "CartPole-v1", "--contenders", ",".join(names))
+    rows = _rows(doc, scenario)
+    assert list(rows) == names
+    return rows
+
+
 @pytest.mark.timeout(300)
 def test_idle_and_busy(tmp_path: Path) -> None:
     names = ["gym-sync", "vecenv-default", "vecenv-serial"]
@@ -75,10 +83,7 @@ def test_idle_and_busy(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(300)
 def test_two_runs(tmp_path: Path) -> None:
-    doc = _run(tmp_path, "--scenario", "two-runs", "--envs", "CartPole-v1",
-               "--contenders", "gym-sync,vecenv-serial")
-    rows = _rows(doc, "two-runs")
-    assert list(rows) == ["gym-sync", "vecenv-serial"]
+    rows = _scenario_rows(tmp_path, "two-runs", ["gym-sync", "vecenv-serial"])
     for name, row in rows.items():
         (record,) = row["rounds"]
         assert len(record["parts"]) == 2 and all(p > 0 for p in record["parts"]), (name, record)
@@ -89,10 +94,7 @@ def test_two_runs(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(300)
 def test_after_busy_builds_once_beside_a_busy_process_then_measures_a_second_build(tmp_path: Path) -> None:
-    doc = _run(tmp_path, "--scenario", "after-busy", "--envs", "CartPole-v1",
-               "--contenders", "gym-sync,vecenv-default")
-    rows = _rows(doc, "after-busy")
-    assert list(rows) == ["gym-sync", "vecenv-default"]
+    rows = _scenario_rows(tmp_path, "after-busy", ["gym-sync", "vecenv-default"])
     (record,) = rows["vecenv-default"]["rounds"]
     assert record["steps_per_s"] > 0 and "error" not in record, record
     assert "(auto)" in record["beside_busy_built"] and record["beside_busy_layout"]
