@@ -1,6 +1,6 @@
 """Would threads that take envs from one queue (EnvPool's design) help gymnasium's own envs?
 
-    python benchmarks/results/one-queue/threads_one_queue.py [--envs HalfCheetah-v5,Pong] [--rounds 5]
+    python benchmarks/results/shared-machine-options/threads_one_queue.py [--envs HalfCheetah-v5,Pong] [--rounds 5]
 
 For each env and each condition (``idle``; ``busy``: ``python -c "while True: pass"`` beside),
 8 envs in this process are stepped for ``--seconds`` by:
