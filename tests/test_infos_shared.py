@@ -143,6 +143,67 @@ def test_sb3_infos_keep_each_value_type(cls: str) -> None:
         theirs.close()
 
 
+class ScalarInfoEnv(gym.Env):
+    """Infos of flat scalars only, as MuJoCo's: a full step's come back as column chunks."""
+
+    observation_space = spaces.Box(-10.0, 10.0, (3,), np.float32)
+    action_space = spaces.Discrete(3)
+
+    def __init__(self, index: int = 0) -> None:
+        self.index, self.t, self.total = index, 0, 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.full(3, self.index, dtype=np.float32), {"reset_count": self.total}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        self.t += 1
+        self.total += 1
+        info = {"x_position": 0.5 * self.total + self.index, "reward_run": np.float32(self.total / 3),
+                "count": self.total, "flag": self.total % 2 == 0}
+        obs = np.full(3, self.index + 0.25 * self.t, dtype=np.float32)
+        return obs, float(action), self.t >= 5 + self.index, False, info
+
+
+def test_sb3_infos_from_shared_memory_are_new_dicts_of_the_env_types(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vecenv.sb3.SubprocVecEnv builds SB3's per-env infos straight from the column chunks: the
+    values and exact types of SB3's DummyVecEnv, a new dict per env and step (one kept from an
+    earlier step does not change), TimeLimit.truncated and terminal_observation added."""
+    sv = pytest.importorskip("stable_baselines3.common.vec_env")
+    import vecenv.sb3 as vsb3
+
+    built = []
+    info_dicts = InfoColumns.info_dicts
+
+    def counting(self: InfoColumns) -> list[dict]:
+        out = info_dicts(self)
+        built.extend(out)
+        return out
+
+    monkeypatch.setattr(InfoColumns, "info_dicts", counting)
+    n = 4
+    fns = [lambda i=i: ScalarInfoEnv(i) for i in range(n)]
+    theirs, ours = sv.DummyVecEnv(fns), vsb3.SubprocVecEnv(fns, start_method="fork")
+    try:
+        assert_same(ours.reset(), theirs.reset())
+        kept: list = []
+        for t in range(12):
+            actions = np.array([(t + i) % 3 for i in range(n)])
+            a, b = ours.step(actions), theirs.step(actions)
+            assert_same(a[:3], b[:3], f"step {t}")
+            for i, (mine, their) in enumerate(zip(a[3], b[3], strict=True)):
+                assert_exact(mine, their, f"step {t} env {i}")
+            assert len({id(info) for info in a[3]}) == n
+            kept.append((a[3], [dict(info) for info in a[3]]))
+        for infos, snapshot in kept:
+            assert infos == snapshot  # later steps wrote other values into the same rows
+        assert len(built) >= 8 * n  # most steps came as columns (episode ends do not)
+    finally:
+        ours.close()
+        theirs.close()
+
+
 def assert_exact(a: Any, b: Any, path: str) -> None:
     assert type(a) is type(b), f"{path}: {type(a)} != {type(b)}"
     if isinstance(b, dict):

@@ -47,8 +47,17 @@ from vecenv.engine.state import CallState
 from vecenv.engine.transport import Transport
 from vecenv.errors import ClosedEnvironmentError, NoAsyncCallError
 from vecenv.policy import FailureOptions
-from vecenv.worker import EnvDescription, InfoEntry
-from vecenv.worker.commands import Apply, Call, Command, Configure, GetAttr, Render, SetAttr
+from vecenv.worker import EnvDescription
+from vecenv.worker.commands import (
+    Apply,
+    Call,
+    Command,
+    Configure,
+    GetAttr,
+    InfoParts,
+    Render,
+    SetAttr,
+)
 
 __all__ = ["SpaceMismatchError", "VectorEnv"]
 
@@ -267,9 +276,10 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
 
     # The SB3 layer reads each env's report as it came (exact Python types, no batching).
     @one_caller
-    def step_entries(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, list[InfoEntry]]:
-        """:meth:`step` returning the per-env :class:`~vecenv.worker.InfoEntry` list instead of
-        batched infos (full batches only)."""
+    def step_entries(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, InfoParts]:
+        """:meth:`step` returning the envs' info reports as they came (``InfoParts``: entries and
+        column chunks, each naming its envs, in no set order) instead of batched infos (full
+        batches only)."""
         self._require_full_batches("step_entries")
         self._send(actions, None)
         return self._results(None, "step_wait", raw=True)
@@ -278,9 +288,9 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     def reset_entries(
         self, seed: int | Sequence[int | None] | None = None, options: dict | None = None,
         env_ids: Sequence[int] | np.ndarray | None = None,
-    ) -> tuple[Any, list[InfoEntry]]:
-        """:meth:`reset` returning the per-env :class:`~vecenv.worker.InfoEntry` list instead of
-        batched infos (full batches only). ``env_ids`` resets only those envs, each getting
+    ) -> tuple[Any, InfoParts]:
+        """:meth:`reset` returning the envs' info reports as they came (as :meth:`step_entries`)
+        instead of batched infos (full batches only). ``env_ids`` resets only those envs, each getting
         ``options`` exactly as given (``None`` stays ``None``, as SB3 passes it)."""
         self._require_full_batches("reset_entries")
         if env_ids is None:

@@ -357,12 +357,16 @@ class Flight:
 
     def full_batch(self, raw: bool) -> tuple:
         b, n = self.buffers, self.num_envs
-        columns = columns_infos(self.columns, self.held, n, raw) if self.columns else None
-        entries = [self.held[i] for i in sorted(self.held)] if self.held else []
+        infos: Any
+        if raw:  # the parts as they came: each names its envs
+            infos = [*self.columns, *self.held.values()]
+        else:
+            columns = columns_infos(self.columns, self.held, n) if self.columns else None
+            entries = [self.held[i] for i in sorted(self.held)] if self.held else []
+            infos = columns if columns is not None else batch_infos(entries, n) if entries else {}
         self.clear()
         if self.autoreset_mode is AutoresetMode.DISABLED:
             self.needs_reset = np.logical_or(b.terminations, b.truncations)
-        infos = columns if columns is not None else entries if raw else batch_infos(entries, n) if entries else {}
         return b.observations.read(self.copy), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
 
     def async_batch(self) -> tuple:

@@ -151,19 +151,18 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
     return infos
 
 
-def columns_infos(columns: list[InfoColumns], held: dict[int, InfoEntry], n: int, raw: bool) -> dict | None:
+def columns_infos(columns: list[InfoColumns], held: dict[int, InfoEntry], n: int) -> dict | None:
     """A full batch's infos straight from its column chunks (entries that came another way, as
-    from the caller's own group, join them when they hold the same keys and types); otherwise,
-    or when ``raw``, None, the chunks turned into per-env entries in ``held``. Empties ``columns``."""
+    from the caller's own group, join them when they hold the same keys and types); otherwise
+    None, the chunks turned into per-env entries in ``held``. Empties ``columns``."""
     infos = None
-    if not raw:
-        if held:
-            chunk = entries_as_columns([held[i] for i in sorted(held)], columns[0])
-            if chunk is not None:
-                held.clear()
-                columns.append(chunk)
-        if not held:
-            infos = batch_columns(columns, n)
+    if held:
+        chunk = entries_as_columns([held[i] for i in sorted(held)], columns[0])
+        if chunk is not None:
+            held.clear()
+            columns.append(chunk)
+    if not held:
+        infos = batch_columns(columns, n)
     if infos is None:
         for chunk in columns:
             for entry in chunk:

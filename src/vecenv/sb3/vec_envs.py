@@ -136,10 +136,8 @@ class VectorEnvAdapter(VecEnv):
         as given, so empty options reach the env as ``None``, as in SB3."""
         if self._fast:
             ids = None if mask is None else np.flatnonzero(mask)
-            obs, entries = self.venv.reset_entries(seed=seeds, options=options, env_ids=ids)
-            infos: list[dict] = [{} for _ in range(self.num_envs)]
-            for entry in entries:
-                infos[entry.index] = dict(entry.info)
+            obs, parts = self.venv.reset_entries(seed=seeds, options=options, env_ids=ids)
+            infos, _ = _backend.per_env_infos(parts, self.num_envs)
             return obs, infos
         if mask is not None:  # gymnasium's vector envs: masked envs get the options minus the mask
             options = {**(options or {}), "reset_mask": mask}
@@ -168,16 +166,13 @@ class VectorEnvAdapter(VecEnv):
             # refuses it, so lift that refusal for the engine this adapter owns.
             self._engine.require_reset = False
         if self._fast:
-            obs, rewards, terms, truncs, entries = self.venv.step_entries(actions)
-            infos: list[dict[str, Any]] = [{} for _ in range(n)]
+            obs, rewards, terms, truncs, parts = self.venv.step_entries(actions)
+            infos, ended = _backend.per_env_infos(parts, n)
             finals = []
-            for entry in entries:
-                if entry.ended:
-                    infos[entry.index] = dict(entry.final_info or {})
-                    self.reset_infos[entry.index] = dict(entry.info or {})
-                    finals.append((entry.index, entry.final_obs))
-                elif entry.info:
-                    infos[entry.index] = dict(entry.info)
+            for entry in ended:
+                infos[entry.index] = dict(entry.final_info or {})
+                self.reset_infos[entry.index] = dict(entry.info or {})
+                finals.append((entry.index, entry.final_obs))
         else:
             obs, rewards, terms, truncs, batched = self.venv.step(actions)
             ended = np.logical_or(terms, truncs)

@@ -77,9 +77,9 @@ class InfoColumns(Sequence):
             self._entries = self._unpack()
         return self._entries
 
-    def _unpack(self) -> list[InfoEntry]:
-        from vecenv.worker.group import InfoEntry
-
+    def info_dicts(self) -> list[dict]:
+        """Each env's info as a new dict, in the order of ``envs``, every value of the type the
+        env returned (read before the worker's next command)."""
         records, keys = self.records, self.keys
         rows: Any
         if all(kind in _PYTHON_SCALARS for kind in self.types):
@@ -87,11 +87,20 @@ class InfoColumns(Sequence):
         else:
             rows = zip(*[_column_values(records[key], kind) for key, kind in zip(keys, self.types, strict=True)],
                        strict=True)
-        return [InfoEntry(i, dict(zip(keys, row, strict=True)))
-                for i, row in zip(self.envs.tolist(), rows, strict=True)]
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
+    def _unpack(self) -> list[InfoEntry]:
+        from vecenv.worker.group import InfoEntry
+
+        return [InfoEntry(i, info) for i, info in zip(self.envs.tolist(), self.info_dicts(), strict=True)]
 
 
 _PYTHON_SCALARS = (bool, int, float)
+
+#: a step's info reports as they came, for a caller that wants them per env (the SB3 API): one
+#: env's :class:`~vecenv.worker.InfoEntry`, or several envs' infos as one :class:`InfoColumns`
+#: (a sequence of entries, whose :meth:`~InfoColumns.info_dicts` skips building them)
+InfoParts = list["InfoEntry | InfoColumns"]
 
 
 def _column_values(column: np.ndarray, kind: type) -> list:
