@@ -1,15 +1,19 @@
 """The floor of any process-based vector env on this machine: a minimal protocol, no engine.
 
     python benchmarks/protocol_floor.py                 # CartPole, 2 workers x 4 envs
+    python benchmarks/protocol_floor.py --env HalfCheetah-v5
+    python benchmarks/protocol_floor.py --env Pong      # ALE Pong, preprocessed as run_real.py's
     python benchmarks/protocol_floor.py --workers 1 --envs-per-worker 8
 
 Forks the workers, each stepping its envs with fixed actions, and drives them the cheapest ways
 there are: a byte on a pipe each way (both sides block in the kernel), or a counter in shared
-memory each way with ``sched_yield()`` while waiting. No action checks, no info batching, no
-copies, no crash detection. If vecenv's process backend (measured in the same run) is near these
-figures, what is left is the machine (cores, scheduler, wake-up cost), not vecenv's protocol.
-Prints µs per batched step, with serial stepping of the same envs in this process for scale;
-every round, with the machine and versions, goes to ``--json PATH`` (default
+memory each way with ``sched_yield()`` while waiting; the inline floor is the counters with the
+caller stepping one share of the envs itself (``workers - 1`` processes beside it, as vecenv's
+inline layout). No action checks, no info batching, no copies, no crash detection. If vecenv
+(measured in the same run, both layouts) is near these figures, what is left is the machine
+(cores, scheduler, wake-up cost, how evenly the shares finish), not vecenv's protocol. Prints µs
+per batched step, with serial stepping of the same envs in this process for scale; every round,
+with the machine and versions, goes to ``--json PATH`` (default
 ``benchmarks/results/protocol_floor.json``). Linux only (``os.fork``).
 """
 
@@ -21,37 +25,60 @@ import os
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from shared_bench.targets import target
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-def _step_all(envs: list[gym.Env]) -> None:
-    for env in envs:
-        _, _, terminated, truncated, _ = env.step(0)
+#: one fixed action per env (index k of a share): each env is stepped with the same one throughout
+Envs = list[tuple[gym.Env, Any]]
+
+
+def _step_all(envs: Envs) -> None:
+    for env, action in envs:
+        _, _, terminated, truncated, _ = env.step(action)
         if terminated or truncated:
             env.reset()
 
 
-def _make(env_id: str, k: int) -> list[gym.Env]:
-    envs = [gym.make(env_id) for _ in range(k)]
-    for i, env in enumerate(envs):
+def _make(env_id: str, k: int, first: int = 0) -> Envs:
+    """Envs ``first .. first+k-1`` of the batch, reset with their index as seed, with their actions."""
+    envs = []
+    for i in range(first, first + k):
+        env = target(env_id).env_fn()
         env.reset(seed=i)
+        envs.append((env, _action(env.action_space, i)))
     return envs
 
 
+def _action(space: gym.Space, i: int) -> Any:
+    """Env ``i``'s fixed action."""
+    space.seed(i)
+    return space.sample()
+
+
+def _batch_actions(space: gym.Space, n: int) -> np.ndarray:
+    """The actions :func:`_make` gives envs ``0 .. n-1``, as one batch for a vector env."""
+    return np.stack([np.asarray(_action(space, i)) for i in range(n)])
+
+
 def floor(mode: str, env_id: str, workers: int, per_worker: int, steps: int) -> float:
-    """µs per batched step with ``mode`` "block" (pipes) or "yield" (shared counters)."""
+    """µs per batched step with ``mode`` "block" (pipes), "yield" (shared counters) or "inline"
+    (shared counters; the caller steps the last share, ``workers - 1`` processes the others)."""
+    inline = mode == "inline"
+    workers -= inline
     commands = [os.pipe() for _ in range(workers)]
     replies = os.pipe()
-    block = mmap.mmap(-1, 64 * 8 * workers)
-    ctrl = np.frombuffer(block, np.int64).reshape(workers, 64)  # a cache line apart: [w, 0] / [w, 8]
+    block = mmap.mmap(-1, 64 * 8 * max(1, workers))
+    ctrl = np.frombuffer(block, np.int64)[: 64 * workers].reshape(workers, 64)  # a cache line apart: [w, 0] / [w, 8]
     pids = []
     for w in range(workers):
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child
-            envs = _make(env_id, per_worker)
+            envs = _make(env_id, per_worker, w * per_worker)
             seq = 0
             while True:
                 if mode == "block":
@@ -69,6 +96,7 @@ def floor(mode: str, env_id: str, workers: int, per_worker: int, steps: int) -> 
                 else:
                     ctrl[w, 8] = seq
         pids.append(pid)
+    own = _make(env_id, per_worker, workers * per_worker) if inline else []
 
     def step(seq: int) -> None:
         if mode == "block":
@@ -79,6 +107,7 @@ def floor(mode: str, env_id: str, workers: int, per_worker: int, steps: int) -> 
                 got += len(os.read(replies[0], workers - got))
         else:
             ctrl[:, 0] = seq
+            _step_all(own)
             while not (ctrl[:, 8] == seq).all():
                 os.sched_yield()
 
@@ -112,13 +141,15 @@ def serial(env_id: str, n: int, steps: int) -> float:
     return (time.perf_counter() - t) / steps * 1e6
 
 
-def vecenv_process(env_id: str, workers: int, n: int, steps: int) -> float:
-    """The same envs and actions through ``vecenv.ProcessVectorEnv`` (its defaults otherwise)."""
+def vecenv_process(env_id: str, workers: int, n: int, steps: int, inline: bool = False) -> float:
+    """The same envs and actions through ``vecenv.ProcessVectorEnv`` (its defaults otherwise;
+    ``inline``: the caller steps the last share)."""
     import vecenv
 
-    with vecenv.ProcessVectorEnv([lambda: gym.make(env_id)] * n, num_workers=workers, context="fork") as envs:
+    env_fn = target(env_id).env_fn
+    with vecenv.ProcessVectorEnv([env_fn] * n, num_workers=workers, context="fork", inline=inline) as envs:
         envs.reset(seed=0)
-        actions = np.zeros(n, dtype=np.int64)
+        actions = _batch_actions(envs.single_action_space, n)
         for _ in range(200):
             envs.step(actions)
         t = time.perf_counter()
@@ -142,7 +173,9 @@ def main(argv: list[str] | None = None) -> None:
         "serial (this process)": lambda: serial(args.env, n, args.steps),
         "floor: block (pipes)": lambda: floor("block", args.env, args.workers, args.envs_per_worker, args.steps),
         "floor: yield (counters)": lambda: floor("yield", args.env, args.workers, args.envs_per_worker, args.steps),
+        "floor: inline (counters)": lambda: floor("inline", args.env, args.workers, args.envs_per_worker, args.steps),
         "vecenv process": lambda: vecenv_process(args.env, args.workers, n, args.steps),
+        "vecenv inline": lambda: vecenv_process(args.env, args.workers, n, args.steps, inline=True),
     }
     results: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(args.rounds):  # interleaved, so drift of a shared machine hits all alike
@@ -150,9 +183,11 @@ def main(argv: list[str] | None = None) -> None:
             results[name].append(run())
     title = (f"{args.env}, {args.workers} workers x {args.envs_per_worker} envs, "
              f"{len(os.sched_getaffinity(0))} usable cores")
-    print(f"{title}; µs per batched step, median of {args.rounds} rounds")
+    print(f"{title}; µs per batched step, median of {args.rounds} rounds; x serial")
+    base = statistics.median(results["serial (this process)"])
     for name, values in results.items():
-        print(f"  {name:26s} {statistics.median(values):8.1f}   {[round(v) for v in values]}")
+        median = statistics.median(values)
+        print(f"  {name:26s} {median:8.1f}  {base / median:5.2f}x   {[round(v) for v in values]}")
     table = {
         "title": title,
         "unit": "µs per batched step",

@@ -378,7 +378,8 @@ def test_protocol_floor_writes_what_it_prints(tmp_path):
     data = _check_script_json(out, "protocol_floor.py", done)
     rows = data["tables"][0]["rows"]
     assert [r["contender"] for r in rows] == ["serial (this process)", "floor: block (pipes)",
-                                             "floor: yield (counters)", "vecenv process"]
+                                             "floor: yield (counters)", "floor: inline (counters)",
+                                             "vecenv process", "vecenv inline"]
     assert all(len(r["us_per_step"]) == 2 for r in rows)
 
 

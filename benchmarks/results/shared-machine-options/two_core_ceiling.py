@@ -2,6 +2,7 @@
 against one process stepping 8.
 
     python benchmarks/results/shared-machine-options/two_core_ceiling.py [--env HalfCheetah-v5] [--rounds 5]
+    python benchmarks/results/shared-machine-options/two_core_ceiling.py --env Pong   # run_real.py's Pong
 
 What a 2-core vector env could reach if its traffic cost nothing. Each round starts the
 processes, lets them build their envs, then starts every clock at one event; the sum of their
@@ -13,13 +14,17 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import statistics
+import sys
 import time
+from pathlib import Path
 
-import gymnasium as gym
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/: the bench targets
+
+from shared_bench.targets import target  # noqa: E402
 
 
 def run(name: str, k: int, seconds: float, go: mp.Event, out: mp.Queue) -> None:
-    envs = [gym.make(name) for _ in range(k)]
+    envs = [target(name).env_fn() for _ in range(k)]
     for i, env in enumerate(envs):
         env.reset(seed=i)
     actions = [env.action_space.sample() for env in envs]
