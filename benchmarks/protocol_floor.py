@@ -33,7 +33,7 @@ from shared_bench.targets import target
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-#: one fixed action per env (index k of a share): each env is stepped with the same one throughout
+#: each env with its fixed action (the one it is stepped with every step)
 Envs = list[tuple[gym.Env, Any]]
 
 
