@@ -62,6 +62,11 @@ class InfoColumns(Sequence):
         self.envs, self.keys, self.types, self.records, self.whole = envs, keys, types, records, whole
         self._entries: list[InfoEntry] | None = None
 
+    def again(self) -> InfoColumns:
+        """The same envs' infos read anew from the same records (a later step's values when the
+        records are a view of shared memory), without this one's unpacked entries."""
+        return InfoColumns(self.envs, self.keys, self.types, self.records, self.whole)
+
     def __len__(self) -> int:
         return len(self.envs)
 

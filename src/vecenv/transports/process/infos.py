@@ -288,9 +288,9 @@ class InfoReader:
         self.partition = partition
         self.schemas: list[dict[int, Schema]] = [{} for _ in partition]
         #: per worker, its rows' schema ids (as bytes) when every env holds one columnar schema,
-        #: and the chunk's parts (schema, envs, records): the usual step is recognised by one
-        #: comparison and handed over without building them again
-        self._uniform: list[tuple[bytes, Schema, np.ndarray, np.ndarray] | None] = [None for _ in partition]
+        #: and the chunk read then: the usual step is recognised by one comparison and handed over
+        #: as that chunk again, without building its parts again
+        self._uniform: list[tuple[bytes, InfoColumns] | None] = [None for _ in partition]
         self._wholes: dict[np.dtype, np.ndarray] = {}  # a columnar dtype -> every env's rows as records
 
     def add(self, start: int, stop: int) -> int:
@@ -311,8 +311,7 @@ class InfoReader:
         start, stop = self.partition[worker]
         uniform = self._uniform[worker]
         if reply is IN_BLOCK and uniform is not None and self.area.ids[start:stop].tobytes() == uniform[0]:
-            _, schema, envs, records = uniform
-            return StepReply(InfoColumns(envs, schema.keys, schema.types, records, self._whole(schema)), None)
+            return StepReply(uniform[1].again(), None)
         known = self.schemas[worker]
         for sid, sig in reply.schemas:
             known[sid] = Schema(sig)
@@ -328,8 +327,7 @@ class InfoReader:
                     if len(present) == stop - start:
                         chunk = self._columns(schema, start, stop)
                         chunk.envs.flags.writeable = False  # handed over again at each such step
-                        self._uniform[worker] = (np.array([[sid, 0]] * len(ids), np.int32).tobytes(), schema,
-                                                 chunk.envs, chunk.records)
+                        self._uniform[worker] = (np.array([[sid, 0]] * len(ids), np.int32).tobytes(), chunk)
                         return StepReply(chunk, reply.objects)
                     return StepReply(self._some_columns(schema, start, present), reply.objects)
         return StepReply(self._entries(known, reply, start, ids), reply.objects)
