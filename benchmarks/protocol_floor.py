@@ -46,9 +46,10 @@ def _step_all(envs: Envs) -> None:
 
 def _make(env_id: str, k: int, first: int = 0) -> Envs:
     """Envs ``first .. first+k-1`` of the batch, reset with their index as seed, with their actions."""
+    env_fn = target(env_id).env_fn
     envs = []
     for i in range(first, first + k):
-        env = target(env_id).env_fn()
+        env = env_fn()
         env.reset(seed=i)
         envs.append((env, _action(env.action_space, i)))
     return envs
