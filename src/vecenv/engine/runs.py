@@ -5,8 +5,13 @@ Two training runs started together (two seeds) each build their vector env while
 still importing or already waiting, so a look at the machine's load at that moment can miss the
 other run; its file cannot. A file names its process and that process's start time: a file whose
 process is gone, or whose pid now belongs to another process, is stale and is removed by the
-next reader. The directory is ``$VECENV_RUNS_DIR``, else ``vecenv-runs-UID`` in the temporary
-directory.
+next reader.
+
+The directory is ``$VECENV_RUNS_DIR``, else ``vecenv-runs`` in the user's runtime directory
+(``$XDG_RUNTIME_DIR``, Linux), else ``vecenv-runs-UID`` in the temporary directory. Another user
+could create that last one first, or plant links and FIFOs in it, so the registry is used only
+when the directory is this user's alone, and an entry is read only when it is a small regular
+file of this user's (:mod:`vecenv.private_files`); otherwise ``auto`` goes on without it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from vecenv.private_files import private_dir, read_private, remove_own, write_private
+
 __all__ = ["closed", "opened", "other_runs", "runs_dir", "starting"]
 
 _lock = threading.Lock()
@@ -26,9 +33,27 @@ _owner: int | None = None  # the pid whose file this process wrote (a forked chi
 _HAS_PROC = os.path.isdir("/proc/self")
 
 
+#: an entry holds a start time: anything longer is not one of ours
+_ENTRY_LIMIT = 64
+_PURPOSE = "its registry of live runs (backend='auto')"
+
+
 def runs_dir() -> str:
+    """Where the registry is meant to be (see the module docstring); :func:`_checked_dir` says
+    whether it can be used."""
+    chosen = os.environ.get("VECENV_RUNS_DIR")
+    if chosen:
+        return chosen
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isabs(runtime) and os.path.isdir(runtime):
+        return os.path.join(runtime, "vecenv-runs")
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return os.environ.get("VECENV_RUNS_DIR") or os.path.join(tempfile.gettempdir(), f"vecenv-runs-{uid}")
+    return os.path.join(tempfile.gettempdir(), f"vecenv-runs-{uid}")
+
+
+def _checked_dir() -> str | None:
+    """The registry's directory when it is this user's alone (created if missing), else None."""
+    return private_dir(runs_dir(), _PURPOSE)
 
 
 def _start_time(pid: int) -> str | None:
@@ -42,8 +67,34 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+def _windows_start_time(pid: int) -> str | None:
+    """Windows: a live process's creation time, or None when it is gone. Through a process
+    handle: ``os.kill(pid, 0)`` would send CTRL_C_EVENT there, or terminate the process."""
+    import ctypes
+    from ctypes import wintypes
+
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+    kernel32.OpenProcess.restype = wintypes.HANDLE
+    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+    if not handle:
+        return "" if ctypes.get_last_error() == 5 else None  # type: ignore[attr-defined]  # access denied: alive
+    try:
+        code = wintypes.DWORD()
+        times = [wintypes.FILETIME() for _ in range(4)]
+        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)) or code.value != 259:
+            return None  # 259: STILL_ACTIVE
+        if not kernel32.GetProcessTimes(handle, *(ctypes.byref(t) for t in times)):
+            return ""
+        return str(times[0].dwHighDateTime << 32 | times[0].dwLowDateTime)
+    finally:
+        kernel32.CloseHandle(handle)
+
+
 def _signalable(pid: int) -> str | None:
-    """Without /proc: "" when ``pid`` is a live process (its start time unknown), else None."""
+    """Without /proc: "" when ``pid`` is a live process (its start time unknown), else None;
+    on Windows its creation time."""
+    if os.name == "nt":
+        return _windows_start_time(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -60,12 +111,10 @@ def opened() -> None:
         _live += 1
         if _live == 1 or _owner != os.getpid():
             _owner = os.getpid()
-            try:
-                os.makedirs(runs_dir(), exist_ok=True)
-                with open(os.path.join(runs_dir(), str(_owner)), "w") as f:
-                    f.write(_start_time(_owner) or "")
-            except OSError:
-                pass  # an unwritable directory only hides this run from the others
+            directory = _checked_dir()
+            if directory is not None:  # else this run is only hidden from the others
+                now = _start_time(_owner) if _HAS_PROC else _signalable(_owner)
+                write_private(directory, str(_owner), (now or "").encode())
 
 
 def closed() -> None:
@@ -91,34 +140,32 @@ def starting() -> Iterator[None]:
 
 def _remove() -> None:
     if _owner == os.getpid():
-        try:
-            os.remove(os.path.join(runs_dir(), str(_owner)))
-        except OSError:
-            pass
+        remove_own(os.path.join(runs_dir(), str(_owner)))
 
 
 def other_runs() -> int:
-    """How many other processes on this machine have a live vector env (stale files removed)."""
+    """How many other processes on this machine have a live vector env (stale entries, and
+    anything in the directory that is not an entry of this user's, removed if ours)."""
+    directory = _checked_dir()
+    if directory is None:
+        return 0
     try:
-        names = os.listdir(runs_dir())
+        names = os.listdir(directory)
     except OSError:
         return 0
     count = 0
     for name in names:
         if not name.isdigit() or int(name) == os.getpid():
             continue
-        path = os.path.join(runs_dir(), name)
-        try:
-            with open(path) as f:
-                recorded = f.read().strip()
-        except OSError:
+        path = os.path.join(directory, name)
+        data = read_private(path, _ENTRY_LIMIT)
+        recorded = data.decode("ascii", "replace").strip() if data is not None else None
+        if recorded is None or not (recorded == "" or recorded.isdigit()):
+            remove_own(path)  # a link, a FIFO, a huge or foreign file: never an entry
             continue
         now = _start_time(int(name)) if _HAS_PROC else _signalable(int(name))
         if now is None or (recorded and now and now != recorded):
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+            remove_own(path)
             continue
         count += 1
     return count

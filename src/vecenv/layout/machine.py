@@ -27,6 +27,7 @@ import numpy as np
 from vecenv.engine import usable_cores
 from vecenv.layout import load
 from vecenv.layout.rule import MachineCosts
+from vecenv.private_files import private_dir, read_private, write_private
 
 #: machine costs are measured again after this many days
 COSTS_MAX_AGE_S = 30 * 86400
@@ -179,6 +180,10 @@ def _cache_dir() -> str:
     return os.path.join(root, "vecenv")
 
 
+#: a cache file holds a few numbers: anything larger is not one
+_CACHE_LIMIT = 64 * 1024
+
+
 def _machine_file(cores: int) -> str:
     from vecenv import __version__
 
@@ -262,21 +267,21 @@ def _save(path: str, costs: MachineCosts) -> None:
     """Write ``costs`` to the cache file (a cache that cannot be written only costs a new
     measurement next time)."""
     data = {k: v for k, v in asdict(costs).items() if k in _SAVED}
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    directory = private_dir(os.path.dirname(path), "its calibration cache")
+    if directory is not None:
+        write_private(directory, os.path.basename(path), json.dumps(data).encode())
 
 
 def _load(path: str) -> MachineCosts | None:
-    """The cached calibration, or None when there is none, it is unreadable or too old."""
+    """The cached calibration, or None when there is none, it is unreadable or too old (or not
+    a small regular file of this user's, in a directory only this user can write to)."""
+    if private_dir(os.path.dirname(path), "its calibration cache") is None:
+        return None
+    raw = read_private(path, _CACHE_LIMIT)
+    if raw is None:
+        return None
     try:
-        with open(path) as f:
-            data = json.load(f)
+        data = json.loads(raw)
         others = data.get("others_busy")
         (pa, pb), (ia, ib) = data["process_us"], data["inline_us"]  # ValueError unless pairs
         costs = MachineCosts(
@@ -284,6 +289,6 @@ def _load(path: str) -> MachineCosts | None:
             (float(ia), float(ib)), int(data["cores"]), float(data["measured_at"]),
             source="cache", others_busy=None if others is None else float(others),
         )
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
     return costs if time.time() - costs.measured_at < COSTS_MAX_AGE_S else None
