@@ -535,3 +535,91 @@ def test_docstring_example_runs():
         warnings.simplefilter("ignore")
         result = doctest.testmod(vecenv.envpool.pool, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+# ==================================================================== EnvPool's MuJoCo infos
+def _info_layout(infos: dict, prefix: str = "") -> dict[str, tuple[str, tuple[int, ...]]]:
+    """``{key: (dtype, shape)}`` of a batch's infos, nested keys joined with dots."""
+    out: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for key, value in infos.items():
+        if isinstance(value, dict):
+            out.update(_info_layout(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = (str(np.asarray(value).dtype), np.asarray(value).shape)
+    return out
+
+
+def _reset_and_step_infos(make, task_id: str, **kwargs) -> tuple[dict, dict, dict]:
+    """The infos of a 2-env pool's reset, of its first step and of a step where one env has
+    just been reset (EnvPool's autoreset), and close it."""
+    with warnings.catch_warnings():  # EnvPool's float64 Box bounds make gymnasium warn
+        warnings.simplefilter("ignore")
+        envs = make(task_id, num_envs=2, seed=0, **kwargs)
+    try:
+        _, reset_info = envs.reset()
+        zeros = np.zeros((2, *envs.action_space.shape), dtype=envs.action_space.dtype)
+        step_info = envs.step(zeros)[4]
+        envs.reset(np.array([0]))
+        mixed_info = envs.step(zeros)[4]
+    finally:
+        envs.close()
+    return reset_info, step_info, mixed_info
+
+
+MUJOCO_IDS = ["HalfCheetah-v5", "Hopper-v5", "Ant-v5"]
+
+
+class TaggedInfos(gym.Wrapper):
+    """A user's wrapper adding an info key of its own on reset and step."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        return obs, {**info, "tag": 7}
+
+    def step(self, action):
+        *out, info = self.env.step(action)
+        return (*out, {**info, "tag": 7})
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("task_id", MUJOCO_IDS)
+@pytest.mark.parametrize("backend", ["serial", "process"])
+def test_mujoco_infos_match_envpools_keys_and_dtypes(task_id, backend):
+    """EnvPool's MuJoCo ids return EnvPool's info keys on reset and on step, with its dtypes
+    (HalfCheetah-v5: reward_ctrl, reward_run, x_position, x_velocity; float64), through
+    vecenv.envpool.make on either backend; checked against EnvPool's own build."""
+    pytest.importorskip("mujoco", reason="MuJoCo is not installed (pip install 'vecenv[sims]')")
+    real = pytest.importorskip("envpool", reason="EnvPool is not installed (pip install envpool==1.2.5)")
+    kwargs = {"backend": "serial"} if backend == "serial" else PROCESS
+    ours = _reset_and_step_infos(envpool.make_gymnasium, task_id, **kwargs)
+    theirs = _reset_and_step_infos(real.make_gymnasium, task_id)
+    for what, mine, reference in zip(("reset", "step", "step after a reset"), ours, theirs, strict=True):
+        assert _info_layout(mine) == _info_layout(reference), what
+
+
+@pytest.mark.timeout(120)
+def test_mujoco_infos_without_envpool_installed():
+    """The same keys as EnvPool 1.2.5 (recorded), reset and step alike, renamed from gymnasium's:
+    HalfCheetah's reward_run is gymnasium's reward_forward (= x_velocity, weight 1); Hopper's
+    gymnasium-only keys are left out; a wrapper's own keys pass through."""
+    pytest.importorskip("mujoco", reason="MuJoCo is not installed (pip install 'vecenv[sims]')")
+    expected = {
+        "HalfCheetah-v5": {"reward_ctrl", "reward_run", "x_position", "x_velocity"},
+        "Hopper-v5": {"x_position", "x_velocity"},
+        "Ant-v5": {"distance_from_origin", "reward_contact", "reward_ctrl", "reward_forward",
+                   "reward_survive", "x_position", "x_velocity", "y_position", "y_velocity"},
+    }
+    pool_keys = {"env_id", "players", "elapsed_step"}
+    for task_id, keys in expected.items():
+        for infos in _reset_and_step_infos(envpool.make_gymnasium, task_id, backend="serial"):
+            assert set(infos) == keys | pool_keys, task_id
+            assert all(infos[k].dtype == np.float64 and infos[k].shape == (2,) for k in keys)
+    _, step, _ = _reset_and_step_infos(envpool.make_gymnasium, "HalfCheetah-v5", backend="serial")
+    np.testing.assert_array_equal(step["reward_run"], step["x_velocity"])
+    assert step["x_velocity"].any()
+
+    reset, step, _ = _reset_and_step_infos(envpool.make_gymnasium, "Hopper-v5", backend="serial",
+                                           wrappers=[TaggedInfos])
+    assert set(reset) == set(step) == {"x_position", "x_velocity", "tag"} | pool_keys
+    assert step["tag"].tolist() == [7, 7]
+    assert envpool.make_spec("HalfCheetah-v5").id == "HalfCheetah-v5"

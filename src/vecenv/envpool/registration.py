@@ -22,6 +22,7 @@ from vecenv.envpool.atari import (
     check_atari_options,
 )
 from vecenv.envpool.checks import check_seeds, is_int
+from vecenv.envpool.mujoco import EnvPoolMujocoInfos, mujoco_task
 from vecenv.envpool.pool import EnvPool
 from vecenv.envpool.spec import EnvSpec
 from vecenv.envpool.styles import GymEnvPool, GymnasiumEnvPool
@@ -273,6 +274,9 @@ def _target(task: Any, env_kwargs: dict[str, Any], max_episode_steps: int | None
             max_episode_steps = gym_spec.max_episode_steps
         if reward_threshold is None:
             reward_threshold = gym_spec.reward_threshold
+        mujoco = mujoco_task(task)
+        if mujoco is not None:  # EnvPool's info keys and dtypes, before the caller's wrappers
+            wrappers.insert(0, partial(EnvPoolMujocoInfos, task=mujoco))
         return _Target(task, task, env_kwargs, max_episode_steps, reward_threshold, gym_spec,
                        shown=env_kwargs)
     if callable(task):
