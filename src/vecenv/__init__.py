@@ -17,6 +17,7 @@ from vecenv.engine import SpaceMismatchError, VectorEnv
 from vecenv.errors import (
     ClosedEnvironmentError,
     EnvError,
+    MainGuardError,
     StepTimeoutError,
     VecEnvError,
     WorkerDiedError,
@@ -42,6 +43,7 @@ __all__ = [
     "ThreadVectorEnv",
     "VecEnvError",
     "VectorEnv",
+    "MainGuardError",
     "WorkerDiedError",
     "available_backends",
     "make",

@@ -26,6 +26,7 @@ __all__ = [
     "AlreadyPendingCallError",
     "ClosedEnvironmentError",
     "EnvError",
+    "MainGuardError",
     "NoAsyncCallError",
     "StepTimeoutError",
     "VecEnvError",
@@ -243,6 +244,12 @@ class WorkerDiedError(VecEnvError):
 
     def __reduce__(self):
         return (type(self), (self.worker, self.env_indices, self.exitcode))
+
+
+class MainGuardError(VecEnvError):
+    """A process backend was started where its workers would run the caller's script again
+    (``spawn`` and ``forkserver`` import the main script in every worker); the message names
+    the line and the fix."""
 
 
 class StepTimeoutError(VecEnvError, TimeoutError):

@@ -56,8 +56,11 @@ def one_caller(method: _F) -> _F:
                 raise RuntimeError(_refusal(owner, name))
             return method(self, *args, **kwargs)
         finally:  # no call here: a signal handler runs only at calls and loops, and must not skip this
-            if 0 in slot and slot[0] is token:
-                del slot[0]
+            try:  # one read: another thread may give its token back between a test and a read
+                if slot[0] is token:
+                    del slot[0]  # only this thread ever removes this token
+            except KeyError:
+                pass
 
     return guarded  # type: ignore[return-value]
 

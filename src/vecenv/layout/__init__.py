@@ -60,6 +60,7 @@ from vecenv.layout.rule import (
     decide,
     forced,
 )
+from vecenv.transports.process.mainguard import script_rerun_line
 
 __all__ = [
     "FORCE_VAR",
@@ -90,6 +91,11 @@ def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str
     if len(allowed) == 1 and allowed[0] != "serial":
         w = max(1, min(n, workers or cores))
         return Layout(backend_of(allowed[0]), w, allowed[0] == "inline", narrowed)
+    if "serial" in allowed and script_rerun_line(backend_kwargs.get("context")) is not None:
+        allowed, narrowed = ["serial"], (
+            "worker processes would run this script again: it creates the vector env outside "
+            '`if __name__ == "__main__":` (put it there to let auto use processes)'
+        )
     if allowed == ["serial"] or (n == 1 and "serial" in allowed):
         return Layout("serial", 1, False, narrowed or "one env")
     before = others_busy()  # read again after the probe and calibration: the larger counts

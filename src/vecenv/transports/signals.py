@@ -15,6 +15,9 @@ Holding back takes two means, because a mask alone does not hold:
   mask or not.
 
 Only the main thread runs signal handlers, so in any other thread nothing can cut in.
+
+A section is a function call (:func:`deferred`), not a ``with`` block: putting things back must
+hold wherever a handler raises, its very first bytecode included (see :func:`_held`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from __future__ import annotations
 import importlib
 import signal
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 # the C functions: signal's wrappers turn every returned mask into enum members, far slower
 # (docs/measurements/2026-11-23-2core-epyc-signal-sections.md)
@@ -32,7 +36,7 @@ try:
 except ImportError:  # pragma: no cover - interpreters without the C module
     _native = signal
 
-__all__ = ["deferred_signals", "quiet_children"]
+__all__ = ["deferred", "quietly_started"]
 
 _MASKS = hasattr(signal, "pthread_sigmask")
 _ALL = frozenset(signal.valid_signals()) if _MASKS else frozenset()
@@ -40,11 +44,14 @@ _sigmask: Any = _native.pthread_sigmask if _MASKS else None
 
 
 class _Section:
-    """A block that signal handlers cannot cut in two (see the module docstring).
+    """Signal handlers held back (see the module docstring) between :meth:`begin` and
+    :meth:`end`; only :func:`_held` uses it.
 
     ``signums`` are blocked in the calling thread (any thread: a process started meanwhile
     inherits the mask); in the main thread SIGINT is also held, unless it is ignored or its
-    handler was installed from C. ``main_only``: do nothing outside the main thread.
+    handler was installed from C. ``main_only``: do nothing outside the main thread. Every change
+    is recorded before it is made and forgotten only once it is undone, so ending twice is
+    harmless and ending after a half-done begin undoes just what was done.
     """
 
     __slots__ = ("signums", "main_only", "old_mask", "old_handler", "noted")
@@ -59,34 +66,56 @@ class _Section:
     def _note(self, signum: int, frame: Any) -> None:
         self.noted = True
 
-    def __enter__(self) -> None:
-        # Every change is recorded before it is made: a handler may raise between two bytecodes
-        # (a SIGINT is noted by then, not another signal), and __exit__ must undo what was done.
-        try:
-            main = threading.current_thread() is threading.main_thread()
-            if main:
-                handler = _native.getsignal(signal.SIGINT)
-                if handler is not None and handler != signal.SIG_IGN:
-                    self.old_handler = handler
-                    _native.signal(signal.SIGINT, self._note)
-            if _MASKS and (main or not self.main_only):
-                self.old_mask = _sigmask(signal.SIG_BLOCK, ())  # changes nothing: cannot raise after a change
-                _sigmask(signal.SIG_BLOCK, self.signums)
-        except BaseException:
-            self.__exit__()
-            raise
+    def begin(self) -> None:
+        main = threading.current_thread() is threading.main_thread()
+        if main:
+            handler = _native.getsignal(signal.SIGINT)
+            if handler is not None and handler != signal.SIG_IGN:
+                self.old_handler = handler
+                _native.signal(signal.SIGINT, self._note)
+        if _MASKS and (main or not self.main_only):
+            self.old_mask = _sigmask(signal.SIG_BLOCK, ())  # changes nothing: cannot raise after a change
+            _sigmask(signal.SIG_BLOCK, self.signums)
 
-    def __exit__(self, *exc: object) -> None:
+    def end(self) -> None:
+        """Put back the handler and then the mask, whichever are still changed; then raise what
+        a due handler raised meanwhile, or a Ctrl-C that was noted."""
+        error = None
         try:
             if self.old_handler is not None:
                 error = _put_back(signal.SIGINT, self.old_handler)
-                if self.noted:  # waits in this thread's mask, if it blocks SIGINT, until below
-                    signal.raise_signal(signal.SIGINT)
-                if error is not None:
-                    raise error
+                self.old_handler = None
         finally:
             if self.old_mask is not None:
                 _sigmask(signal.SIG_SETMASK, self.old_mask)
+                self.old_mask = None
+        if self.noted:  # its handler and the mask are back: the Ctrl-C comes now
+            self.noted = False
+            signal.raise_signal(signal.SIGINT)
+        if error is not None:
+            raise error
+
+
+_T = TypeVar("_T")
+
+
+def _held(section: _Section, fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
+    """``fn(*args)`` inside ``section``.
+
+    Ended twice, in two ``finally`` clauses of this frame: CPython runs due handlers as any
+    Python function starts (since 3.12 also after most calls), so one can raise as the first
+    :meth:`_Section.end` begins, before any line of it runs; the second then undoes it all. A
+    context manager could not do this: its ``__exit__`` is such a function, and nothing of the
+    caller's runs after it.
+    """
+    try:
+        try:
+            section.begin()
+            return fn(*args)
+        finally:
+            section.end()
+    finally:
+        section.end()
 
 
 def _put_back(signum: int, handler: Any) -> BaseException | None:
@@ -105,12 +134,12 @@ def _put_back(signum: int, handler: Any) -> BaseException | None:
             return error
 
 
-def deferred_signals() -> _Section:
-    """Hold back signal handlers (in the main thread) until the block ends.
+def deferred(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` with signal handlers held back (in the main thread) until it returns.
 
-    Elsewhere it does nothing: handlers run in the main thread only, so nothing can cut in.
+    Elsewhere it only calls ``fn``: handlers run in the main thread only, so nothing can cut in.
     """
-    return _Section(_ALL, main_only=True)
+    return _held(_Section(_ALL, main_only=True), fn, args)
 
 
 def _start_resource_tracker() -> None:
@@ -126,9 +155,9 @@ def _start_resource_tracker() -> None:
     resource_tracker.ensure_running()
 
 
-def quiet_children(exec_based: bool) -> _Section:
-    """Start processes that cannot get a ``KeyboardInterrupt`` before their own code runs, and
-    that cannot take one from the caller.
+def quietly_started(exec_based: bool, fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)``, which starts processes: they cannot get a ``KeyboardInterrupt`` before
+    their own code runs, and cannot take one from the caller.
 
     Ctrl-C reaches every process of the terminal's process group, and a worker that is still
     importing would print a traceback of its own. A child inherits the starting thread's signal
@@ -141,4 +170,4 @@ def quiet_children(exec_based: bool) -> _Section:
     """
     if exec_based and _MASKS:
         _start_resource_tracker()
-    return _Section(frozenset({signal.SIGINT}), main_only=False)
+    return _held(_Section(frozenset({signal.SIGINT}), main_only=False), fn, args)

@@ -23,7 +23,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.transport import Transport
 from vecenv.spaces import StepBuffers
-from vecenv.transports.signals import deferred_signals
+from vecenv.transports.signals import deferred
 from vecenv.worker import EnvDescription, EnvGroup
 from vecenv.worker.commands import Command
 
@@ -124,9 +124,11 @@ class ThreadTransport(Transport):
             worker.group.attach(buffers.rows(start, stop))  # type: ignore[union-attr]
 
     def submit(self, worker: int, command: Command) -> None:
-        with deferred_signals():  # queued and counted, or neither
-            self.workers[worker].inbox.put(command)
-            self._sent[worker] = self._sent.get(worker, 0) + 1
+        deferred(self._queue, worker, command)  # queued and counted, or neither
+
+    def _queue(self, worker: int, command: Command) -> None:
+        self.workers[worker].inbox.put(command)
+        self._sent[worker] = self._sent.get(worker, 0) + 1
 
     def outstanding(self, worker: int) -> bool:
         return self._sent.get(worker, 0) != self._taken.get(worker, 0)
@@ -168,7 +170,7 @@ class ThreadTransport(Transport):
     def settle(self, worker: int, timeout: float | None) -> bool:
         """Let ``worker`` serve everything it was given, drop the reply, and count afresh.
 
-        ``deferred_signals`` holds SIGINT back wherever it lands, but other signals only in the
+        ``deferred`` holds SIGINT back wherever it lands, but other signals only in the
         calling thread: one the kernel delivers to another thread still runs its handler in the
         main thread at once, so an interruption can land between queueing a command and counting
         it. The counters may then disagree with the worker; a barrier queued behind everything

@@ -23,9 +23,10 @@ from vecenv.transports.process.child import worker_main
 from vecenv.transports.process.control import ControlBlock, default_spin
 from vecenv.transports.process.envfns import EnvFnPicklingError
 from vecenv.transports.process.infos import IN_BLOCK, BlockReply, InfoBlock, InfoReader
+from vecenv.transports.process.mainguard import check_main_guard
 from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, Wake
 from vecenv.transports.process.shm import SharedBlock, aligned
-from vecenv.transports.signals import deferred_signals, quiet_children
+from vecenv.transports.signals import deferred, quietly_started
 from vecenv.worker import EnvDescription
 from vecenv.worker.commands import NO_REPLY, Close, Command, GivenStep, Step
 
@@ -80,6 +81,7 @@ class ProcessTransport(Transport):
 
     # ------------------------------------------------------------ start
     def launch(self) -> list[EnvDescription]:
+        check_main_guard(self.start_method)
         if self.spin_us is None:
             self.main_spin, self.worker_spin = default_spin(self.num_workers)
         else:
@@ -112,27 +114,32 @@ class ProcessTransport(Transport):
         # PR_SET_PDEATHSIG follows the parent *thread*: only safe for the main thread or the fork server
         tie = self.start_method == "forkserver" or threading.current_thread() is threading.main_thread()
         # Ctrl-C is the caller's: workers start deaf to it, and it waits until the worker is recorded
-        with quiet_children(not forked):
-            try:
-                process = self.ctx.Process(
-                    target=worker_main,
-                    args=(self.first_worker + w, child, fns, start, self.autoreset_mode,
-                          (self.worker_spin, self.yield_s), os.getpid(), parent if forked else None, tie),
-                    name=f"vecenv-worker-{self.first_worker + w}",
-                    daemon=self.daemon,
-                )
-                process.start()
-            except BaseException:
-                parent.close()
-                raise
-            finally:
-                child.close()
-            peer = wire.Peer(parent, process.sentinel)
-            if w < len(self.processes):
-                self.processes[w], self.peers[w] = process, peer
-            else:
-                self.processes.append(process)
-                self.peers.append(peer)
+        quietly_started(not forked, self._start, w, parent, child, fns, forked, tie)
+
+    def _start(self, w: int, parent: socket.socket, child: socket.socket, fns: Any, forked: bool,
+               tie: bool) -> None:
+        """Start worker ``w``'s process and record it (quietly: see :meth:`_spawn`)."""
+        start, _ = self.partition[w]
+        try:
+            process = self.ctx.Process(
+                target=worker_main,
+                args=(self.first_worker + w, child, fns, start, self.autoreset_mode,
+                      (self.worker_spin, self.yield_s), os.getpid(), parent if forked else None, tie),
+                name=f"vecenv-worker-{self.first_worker + w}",
+                daemon=self.daemon,
+            )
+            process.start()
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        peer = wire.Peer(parent, process.sentinel)
+        if w < len(self.processes):
+            self.processes[w], self.peers[w] = process, peer
+        else:
+            self.processes.append(process)
+            self.peers.append(peer)
 
     def _handshake(self, w: int, deadline: float | None, phase: str) -> Any:
         """Read a reply sent outside the counters (the description, the attach) by ``deadline``;
@@ -222,12 +229,14 @@ class ProcessTransport(Transport):
             start, stop = self.partition[worker]
             objects = self._buffers.actions.rows(start, stop).get_objects()
         data = wire.frame(Frame.MESSAGE, cloudpickle.dumps((command, objects), wire.PROTOCOL))
-        with deferred_signals():  # posted and written, or neither
-            ctrl.post(worker, Op.COMMAND)
-            try:
-                self.peers[worker].write(data)
-            except EOFError:
-                self._mark_dead(worker)
+        deferred(self._post_message, worker, data)  # posted and written, or neither
+
+    def _post_message(self, worker: int, data: bytes) -> None:
+        self.ctrl.post(worker, Op.COMMAND)
+        try:
+            self.peers[worker].write(data)
+        except EOFError:
+            self._mark_dead(worker)
 
     def outstanding(self, worker: int) -> bool:
         ctrl = self.ctrl
@@ -311,16 +320,18 @@ class ProcessTransport(Transport):
             if kind == Reply.INFOS and ctrl.take(worker, Reply.INFOS):
                 return self._infos.take(worker, IN_BLOCK)
             return NO_REPLY
-        with deferred_signals():  # read and marked taken, or neither
-            try:
-                data = self._read(worker, FRAME_TIMEOUT)
-            except TimeoutError:  # _read ended the worker (another signal's handler cut a read short)
-                raise self._died(worker, f"ended, its reply stalled for {FRAME_TIMEOUT:g} s") from None
-            ctrl.take(worker, Reply.MESSAGE)
-        value = self._unpack(worker, data)
+        value = self._unpack(worker, deferred(self._take_message, worker))  # read and marked taken, or neither
         if type(value) is BlockReply:
             return self._infos.take(worker, value)
         return value
+
+    def _take_message(self, worker: int) -> bytes:
+        try:
+            data = self._read(worker, FRAME_TIMEOUT)
+        except TimeoutError:  # _read ended the worker (another signal's handler cut a read short)
+            raise self._died(worker, f"ended, its reply stalled for {FRAME_TIMEOUT:g} s") from None
+        self.ctrl.take(worker, Reply.MESSAGE)
+        return data
 
     def _unpack(self, worker: int, data: bytes) -> Any:
         try:
