@@ -443,3 +443,162 @@ def test_bench_json_lists_warnings_only_when_there_were_some():
     quiet = run_bench(BenchConfig(envs=[resolve_env("CartPole-v1")], contenders=[vecenv_contender("serial")],
                                   num_envs=[2], steps=10, rounds=1))
     assert quiet.warnings == [] and "warnings" not in run_to_json(quiet)
+
+
+# ==================================================================== PufferLib as a peer
+def _pufferlib():
+    """Skip unless pufferlib.vector imports (pip install --no-deps pufferlib-core psutil)."""
+    from vecenv.bench import puffer
+
+    try:
+        puffer.import_pufferlib()
+    except ImportError as exc:
+        pytest.skip(f"PufferLib is not usable here: {exc}")
+    return puffer
+
+
+@pytest.mark.parametrize(
+    ("peer", "cores", "num_envs", "batch", "expected"),
+    [
+        ("pufferlib-serial", 2, 8, None, (1, None)),
+        ("pufferlib-mp", 2, 8, None, (2, None)),
+        ("pufferlib-mp", 16, 64, None, (16, None)),
+        ("pufferlib-mp", 16, 8, None, (8, None)),
+        ("pufferlib-mp", 4, 6, None, (3, None)),
+        ("pufferlib-async", 2, 8, None, (2, 4)),
+        ("pufferlib-async", 16, 16, None, (16, 8)),
+        ("pufferlib-async", 16, 64, None, (16, 32)),
+        ("pufferlib-async", 4, 8, 2, (4, 2)),
+    ],
+)
+def test_pufferlib_layout_is_one_pufferlib_accepts(monkeypatch, peer, cores, num_envs, batch, expected):
+    """Workers: at most the physical cores (PufferLib refuses more), dividing num_envs and, for
+    the async pool, the batch into whole workers (num_envs // 2 by default, PufferLib's "auto")."""
+    from vecenv.bench import puffer
+
+    monkeypatch.setattr(puffer, "physical_cores", lambda: cores)
+    assert puffer.puffer_layout(peer, num_envs, batch) == expected
+
+
+def test_pufferlib_layouts_it_would_refuse_are_skipped_with_the_reason(monkeypatch):
+    from vecenv.bench import puffer
+
+    monkeypatch.setattr(puffer, "physical_cores", lambda: 1)
+    with pytest.raises(ValueError, match="2 workers or more"):
+        puffer.puffer_layout("pufferlib-async", 8)
+    with pytest.raises(ValueError, match="refuses 4 workers on 1 physical cores"):
+        puffer.puffer_layout("pufferlib-mp", 8, num_workers=4)
+    monkeypatch.setattr(puffer, "physical_cores", lambda: 4)
+    with pytest.raises(ValueError, match="divisible by batch_size"):
+        puffer.puffer_layout("pufferlib-async", 8, 3)
+    with pytest.raises(ValueError, match="between 1 and num_envs - 1"):
+        puffer.puffer_layout("pufferlib-async", 8, 8)
+    with pytest.raises(ValueError, match="takes no batch_size"):
+        peer_contender("pufferlib-serial", batch_size=2)
+    assert peer_contender("pufferlib-mp", num_workers=1).name == "pufferlib-mp[w=1]"
+    assert peer_contender("pufferlib-async", batch_size=2).name == "pufferlib-async[b=2]"
+
+
+def test_pufferlib_not_installed_says_how_to_install(monkeypatch):
+    from vecenv.bench import contenders
+
+    monkeypatch.setattr(contenders, "_installed", lambda module: module != "pufferlib")
+    why = contenders.peer_unavailable("pufferlib-mp")
+    assert why == ("pufferlib is not installed (pip install --no-deps pufferlib-core psutil "
+                   "(see docs/bench.md#pufferlib))")
+    assert contenders.peer_unavailable("gym-sync") is None
+
+
+@pytest.mark.timeout(120)
+def test_bench_prints_pufferlib_rows_beside_the_others(tmp_path, capsys):
+    """Where PufferLib is installed, `vecenv bench` measures its Serial, Multiprocessing and async
+    pool beside gymnasium's and vecenv's, with positive figures and ratios."""
+    import json
+
+    from vecenv.cli import main
+
+    _pufferlib()
+    out_json = tmp_path / "bench.json"
+    code = main([
+        "bench", "CartPole-v1", "--num-envs", "4", "--seconds", "0.2", "--rounds", "1",
+        "--backends", "serial", "--compare", "gym-sync,pufferlib-serial,pufferlib-mp,pufferlib-async",
+        "--quiet", "--json", str(out_json),
+    ])
+    assert code == 0
+    out = capsys.readouterr().out
+    for name in ("pufferlib-serial", "pufferlib-mp", "pufferlib-async"):
+        assert name in out
+    results = {r["contender"]: r for r in json.loads(out_json.read_text())["results"]}
+    for name in ("pufferlib-serial", "pufferlib-mp", "pufferlib-async"):
+        r = results[name]
+        assert r["status"] == "ok", r
+        assert r["median_steps_per_s"] > 0 and r["vs_gym_sync"] > 0
+    assert results["pufferlib-serial"]["num_workers"] == 1
+    assert results["pufferlib-mp"]["num_workers"] >= 1
+    assert json.loads(out_json.read_text())["versions"]["pufferlib-core"]
+
+
+@pytest.mark.timeout(120)
+def test_bench_lists_pufferlib_by_default_when_installed():
+    """No --compare: every installed peer, PufferLib's three among them."""
+    from vecenv.cli.options import parse_peers
+
+    _pufferlib()
+    assert {"pufferlib-serial", "pufferlib-mp", "pufferlib-async"} <= set(parse_peers(None))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("peer", ["pufferlib-serial", "pufferlib-mp", "pufferlib-async"])
+def test_pufferlib_driver_steps_the_env_and_leaves_no_process(peer):
+    _pufferlib()
+    contender = peer_contender(peer)
+    round_, workers = measure(contender, resolve_env(f"{__name__}:make_small_busy"), 4, steps=40, seconds=None)
+    rows = 2 if peer == "pufferlib-async" else 4
+    assert round_.env_steps == 40 and round_.steps_per_s > 0 and workers >= 1
+    assert round_.env_steps % rows == 0
+
+
+@pytest.mark.timeout(60)
+def test_pufferlib_dead_worker_is_an_error_not_a_hang():
+    """PufferLib's recv spins forever on a dead worker; the driver's watchdog ends the spin and
+    the run fails naming the worker, within a bounded time, and closes every process."""
+    import os
+    import signal
+
+    from vecenv.bench.puffer import PufferLibFailure
+
+    _pufferlib()
+    driver = peer_contender("pufferlib-mp").build(resolve_env(f"{__name__}:make_small_busy"), 4, 0)
+    try:
+        driver.reset(0)
+        assert driver.run(5, float("inf")) == 5
+        os.kill(driver.envs.processes[0].pid, signal.SIGKILL)
+        t0 = time.perf_counter()
+        with pytest.raises(PufferLibFailure, match=r"worker 0 \(pid \d+\) exited with code -9"):
+            driver.run(10**9, float("inf"))
+        assert time.perf_counter() - t0 < 10
+    finally:
+        driver.close()
+    assert all(p.exitcode is not None for p in driver.envs.processes)
+
+
+@pytest.mark.timeout(60)
+def test_pufferlib_stalled_worker_is_an_error_not_a_hang(monkeypatch):
+    import os
+    import signal
+
+    from vecenv.bench import puffer
+
+    _pufferlib()
+    driver = peer_contender("pufferlib-mp").build(resolve_env(f"{__name__}:make_small_busy"), 4, 0)
+    stopped = driver.envs.processes[-1].pid
+    try:
+        driver.reset(0)
+        monkeypatch.setattr(puffer, "STALL_SECONDS", 0.5)  # after the workers' start, however slow
+        os.kill(stopped, signal.SIGSTOP)
+        with pytest.raises(puffer.PufferLibFailure, match="returned no step for 0.5 s"):
+            driver.run(10**9, float("inf"))
+    finally:
+        os.kill(stopped, signal.SIGCONT)
+        driver.close()
+    assert all(p.exitcode is not None for p in driver.envs.processes)

@@ -20,6 +20,15 @@ from gymnasium.vector.utils import batch_space
 
 import vecenv
 from vecenv.bench.envs import EnvTarget
+from vecenv.bench.puffer import (
+    INSTALL,
+    PUFFER_PEERS,
+    build_puffer,
+    puffer_close,
+    puffer_reset,
+    puffer_steps,
+    puffer_unsupported,
+)
 
 __all__ = [
     "PEERS",
@@ -41,10 +50,16 @@ PEERS: dict[str, str] = {
     "sb3-dummy": "stable_baselines3 DummyVecEnv",
     "sb3-subproc": "stable_baselines3 SubprocVecEnv",
     "envpool": "envpool (gymnasium API)",
+    **PUFFER_PEERS,
 }
 
-#: peer name -> the module it needs
-_PEER_MODULES = {"sb3-dummy": "stable_baselines3", "sb3-subproc": "stable_baselines3", "envpool": "envpool"}
+#: peer name -> the modules it needs
+_PEER_MODULES: dict[str, tuple[str, ...]] = {
+    "sb3-dummy": ("stable_baselines3",), "sb3-subproc": ("stable_baselines3",), "envpool": ("envpool",),
+    **{name: ("pufferlib", "psutil") for name in PUFFER_PEERS},
+}
+#: peer name -> how to install what it needs, where ``pip install MODULE`` is not it
+_PEER_INSTALL = dict.fromkeys(PUFFER_PEERS, INSTALL)
 #: vecenv backend -> the optional module it needs
 _BACKEND_MODULES = {"ray": "ray"}
 
@@ -61,9 +76,10 @@ def _installed(module: str) -> bool:
 
 def peer_unavailable(name: str) -> str | None:
     """Why peer ``name`` cannot run here (None when it can)."""
-    module = _PEER_MODULES.get(name)
-    if module and not _installed(module):
-        return f"{module} is not installed (pip install {module.replace('_', '-')})"
+    for module in _PEER_MODULES.get(name, ()):
+        if not _installed(module):
+            how = _PEER_INSTALL.get(name, f"pip install {module.replace('_', '-')}")
+            return f"{module} is not installed ({how})"
     return None
 
 
@@ -188,8 +204,11 @@ class Contender:
         builder = _BUILDERS[self.backend] if self.kind == "peer" else _build_vecenv
         return builder(self, target, num_envs, seed)
 
-    def supports(self, target: EnvTarget) -> str | None:
-        """Why this contender cannot run ``target`` (None when it can)."""
+    def supports(self, target: EnvTarget, num_envs: int | None = None) -> str | None:
+        """Why this contender cannot run ``target`` (at ``num_envs``, when given; None when it can)."""
+        if self.kind == "peer" and self.backend in PUFFER_PEERS:
+            workers = dict(self.options).get("num_workers")
+            return puffer_unsupported(self.backend, target, num_envs, self.batch_size, workers)
         if self.backend == "envpool":
             if target.gym_id is None or target.kwargs:
                 return "envpool runs its own registered ids only"
@@ -209,11 +228,20 @@ def vecenv_contender(backend: str, batch_size: int | None = None, **options: Any
     return Contender(name, "vecenv", backend, batch_size, tuple(sorted(options.items())))
 
 
-def peer_contender(name: str) -> Contender:
-    """A contender for peer ``name`` (one of :data:`PEERS`)."""
+def peer_contender(name: str, batch_size: int | None = None, num_workers: int | None = None) -> Contender:
+    """A contender for peer ``name`` (one of :data:`PEERS`).
+
+    ``batch_size`` and ``num_workers`` are PufferLib's (``pufferlib-mp``, ``pufferlib-async``):
+    by default, the workers PufferLib accepts here and, for ``pufferlib-async``, ``num_envs // 2``.
+    """
     if name not in PEERS:
         raise ValueError(f"unknown peer {name!r}: expected one of {list(PEERS)}")
-    return Contender(name, "peer", name)
+    if (batch_size is not None or num_workers is not None) and name not in ("pufferlib-mp", "pufferlib-async"):
+        raise ValueError(f"peer {name!r} takes no batch_size or num_workers (PufferLib's "
+                         "Multiprocessing peers do)")
+    label = name + (f"[b={batch_size}]" if batch_size else "") + (f"[w={num_workers}]" if num_workers else "")
+    options = (("num_workers", num_workers),) if num_workers else ()
+    return Contender(label, "peer", name, batch_size, options)
 
 
 # ==================================================================== builders
@@ -299,12 +327,45 @@ def _build_envpool(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver
     )
 
 
+class _PufferDriver(Driver):
+    """PufferLib's ``pufferlib.vector`` API: ``async_reset(seed)`` + ``recv()``, then ``send`` /
+    ``recv``; a watchdog bounds every wait on its Multiprocessing workers (:mod:`vecenv.bench.puffer`)."""
+
+    def __init__(self, envs: Any, actions: list[Any], per_iteration: int, num_workers: int | None,
+                 watch: Any) -> None:
+        super().__init__(envs, actions, per_iteration, num_workers)
+        self.watch = watch
+
+    def reset(self, seed: int) -> None:
+        puffer_reset(self.envs, seed, self.watch)
+
+    def run(self, iterations: int, deadline: float) -> int:
+        return puffer_steps(self.envs, self.actions, iterations, deadline, self.watch)
+
+    def close(self) -> None:
+        try:
+            puffer_close(self.envs, self.watch)
+        except Exception:
+            pass
+
+
+def _build_puffer(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
+    workers = dict(c.options).get("num_workers")
+    envs, rows, used, watch = build_puffer(c.backend, target, n, seed, c.batch_size, workers)
+    try:
+        return _PufferDriver(envs, action_pool(envs.single_action_space, rows, seed), rows, used, watch)
+    except BaseException:
+        puffer_close(envs, watch)
+        raise
+
+
 _BUILDERS: dict[str, Callable[[Contender, EnvTarget, int, int], Driver]] = {
     "gym-sync": _build_gym_sync,
     "gym-async": _build_gym_async,
     "sb3-dummy": _build_sb3_dummy,
     "sb3-subproc": _build_sb3_subproc,
     "envpool": _build_envpool,
+    **dict.fromkeys(PUFFER_PEERS, _build_puffer),
 }
 
 

@@ -241,9 +241,9 @@ def _cells(config: BenchConfig) -> list[tuple[EnvTarget, list[Result]]]:
 
 
 def _why_skipped(contender: Contender, target: EnvTarget, num_envs: int) -> str | None:
-    if contender.batch_size and contender.batch_size >= num_envs:
+    if contender.kind == "vecenv" and contender.batch_size and contender.batch_size >= num_envs:
         return f"batch size {contender.batch_size} >= num_envs {num_envs}"
-    return _unsupported(contender, target)
+    return _unsupported(contender, target, num_envs)
 
 
 def _run_round(run: BenchRun, target: EnvTarget, row: list[Result], k: int, progress: Progress) -> None:
@@ -329,8 +329,8 @@ def _rotate(row: list[Result], k: int) -> list[Result]:
     return row[k:] + row[:k]
 
 
-def _unsupported(contender: Contender, target: EnvTarget) -> str | None:
+def _unsupported(contender: Contender, target: EnvTarget, num_envs: int) -> str | None:
     try:
-        return contender.supports(target)
+        return contender.supports(target, num_envs)
     except Exception as exc:  # e.g. the peer's own import fails
         return first_line(exc)
