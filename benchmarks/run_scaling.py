@@ -10,6 +10,10 @@ process against gymnasium's Sync/Async), then the variable-cost busy env (50-500
 (an env that waits on something outside it). Meant for a machine
 with many cores (docs/bench.md says how to run it on the 16-core device machine); on 2 cores it
 runs too, and shows the oversubscribed case.
+
+Where PufferLib is usable (``pip install --no-deps pufferlib-core psutil``, see docs/bench.md),
+its Serial and Multiprocessing vector envs join the first run, and its async pool (batches of
+``num_envs // 2``) every run; EnvPool joins the first run where it is installed.
 """
 
 from __future__ import annotations
@@ -23,23 +27,50 @@ from vecenv.cli import main
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def pufferlib_usable() -> bool:
+    """Whether PufferLib's peers can run here (``pufferlib.vector`` imports)."""
+    from vecenv.bench.contenders import peer_unavailable
+    from vecenv.bench.puffer import import_pufferlib
+
+    if peer_unavailable("pufferlib-mp") is not None:
+        return False
+    try:
+        import_pufferlib()
+    except ImportError:
+        return False
+    return True
+
+
+def peers(pufferlib: bool, envpool: bool, async_only: bool = False) -> str:
+    """The ``--compare`` list: gymnasium's, and PufferLib's and EnvPool's where they run."""
+    names = ["gym-sync", "gym-async"]
+    if envpool and not async_only:
+        names.append("envpool")
+    if pufferlib:
+        names += ["pufferlib-async"] if async_only else ["pufferlib-serial", "pufferlib-mp", "pufferlib-async"]
+    return ",".join(names)
+
+
 def runs(out: Path) -> list[list[str]]:
     """The ``vecenv bench`` argument lists, writing into ``out``."""
+    from vecenv.bench.contenders import peer_unavailable
+
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         plot: list[str] = []
     else:
         plot = ["--plot", str(out / "scaling.png")]
+    puffer, envpool = pufferlib_usable(), peer_unavailable("envpool") is None
     return [
         ["bench", "CartPole-v1", "vecenv/Busy-v0", "--num-envs", "16,64",
-         "--backends", "auto,serial,thread,process,process+inline", "--compare", "gym-sync,gym-async",
+         "--backends", "auto,serial,thread,process,process+inline", "--compare", peers(puffer, envpool),
          "--json", str(out / "scaling.json"), *plot],
         ["bench", "vecenv/VariableBusy-v0", "--num-envs", "48", "--batch-size", "16",
-         "--backends", "process", "--compare", "gym-sync,gym-async",
+         "--backends", "process", "--compare", peers(puffer, envpool, async_only=True),
          "--json", str(out / "scaling_async_batch.json")],
         ["bench", "vecenv/VariableBusy-v0", "--env-kwargs", '{"wait": true}', "--num-envs", "48",
-         "--batch-size", "16", "--backends", "process", "--compare", "gym-sync,gym-async",
+         "--batch-size", "16", "--backends", "process", "--compare", peers(puffer, envpool, async_only=True),
          "--json", str(out / "scaling_async_batch_wait.json")],
     ]
 
