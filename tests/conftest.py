@@ -5,7 +5,9 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
+import select
 import shutil
+import signal
 import sys
 import tempfile
 
@@ -21,6 +23,10 @@ atexit.register(shutil.rmtree, os.environ["VECENV_RUNS_DIR"], True)
 os.environ.pop("VECENV_BACKEND", None)
 
 from helpers import backends_under_test, use_backend  # noqa: E402
+from vecenv.transports.process import unavailable  # noqa: E402
+
+#: why this platform cannot run worker processes (None on Linux)
+PROCESSES_UNAVAILABLE = unavailable()
 
 #: the least time a test on Ray gets: every Ray actor is a new process, and beside two CPU hogs
 #: on 2 cores one takes about 25 s to start (a test may start four)
@@ -66,6 +72,41 @@ def no_leaks():
     assert not children, f"test left child processes behind: {children}"
     leaked = _shm_entries() - before
     assert not leaked, f"test left shared-memory segments behind: {sorted(leaked)}"
+
+
+def _missing_capability(error: BaseException) -> str | None:
+    """What this platform lacks, when ``error`` says a test needed it; None otherwise.
+
+    Where worker processes cannot run (Windows) the process backend refuses with its reason; the
+    fork start method is missing there; and a test's own use of a POSIX-only call (signal masks,
+    SIGALRM, ``os.killpg``, ``select.poll``) or of ``/proc`` fails. Such a test is skipped with
+    what it needed, not failed. Elsewhere none of this happens, and the same errors fail.
+    """
+    text = str(error)
+    if PROCESSES_UNAVAILABLE is not None and PROCESSES_UNAVAILABLE in text:
+        return PROCESSES_UNAVAILABLE  # raised, or quoted by a comparison with gymnasium
+    if "cannot find context for 'fork'" in text and "fork" not in multiprocessing.get_all_start_methods():
+        return "needs the fork start method, which this platform lacks"
+    if os.name != "nt":
+        return None
+    if isinstance(error, AttributeError) and getattr(error, "obj", None) in (signal, os, select):
+        return f"needs {error.obj.__name__}.{error.name}, which this platform lacks"  # type: ignore[union-attr]
+    if isinstance(error, FileNotFoundError) and str(error.filename).startswith(("/proc", "/dev/shm")):
+        return f"needs {error.filename}, which this platform lacks"
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is None or report.outcome != "failed":
+        return
+    reason = _missing_capability(call.excinfo.value)
+    if reason is not None:
+        path, line, _ = item.reportinfo()
+        report.outcome = "skipped"
+        report.longrepr = (str(path), (line or 0) + 1, f"Skipped: {reason}")
 
 
 @pytest.fixture(params=backends_under_test())

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import vecenv
+from vecenv.transports.process import unavailable
 
 #: extra constructor keywords per backend, so that multi-worker backends run several env groups
 BACKEND_KWARGS: dict[str, dict[str, Any]] = {
@@ -22,6 +23,10 @@ BACKEND_KWARGS: dict[str, dict[str, Any]] = {
 
 #: backend -> (the module it needs beyond vecenv's core, the extra that installs it)
 BACKEND_EXTRAS: dict[str, tuple[str, str]] = {"ray": ("ray", "vecenv[ray]")}
+
+
+#: a test that needs vecenv's worker processes (skipped, with the reason, where they cannot run)
+needs_processes = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))
 
 
 def backends_under_test() -> list[str]:
@@ -42,6 +47,8 @@ def use_backend(request: Any, name: str) -> str:
     """The one rule for a test on backend ``name``: skip (visibly, with the reason) when its extra
     is not installed; on ray, use the shared local Ray of the ``ray_local`` fixture."""
     reason = missing_extra(name)
+    if reason is None and name in ("process", "inline"):
+        reason = unavailable()
     if reason is not None:
         pytest.skip(reason)
     if name == "ray":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import pickle
 import time
 from types import SimpleNamespace
@@ -415,7 +416,7 @@ def test_bench_reports_warnings_once_after_the_table(capsys):
 
     code = main([
         "bench", f"{__name__}:make_warning_busy", "--num-envs", "2", "--steps", "20", "--rounds", "2",
-        "--backends", "serial", "--compare", "gym-sync", "--quiet", "--json", "/dev/null",
+        "--backends", "serial", "--compare", "gym-sync", "--quiet", "--json", os.devnull,
     ])
     assert code == 0
     out, err = capsys.readouterr()

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from helpers import needs_processes
 from vecenv import layout as L
 from vecenv.cli import main
 from vecenv.layout import EnvProbe, MachineCosts, choose, describe_costs, load
@@ -283,6 +284,7 @@ def test_describe_costs_says_when_it_was_verified():
     assert describe_costs(costs, now=1e9 + 2 * DAY + 300) == "machine costs measured 2 days ago, verified 5 min ago"
 
 
+@needs_processes
 def test_choose_says_which_calibration_it_used(monkeypatch):
     costs = MachineCosts(20.0, 3.0, (80.0, 8.0), (37.0, 8.0), 2, time.time() - 3 * DAY,
                          source="verified", checked_at=time.time(), check_us=79.0)

@@ -15,6 +15,7 @@ import pytest
 from gymnasium import spaces
 
 import vecenv
+from helpers import needs_processes
 from vecenv.cli import main
 
 HERE = __name__  # the module name the factories below are reachable under
@@ -93,7 +94,8 @@ def _err(capsys) -> str:
         (["bench", "--compare", "gym-turbo"], "--compare: unknown peer 'gym-turbo'"),
         (["bench", "--num-envs", "4", "--batch-size", "4"], "--batch-size: 4 must be smaller than every num_envs"),
         (["bench", "--env-kwargs", "{oops"], "--env-kwargs: expected a JSON object"),
-        (["bench", "--json", "/no/such/folder/out.json"], "--json: folder '/no/such/folder' does not exist"),
+        (["bench", "--json", "/no/such/folder/out.json"],
+         f"--json: folder {str(Path('/no/such/folder'))!r} does not exist"),
         (["check", "NoSuchEnv-v0"], "unknown env id 'NoSuchEnv-v0'"),
         (["check", "CartPole-v1", "--num-envs", "1"], "--num-envs: expected an integer >= 2"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
@@ -327,6 +329,7 @@ def _check_script_json(path: Path, script: str, done: subprocess.CompletedProces
     return data
 
 
+@needs_processes
 @pytest.mark.timeout(180)
 def test_process_bench_writes_every_table_it_prints(tmp_path):
     out = tmp_path / "process_bench.json"
@@ -356,6 +359,7 @@ def test_sb3_bench_writes_every_table_it_prints(tmp_path):
     assert len(data["tables"][0]["rows"]) == 5
 
 
+@needs_processes
 @pytest.mark.timeout(180)
 def test_thread_bench_writes_every_table_it_prints(tmp_path):
     out = tmp_path / "thread.json"

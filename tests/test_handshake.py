@@ -8,6 +8,7 @@ import socket
 
 import pytest
 
+from helpers import needs_processes
 from vecenv.transports.process import handshake
 from vecenv.transports.process.handshake import (
     MAX_PREEMPTED,
@@ -19,6 +20,8 @@ from vecenv.transports.process.handshake import (
     sleep,
     spin_then_yield,
 )
+
+pytestmark = needs_processes
 
 
 class FakeClock:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import vecenv
+from helpers import needs_processes
 from vecenv import layout as L
 from vecenv.layout import EnvProbe, Layout, MachineCosts, allowed_layouts, choose, decide
 
@@ -79,6 +80,7 @@ def test_given_num_workers_fixes_the_groups():
         ({"copy": False}, 8, ["serial", "process", "inline"]),
     ],
 )
+@needs_processes
 def test_the_arguments_narrow_the_layouts(kwargs, cores, allowed):
     assert allowed_layouts(kwargs, 8, cores)[0] == allowed
 
@@ -127,6 +129,7 @@ class _CountingEnv(gym.Env):
         return obs, float(self.np_random.random()), self.t % 7 == 0, self.t % 11 == 0, {"t": self.t}
 
 
+@needs_processes
 def test_the_probe_builds_one_copy_once_per_env_once_kept(monkeypatch):
     monkeypatch.setattr(L.probe, "_PROBES", {})
     _CountingEnv.built = 0
@@ -138,6 +141,7 @@ def test_the_probe_builds_one_copy_once_per_env_once_kept(monkeypatch):
     assert L.probe.cached_probe(_CountingEnv) is probe and _CountingEnv.built == 2
 
 
+@needs_processes
 @pytest.mark.parametrize("others, kept", [(0.0, True), (1.0, False)])
 def test_choose_keeps_only_a_probe_taken_on_a_quiet_machine(monkeypatch, others, kept):
     monkeypatch.setattr(L.probe, "_PROBES", {})
@@ -192,6 +196,7 @@ def test_machine_costs_are_cached_on_disk_and_expire(tmp_path, monkeypatch):
     ],
     ids=["inline", "process", "serial"],
 )
+@needs_processes
 def test_auto_steps_exactly_as_a_fixed_backend(monkeypatch, costs, expected):
     """Whatever auto picks, seeds, trajectories and infos are those of the serial backend."""
     monkeypatch.setattr(L, "usable_cores", lambda: 2)
@@ -221,6 +226,7 @@ def _same(got, want):
         np.testing.assert_array_equal(got, want)
 
 
+@needs_processes
 @pytest.mark.timeout(120)
 def test_auto_measures_a_real_env_and_says_why():
     with vecenv.make("CartPole-v1", 3) as envs:
@@ -235,6 +241,7 @@ def _broken_env() -> gym.Env:
     raise OSError("no simulator licence")
 
 
+@needs_processes
 @pytest.mark.timeout(60)
 def test_an_env_that_fails_to_build_is_reported_by_the_backend_as_the_envs_error(monkeypatch):
     monkeypatch.setattr(L.probe, "_PROBES", {})
@@ -296,6 +303,7 @@ def test_a_little_other_work_or_none_measured_changes_nothing():
         assert (got.name, got.predicted_us) == (idle.name, idle.predicted_us)
 
 
+@needs_processes
 def test_choose_passes_what_the_machine_is_doing_to_the_rule(monkeypatch):
     monkeypatch.setattr(L, "cached_probe", lambda fn: EnvProbe(step_us=8.0))
     monkeypatch.setattr(L, "machine_costs", lambda: TWO_CORES)

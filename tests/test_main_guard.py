@@ -12,6 +12,10 @@ import textwrap
 
 import pytest
 
+from helpers import needs_processes
+
+pytestmark = needs_processes
+
 EXEC_METHODS = [m for m in ("spawn", "forkserver") if m in multiprocessing.get_all_start_methods()]
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 

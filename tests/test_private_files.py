@@ -17,7 +17,8 @@ import warnings
 
 import pytest
 
-from vecenv import private_files
+import vecenv
+from vecenv import private_files, system
 from vecenv.engine import runs
 from vecenv.private_files import UnsafePathWarning
 
@@ -46,7 +47,7 @@ def test_the_registry_is_created_private_and_an_entry_is_a_regular_file(registry
         assert stat.S_IMODE(st.st_mode) == 0o700 and st.st_uid == os.getuid()
         entry = registry / str(os.getpid())
         assert stat.S_ISREG(os.lstat(entry).st_mode)
-        assert entry.read_text() == (runs._start_time(os.getpid()) or "")
+        assert entry.read_text() == (system.process_start_time(os.getpid()) or "")
         assert stat.S_IMODE(os.lstat(entry).st_mode) == 0o600
     finally:
         runs.closed()
@@ -103,7 +104,7 @@ def test_a_directory_others_can_write_to_is_refused_once_with_a_warning(registry
     os.chmod(registry, 0o777)
     sleeper = _sleeper()
     try:
-        (registry / str(sleeper.pid)).write_text(runs._start_time(sleeper.pid) or "")
+        (registry / str(sleeper.pid)).write_text(system.process_start_time(sleeper.pid) or "")
         with pytest.warns(UnsafePathWarning, match="other users can write to it") as caught:
             assert runs.other_runs() == 0
         assert str(registry) in str(caught[0].message) and "live runs" in str(caught[0].message)
@@ -229,3 +230,39 @@ def test_another_user_cannot_overwrite_steer_or_hang_vecenv(tmp_path):
         assert sorted(os.listdir(target)) == planted  # and left as it was
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ who is alive, on each platform
+def test_a_process_is_alive_until_it_ends_and_its_start_time_names_it():
+    child = _sleeper()
+    try:
+        assert system.process_alive(child.pid)
+        assert system.process_start_time(child.pid) == system.process_start_time(child.pid)
+    finally:
+        child.kill()
+        child.wait(10)
+    assert not system.process_alive(child.pid)
+    assert system.process_start_time(os.getpid()) is not None
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(os.name != "nt", reason="needs Windows: there os.kill(pid, 0) would end the process")
+def test_on_windows_no_liveness_check_sends_a_signal(tmp_path, monkeypatch):
+    def no_kill(*args):
+        raise AssertionError(f"os.kill{args} reached on Windows")
+
+    monkeypatch.setattr(os, "kill", no_kill)
+    monkeypatch.setenv("VECENV_RUNS_DIR", str(tmp_path))
+    child = _sleeper()
+    try:
+        started = system.process_start_time(child.pid)
+        assert started and started.isdigit()
+        (tmp_path / str(child.pid)).write_text(started)
+        (tmp_path / "999999").write_text("1")  # no such process
+        assert runs.other_runs() == 1
+        with vecenv.make("CartPole-v1", 4) as envs:  # auto reads the registry too
+            envs.reset(seed=0)
+    finally:
+        child.kill()
+        child.wait(10)
+    assert runs.other_runs() == 0

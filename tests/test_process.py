@@ -15,7 +15,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 import vecenv
-from helpers import assert_same
+from helpers import assert_same, needs_processes
 from vecenv.errors import (
     AlreadyPendingCallError,
     ClosedEnvironmentError,
@@ -24,6 +24,8 @@ from vecenv.errors import (
     WorkerDiedError,
 )
 from vecenv.transports.process import EnvFnPicklingError
+
+pytestmark = needs_processes
 
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 

@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 import vecenv
-from helpers import exit_without_close, pid_alive
+from helpers import exit_without_close, needs_processes, pid_alive
+
+pytestmark = needs_processes
 
 CONTEXTS = ["fork", "spawn", "forkserver"]
 

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import vecenv
-from helpers import assert_same, backends_under_test, make_backend, use_backend
+from helpers import assert_same, backends_under_test, make_backend, needs_processes, use_backend
 from vecenv import layout as L
+from vecenv import system
 
 #: an episode ends within the run, so the autoreset path is compared too
 ENV = partial(gym.make, "CartPole-v1", max_episode_steps=40)
@@ -96,7 +97,7 @@ def test_stale_run_files_are_removed_and_live_ones_counted(tmp_path, monkeypatch
     monkeypatch.setenv("VECENV_RUNS_DIR", str(tmp_path))
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        (tmp_path / str(sleeper.pid)).write_text(runs._start_time(sleeper.pid))
+        (tmp_path / str(sleeper.pid)).write_text(system.process_start_time(sleeper.pid))
         (tmp_path / "999999999").write_text("1")  # no such process
         (tmp_path / str(os.getppid())).write_text("12345")  # a pid that is another process now
         (tmp_path / "notes.txt").write_text("not a run")
@@ -108,6 +109,7 @@ def test_stale_run_files_are_removed_and_live_ones_counted(tmp_path, monkeypatch
     assert runs.other_runs() == 0
 
 
+@needs_processes
 @pytest.mark.timeout(120)
 def test_auto_counts_another_process_with_a_live_vector_env(tmp_path, monkeypatch):
     monkeypatch.setenv("VECENV_RUNS_DIR", str(tmp_path))
@@ -137,7 +139,7 @@ def test_without_proc_a_run_is_alive_while_its_pid_is(tmp_path, monkeypatch):
     from vecenv.engine import runs
 
     monkeypatch.setenv("VECENV_RUNS_DIR", str(tmp_path))
-    monkeypatch.setattr(runs, "_HAS_PROC", False)
+    monkeypatch.setattr(system, "HAS_PROC", False)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         (tmp_path / str(sleeper.pid)).write_text("")

@@ -24,13 +24,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from vecenv.private_files import private_dir, read_private, remove_own, write_private
+from vecenv.system import process_start_time
 
 __all__ = ["closed", "opened", "other_runs", "runs_dir", "starting"]
 
 _lock = threading.Lock()
 _live = 0  # live vector envs of this process
 _owner: int | None = None  # the pid whose file this process wrote (a forked child has none)
-_HAS_PROC = os.path.isdir("/proc/self")
 
 
 #: an entry holds a start time: anything longer is not one of ours
@@ -56,54 +56,6 @@ def _checked_dir() -> str | None:
     return private_dir(runs_dir(), _PURPOSE)
 
 
-def _start_time(pid: int) -> str | None:
-    """A process's start time (clock ticks since boot, from /proc), or None when it is gone or
-    there is no /proc."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read()
-        return text[text.rindex(b")") + 2 :].split()[19].decode()
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _windows_start_time(pid: int) -> str | None:
-    """Windows: a live process's creation time, or None when it is gone. Through a process
-    handle: ``os.kill(pid, 0)`` would send CTRL_C_EVENT there, or terminate the process."""
-    import ctypes
-    from ctypes import wintypes
-
-    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
-    kernel32.OpenProcess.restype = wintypes.HANDLE
-    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
-    if not handle:
-        return "" if ctypes.get_last_error() == 5 else None  # type: ignore[attr-defined]  # access denied: alive
-    try:
-        code = wintypes.DWORD()
-        times = [wintypes.FILETIME() for _ in range(4)]
-        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)) or code.value != 259:
-            return None  # 259: STILL_ACTIVE
-        if not kernel32.GetProcessTimes(handle, *(ctypes.byref(t) for t in times)):
-            return ""
-        return str(times[0].dwHighDateTime << 32 | times[0].dwLowDateTime)
-    finally:
-        kernel32.CloseHandle(handle)
-
-
-def _signalable(pid: int) -> str | None:
-    """Without /proc: "" when ``pid`` is a live process (its start time unknown), else None;
-    on Windows its creation time."""
-    if os.name == "nt":
-        return _windows_start_time(pid)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except OSError:  # alive, owned by someone else
-        pass
-    return ""
-
-
 def opened() -> None:
     """A vector env of this process started: the process counts as a run (its file exists)."""
     global _live, _owner
@@ -113,7 +65,7 @@ def opened() -> None:
             _owner = os.getpid()
             directory = _checked_dir()
             if directory is not None:  # else this run is only hidden from the others
-                now = _start_time(_owner) if _HAS_PROC else _signalable(_owner)
+                now = process_start_time(_owner)
                 write_private(directory, str(_owner), (now or "").encode())
 
 
@@ -163,7 +115,7 @@ def other_runs() -> int:
         if recorded is None or not (recorded == "" or recorded.isdigit()):
             remove_own(path)  # a link, a FIFO, a huge or foreign file: never an entry
             continue
-        now = _start_time(int(name)) if _HAS_PROC else _signalable(int(name))
+        now = process_start_time(int(name))
         if now is None or (recorded and now and now != recorded):
             remove_own(path)
             continue

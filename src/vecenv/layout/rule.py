@@ -13,6 +13,7 @@ from typing import Any
 
 from vecenv.engine import usable_cores
 from vecenv.layout.load import contended
+from vecenv.transports.process import unavailable as processes_unavailable
 
 #: environment variable that forces auto's choice
 FORCE_VAR = "VECENV_BACKEND"
@@ -266,6 +267,8 @@ def allowed_layouts(backend_kwargs: Mapping[str, Any], num_envs: int, cores: int
         return ["process"], "the arguments are the process backend's"
     if backend_kwargs.get("num_workers") not in (None, 1):
         return ["process", "inline"], "num_workers > 1"
+    if processes_unavailable():
+        return ["serial"], "worker processes cannot run on this platform"
     return ["serial", "process", "inline"], ""
 
 

@@ -52,6 +52,6 @@ stalls, and after ``FRAME_TIMEOUT`` the worker is ended and reported.
 from vecenv.transports.process.control import default_spin
 from vecenv.transports.process.envfns import EnvFnPicklingError
 from vecenv.transports.process.inline import InlineTransport
-from vecenv.transports.process.transport import ProcessTransport
+from vecenv.transports.process.transport import ProcessTransport, unavailable
 
-__all__ = ["EnvFnPicklingError", "InlineTransport", "ProcessTransport", "default_spin"]
+__all__ = ["EnvFnPicklingError", "InlineTransport", "ProcessTransport", "default_spin", "unavailable"]

@@ -29,6 +29,7 @@ import time
 import weakref
 from typing import Any
 
+from vecenv.system import process_alive
 from vecenv.transports.process.shm import drop_inherited_mappings, libc
 
 __all__ = ["LIVE", "drop_inherited", "watch_caller"]
@@ -62,7 +63,7 @@ def _exit_with_caller(pid: int) -> None:
     try:
         fd = os.pidfd_open(pid)
     except (AttributeError, OSError):  # no pidfds, or the caller is already gone
-        while _alive(pid):
+        while process_alive(pid):
             time.sleep(_POLL_S)
         os._exit(0)
     poller = select.poll()
@@ -70,16 +71,6 @@ def _exit_with_caller(pid: int) -> None:
     while not poller.poll(None):
         pass
     os._exit(0)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def watch_caller(pid: int, tie_to_parent: bool) -> None:

@@ -19,17 +19,20 @@ import mmap
 import os
 import tempfile
 import weakref
+from typing import Any
 
 __all__ = ["SharedBlock", "aligned", "drop_inherited_mappings", "libc"]
 
 _MAP_FIXED = 0x10  # Linux, on every architecture Python supports
 _FAILED = ctypes.c_void_p(-1).value
-#: the C library, with mmap/munmap typed (also used for prctl)
-libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
-libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-_RW = mmap.PROT_READ | mmap.PROT_WRITE
+#: the C library, with mmap/munmap typed (also used for prctl); None where there is none (Windows)
+libc: Any = None
+if os.name == "posix":
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    _RW = mmap.PROT_READ | mmap.PROT_WRITE
 #: address -> size of every block mapped in this process (a forked child inherits them all)
 _MAPPED: dict[int, int] = {}
 

@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import select
 import socket
+import sys
 import threading
 import time
 from collections.abc import Collection
@@ -18,7 +19,7 @@ from gymnasium import spaces
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport
 from vecenv.errors import StepTimeoutError, VecEnvError, WorkerDiedError
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, envfns, handshake, lifetime, wire
+from vecenv.transports.process import control, envfns, handshake, lifetime, shm, wire
 from vecenv.transports.process.child import worker_main
 from vecenv.transports.process.control import ControlBlock, default_spin
 from vecenv.transports.process.envfns import EnvFnPicklingError
@@ -30,7 +31,7 @@ from vecenv.transports.signals import deferred, quietly_started
 from vecenv.worker import EnvDescription
 from vecenv.worker.commands import NO_REPLY, Close, Command, GivenStep, Step
 
-__all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport"]
+__all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport", "unavailable"]
 
 #: how long ``close()`` waits for workers to finish by themselves when given no timeout
 DEFAULT_CLOSE_TIMEOUT = 5.0
@@ -41,6 +42,28 @@ DEFAULT_YIELD_US = 500.0
 DEATH_CHECK_S = 0.05
 #: longest pause inside a reply's frame; past it the socket is out of step and the worker is ended
 FRAME_TIMEOUT = 30.0
+
+
+def unavailable() -> str | None:
+    """Why worker processes cannot run on this platform, or None when they can.
+
+    The transport moves frames over socketpairs, passes the shared-memory block's descriptor
+    with ``send_fds``, waits with ``poll`` and maps memory with the C library's ``mmap``: POSIX
+    (Linux; macOS has each of them but is not tested). Windows has none of them.
+    """
+    missing = [name for name, present in (
+        ("socket.AF_UNIX", hasattr(socket, "AF_UNIX")),
+        ("socket.send_fds", hasattr(socket, "send_fds")),
+        ("select.poll", hasattr(select, "poll")),
+        ("the C library's mmap", shm.libc is not None),
+    ) if not present]
+    if not missing:
+        return None
+    return (
+        f"vecenv's worker processes need POSIX primitives that {sys.platform} lacks "
+        f"({', '.join(missing)}); use backend='thread' or backend='serial' here "
+        "(backend='auto' chooses between them)"
+    )
 
 
 class ProcessTransport(Transport):
@@ -57,6 +80,9 @@ class ProcessTransport(Transport):
         yield_us: float | None = None,
         start_timeout: float | None = DEFAULT_START_TIMEOUT,
     ) -> None:
+        why = unavailable()
+        if why is not None:
+            raise VecEnvError(why)
         self.ctx = multiprocessing.get_context(context) if context is None or isinstance(context, str) else context
         self.start_method = self.ctx.get_start_method()
         self.daemon = daemon

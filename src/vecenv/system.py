@@ -1,0 +1,72 @@
+"""What vecenv asks the operating system about other processes, one function per question, with
+a way for each platform.
+
+Linux answers from ``/proc``; Windows through a process handle (never ``os.kill(pid, 0)``: signal
+0 is ``CTRL_C_EVENT`` there, and CPython before 3.12 falls through to ``TerminateProcess``, so
+the probe would kill the process it asks about); other POSIX systems through ``os.kill(pid, 0)``,
+which sends nothing.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["HAS_PROC", "process_alive", "process_start_time"]
+
+HAS_PROC = os.path.isdir("/proc/self")
+
+
+def _proc_start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            text = f.read()
+        return text[text.rindex(b")") + 2 :].split()[19].decode()
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _windows_start_time(pid: int) -> str | None:
+    import ctypes
+    from ctypes import wintypes
+
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)  # type: ignore[attr-defined]
+    kernel32.OpenProcess.restype = wintypes.HANDLE
+    handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+    if not handle:  # error 5, access denied: it exists, and is another user's
+        return "" if ctypes.get_last_error() == 5 else None  # type: ignore[attr-defined]
+    try:
+        code = wintypes.DWORD()
+        times = [wintypes.FILETIME() for _ in range(4)]
+        if not kernel32.GetExitCodeProcess(handle, ctypes.byref(code)) or code.value != 259:
+            return None  # 259: STILL_ACTIVE
+        if not kernel32.GetProcessTimes(handle, *(ctypes.byref(t) for t in times)):
+            return ""
+        return str(times[0].dwHighDateTime << 32 | times[0].dwLowDateTime)
+    finally:
+        kernel32.CloseHandle(handle)
+
+
+def _signal_zero(pid: int) -> str | None:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except OSError:  # alive, another user's
+        pass
+    return ""
+
+
+def process_start_time(pid: int) -> str | None:
+    """When process ``pid`` started, as text that changes when the pid is reused (clock ticks
+    since boot on Linux, the creation time on Windows); ``""`` when it is alive but its start
+    time cannot be read; None when there is no such process."""
+    if HAS_PROC:
+        return _proc_start_time(pid)
+    if os.name == "nt":
+        return _windows_start_time(pid)
+    return _signal_zero(pid)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists."""
+    return process_start_time(pid) is not None
