@@ -603,3 +603,34 @@ def test_pufferlib_stalled_worker_is_an_error_not_a_hang(monkeypatch):
         os.kill(stopped, signal.SIGCONT)
         driver.close()
     assert all(p.exitcode is not None for p in driver.envs.processes)
+
+
+@pytest.mark.timeout(300)
+def test_run_real_measures_pufferlib_in_process_and_in_two_runs_children(tmp_path):
+    """benchmarks/run_real.py knows PufferLib's contenders, in its own process (idle) and in the
+    two-runs children it starts (which run run_real.py too), and writes their rounds."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _pufferlib()
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "run_real.py"
+    out = tmp_path / "real.json"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--quick", "--envs", "CartPole-v1", "--scenario", "idle,two-runs",
+         "--contenders", "gym-sync,pufferlib-serial,pufferlib-mp,pufferlib-async,pufferlib-mp-w1",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=280,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["machine"]["packages"]["pufferlib-core"]
+    for table in doc["tables"]:
+        rows = {r["contender"]: r for r in table["rows"]}
+        for name in ("pufferlib-serial", "pufferlib-mp", "pufferlib-async", "pufferlib-mp-w1"):
+            assert rows[name]["skipped"] is None and rows[name]["errors"] == [], (table["title"], rows[name])
+            assert rows[name]["median_steps_per_s"] > 0
+    idle = {r["contender"]: r for r in doc["tables"][0]["rows"]}
+    assert "batch_size=4)" in idle["pufferlib-async"]["rounds"][0]["built"]  # N // 2 of N=8
+    assert "num_workers=1," in idle["pufferlib-mp-w1"]["rounds"][0]["built"]
