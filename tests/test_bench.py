@@ -634,3 +634,21 @@ def test_run_real_measures_pufferlib_in_process_and_in_two_runs_children(tmp_pat
     idle = {r["contender"]: r for r in doc["tables"][0]["rows"]}
     assert "batch_size=4)" in idle["pufferlib-async"]["rounds"][0]["built"]  # N // 2 of N=8
     assert "num_workers=1," in idle["pufferlib-mp-w1"]["rounds"][0]["built"]
+
+
+@pytest.mark.timeout(60)
+def test_pufferlib_caller_pausing_between_steps_is_no_stall(monkeypatch):
+    """Only a command a worker holds unanswered counts towards a stall: a caller that waits
+    between steps (a two-runs child waiting for its start) is not declared hung."""
+    from vecenv.bench import puffer
+
+    _pufferlib()
+    driver = peer_contender("pufferlib-mp").build(resolve_env(f"{__name__}:make_small_busy"), 4, 0)
+    try:
+        driver.reset(0)
+        monkeypatch.setattr(puffer, "STALL_SECONDS", 0.3)
+        time.sleep(1.0)  # the watchdog looks 10 times, every worker idle
+        assert driver.watch.failed is None
+        assert driver.run(20, float("inf")) == 20
+    finally:
+        driver.close()

@@ -15,8 +15,8 @@ infos are a list of the envs' dicts; a finished env resets on its next step (the
 
 PufferLib's Multiprocessing backend busy-waits, in its main process (``recv`` spins on a flag in
 shared memory) and in its workers, and ``recv`` spins forever when a worker dies. So each of
-these drivers has a watchdog thread: when a worker exits, or no step completes for
-:data:`STALL_SECONDS`, it sets every worker's flag to "ready" (ending the spin), wakes a ``recv``
+these drivers has a watchdog thread: when a worker exits, or a worker holds a command for
+:data:`STALL_SECONDS` with no step completed, it sets every worker's flag to "ready" (ending the spin), wakes a ``recv``
 blocked on the dead worker's info pipe, and the driver raises :class:`PufferLibFailure` naming the
 worker. ``close`` ends every worker process within a bounded time (PufferLib's own ``close``
 only terminates them, without waiting).
@@ -152,7 +152,9 @@ class _Watchdog(threading.Thread):
         while not self._stop_event.wait(WATCH_INTERVAL):
             if self.failed is None:
                 self.failed = self._dead_worker()
-                if self.beat != last:
+                # a stall: a worker holding a command, and no step completed, for STALL_SECONDS
+                # (a caller that only pauses between steps leaves no command outstanding)
+                if self.beat != last or not self._outstanding():
                     last, since = self.beat, time.monotonic()
                 elif self.failed is None and time.monotonic() - since > STALL_SECONDS:
                     self.failed = f"PufferLib's workers returned no step for {STALL_SECONDS:g} s"
@@ -164,6 +166,13 @@ class _Watchdog(threading.Thread):
             if p.exitcode is not None:
                 return f"PufferLib worker {i} (pid {p.pid}) exited with code {p.exitcode}"
         return None
+
+    def _outstanding(self) -> bool:
+        """Whether a worker holds a command it has not answered (its flag below MAIN)."""
+        try:
+            return bool((self.envs.buf["semaphores"] < _MAIN).any())
+        except Exception:
+            return True
 
     def _release(self) -> None:
         """End ``recv``'s spin: every worker 'ready'; a ``recv`` blocked on a dead worker's info
