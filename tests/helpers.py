@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
 import signal
 from typing import Any
 
@@ -11,12 +12,16 @@ import pytest
 
 import vecenv
 from vecenv.transports.process import unavailable
+from vecenv.transports.process.mechanism import choose_mechanism
 
 #: extra constructor keywords per backend, so that multi-worker backends run several env groups
+#: the quickest way to start a worker here: fork where there is one (Linux), else spawn (Windows)
+FAST_START = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
 BACKEND_KWARGS: dict[str, dict[str, Any]] = {
     "serial": {},
     "thread": {"num_workers": 2},
-    "process": {"num_workers": 2, "context": "fork"},
+    "process": {"num_workers": 2, "context": FAST_START},
     "ray": {"num_workers": 2},
 }
 
@@ -24,6 +29,12 @@ BACKEND_KWARGS: dict[str, dict[str, Any]] = {
 #: backend -> (the module it needs beyond vecenv's core, the extra that installs it)
 BACKEND_EXTRAS: dict[str, tuple[str, str]] = {"ray": ("ray", "vecenv[ray]")}
 
+
+#: the process transport's mechanism in this run (VECENV_PROCESS_MECHANISM picks it)
+MECHANISM = choose_mechanism().name
+#: a test of the POSIX mechanism's own means (memfd, descriptors), not of the protocol
+posix_mechanism_only = pytest.mark.skipif(
+    MECHANISM != "posix", reason=f"tests the POSIX mechanism's own means; this run uses {MECHANISM!r}")
 
 #: a test that needs vecenv's worker processes (skipped, with the reason, where they cannot run)
 needs_processes = pytest.mark.skipif(unavailable() is not None, reason=str(unavailable()))

@@ -31,7 +31,7 @@ from gymnasium.error import (
 from gymnasium.vector import AutoresetMode
 
 import vecenv
-from helpers import assert_same
+from helpers import FAST_START, assert_same
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -187,7 +187,7 @@ def vec_sync(backend: str) -> Callable[..., Any]:
     return {
         "serial": vecenv.SyncVectorEnv,
         "thread": partial(vecenv.ThreadVectorEnv, num_workers=2),
-        "process": partial(vecenv.ProcessVectorEnv, num_workers=2, context="fork"),
+        "process": partial(vecenv.ProcessVectorEnv, num_workers=2, context=FAST_START),
     }[backend]
 
 
@@ -474,7 +474,7 @@ def vec_async(backend: str) -> Callable[..., Any]:
     return {
         "serial": vecenv.SyncVectorEnv,
         "thread": partial(vecenv.ThreadVectorEnv, num_workers=2),
-        "process": partial(vecenv.AsyncVectorEnv, context="fork"),
+        "process": partial(vecenv.AsyncVectorEnv, context=FAST_START),
     }[backend]
 
 
@@ -564,7 +564,7 @@ def test_async_constructor_arguments_and_max_concurrency():
     compare(script(gym_async), script(vec_async("process")))
     with pytest.raises(ValueError, match="max_concurrency=2 with num_workers=3"):
         vecenv.AsyncVectorEnv(probes(), max_concurrency=2, num_workers=3)
-    with vecenv.AsyncVectorEnv(probes(4), max_concurrency=2, context="fork") as envs:
+    with vecenv.AsyncVectorEnv(probes(4), max_concurrency=2, context=FAST_START) as envs:
         assert len(envs.processes) == 2 and envs.max_concurrency == 2
 
 
@@ -713,6 +713,6 @@ def test_step_timeout_with_inline_is_refused_naming_both():
         with pytest.raises(ValueError, match=said):
             build()
     for kwargs in ({"inline": True}, {"step_timeout": 5.0}):  # each alone is fine
-        with vecenv.ProcessVectorEnv(probes(2), num_workers=2, context="fork", **kwargs) as envs:
+        with vecenv.ProcessVectorEnv(probes(2), num_workers=2, context=FAST_START, **kwargs) as envs:
             envs.reset(seed=0)
             assert envs.step(np.zeros(2, int))[1].tolist() == [1.0, 2.0]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import vecenv
-from helpers import exit_without_close, needs_processes, pid_alive
+from helpers import FAST_START, exit_without_close, needs_processes, pid_alive, posix_mechanism_only
 
 pytestmark = needs_processes
 
@@ -55,7 +55,7 @@ def test_a_hanging_build_is_ended_after_start_timeout():
     fns = [_Base, _Base, _HangingBuild, _Base]
     start = time.monotonic()
     with pytest.raises(vecenv.StepTimeoutError, match="start_timeout=1") as info:
-        vecenv.ProcessVectorEnv(fns, num_workers=2, context="fork", start_timeout=1.0)
+        vecenv.ProcessVectorEnv(fns, num_workers=2, context=FAST_START, start_timeout=1.0)
     assert time.monotonic() - start < 15
     assert info.value.env_indices == [2, 3] and info.value.worker == 1
 
@@ -93,7 +93,7 @@ class _DiesOnStep2(_Base):
 @pytest.mark.timeout(60)
 def test_a_hanging_rebuild_is_ended_after_start_timeout(tmp_path):
     fns = [_CrashThenHangFactory(str(tmp_path / "m"))] * 2
-    with vecenv.ProcessVectorEnv(fns, num_workers=2, context="fork", on_error="restart",
+    with vecenv.ProcessVectorEnv(fns, num_workers=2, context=FAST_START, on_error="restart",
                                  start_timeout=1.0) as envs:
         envs.reset(seed=0)
         envs.step(np.zeros(2, np.int64))
@@ -110,6 +110,7 @@ def _memfd_mappings(pid: int) -> int:
         return sum("memfd:vecenv" in line for line in f)
 
 
+@posix_mechanism_only
 @pytest.mark.timeout(60)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_forked_worker_holds_nothing_of_another_vector_env():
@@ -193,7 +194,7 @@ class _BadInfo(_Base):
 
 @pytest.mark.timeout(60)
 def test_an_info_that_cannot_be_pickled_names_its_env():
-    with vecenv.ProcessVectorEnv([_Base, _BadInfo], num_workers=1, context="fork") as envs:
+    with vecenv.ProcessVectorEnv([_Base, _BadInfo], num_workers=1, context=FAST_START) as envs:
         envs.reset(seed=0)
         with pytest.raises(vecenv.EnvError, match="info cannot be pickled") as info:
             envs.step(np.zeros(2, np.int64))
@@ -265,7 +266,7 @@ class _Exits(_Base):
         raise KeyboardInterrupt
 
 
-_WORKERS = {"process": dict(backend="process", context="fork"), "thread": dict(backend="thread")}
+_WORKERS = {"process": dict(backend="process", context=FAST_START), "thread": dict(backend="thread")}
 
 
 @pytest.mark.timeout(60)

@@ -26,7 +26,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 import vecenv
 import vecenv.sb3 as vsb3
-from helpers import assert_same, make_backend
+from helpers import FAST_START, assert_same, make_backend
 from vecenv.spaces import is_fixed_leaf
 from vecenv.spaces.buffers import batching
 
@@ -190,12 +190,12 @@ def test_spaces_batch_as_gymnasium_async_batches_them(kind, shared_memory):
     fns = [partial(SpaceEnv, kind)] * N
     if kind == "nested" and shared_memory:  # gymnasium's shared memory refuses Text in a Dict
         shared_memory = False
-    theirs = gym.vector.AsyncVectorEnv(fns, shared_memory=shared_memory, context="fork")
+    theirs = gym.vector.AsyncVectorEnv(fns, shared_memory=shared_memory, context=FAST_START)
     try:
         ref = rollout(theirs)
     finally:
         theirs.close()
-    with vecenv.AsyncVectorEnv(fns, shared_memory=shared_memory, context="fork") as ours:
+    with vecenv.AsyncVectorEnv(fns, shared_memory=shared_memory, context=FAST_START) as ours:
         assert_same(rollout(ours), ref)
 
 

@@ -162,6 +162,11 @@ class ProcessVectorEnv(VectorEnv):
         start_timeout: seconds a worker may take to build its envs (at start and on every
             rebuild) before it is ended and :class:`vecenv.errors.StepTimeoutError` names it;
             ``None`` waits as long as it takes. Default 120.
+        mechanism: how the caller and its workers talk and share memory: ``"posix"`` (Unix
+            socketpairs, ``poll``, memfd: the default where it runs) or ``"portable"``
+            (``multiprocessing`` pipes and memory shared by name: the default on Windows);
+            default ``$VECENV_PROCESS_MECHANISM``, else the platform's
+            (:mod:`vecenv.transports.process.mechanism`).
 
     Examples:
         Four envs in two worker processes (close it, or use ``with``, to end the workers):
@@ -206,6 +211,7 @@ class ProcessVectorEnv(VectorEnv):
         yield_us: float | None = None,
         inline: bool = False,
         start_timeout: float | None = DEFAULT_START_TIMEOUT,
+        mechanism: str | None = None,
         **failure: Unpack[FailureOptions],
     ) -> None:
         if inline and failure.get("step_timeout") is not None:
@@ -220,7 +226,7 @@ class ProcessVectorEnv(VectorEnv):
         self.context = context
         self.daemon = daemon
         processes = ProcessTransport(context, daemon, spin_us=spin_us, yield_us=yield_us,
-                                     start_timeout=_start_timeout(start_timeout))
+                                     start_timeout=_start_timeout(start_timeout), mechanism=mechanism)
         transport = InlineTransport(processes) if inline else processes
         super().__init__(env_fns, transport, num_workers=num_workers or min(usable_cores(), _count(env_fns)),
                          batch_size=batch_size, copy=copy, observation_mode=observation_mode,

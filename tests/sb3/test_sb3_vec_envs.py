@@ -13,6 +13,7 @@ import pytest
 from sb3_testenvs import DictEnv, assert_same, make_cartpole, make_dict_env, run_side_by_side
 
 import vecenv.sb3 as vsb3
+from helpers import FAST_START
 from vecenv.sb3 import DummyVecEnv, SubprocVecEnv, from_vector_env
 from vecenv.sb3._backend import unbatch_info
 from vecenv.worker import InfoEntry
@@ -323,7 +324,7 @@ def test_from_vector_env_through_gymnasium_vector_wrappers(closing):
 def test_from_async_vector_env_uses_generic_access(closing):
     fns = [make_cartpole for _ in range(2)]
     venv = gym.vector.AsyncVectorEnv(
-        fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, context="fork"
+        fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP, context=FAST_START
     )
     adapted = from_vector_env(venv)
     closing(adapted)

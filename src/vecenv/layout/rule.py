@@ -30,7 +30,7 @@ WAKE_US = 100.0
 #: µs one worker's reply costs when it travels as a message (a frame written, read and its wake-up)
 MESSAGE_US = 30.0
 #: backend_kwargs only the process backend takes
-_PROCESS_ONLY = {"context", "daemon", "spin_us", "yield_us", "start_timeout", "shared_memory"}
+_PROCESS_ONLY = {"context", "daemon", "spin_us", "yield_us", "start_timeout", "shared_memory", "mechanism"}
 
 
 # ==================================================================== what is measured

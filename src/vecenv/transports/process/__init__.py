@@ -30,8 +30,11 @@ Modules, one concern each:
 - :mod:`.control`: the control block (post / finish / the sleep flags) and the memory fence.
 - :mod:`.handshake`: the sleep/wake handshake both sides use: a :class:`~.handshake.Waiter` that
   spins and yields only while its waits say it pays, the declared sleep, and the wake-up.
-- :mod:`.wire`: frames, pickling, and socket I/O that notices a dead peer.
-- :mod:`.shm`: the anonymous shared-memory block.
+- :mod:`.mechanism`: the seam with the operating system (a channel, a shared block, a poller)
+  and its two mechanisms: POSIX (:mod:`.wire`, :mod:`.shm`) and portable (:mod:`.portable`).
+- :mod:`.wire`: frames, pickling, and socket I/O that notices a dead peer (POSIX).
+- :mod:`.shm`: the anonymous shared-memory block (POSIX).
+- :mod:`.portable`: ``multiprocessing`` pipes and memory shared by name (Windows, anywhere).
 - :mod:`.infos`: infos (and SAME_STEP's final observations) in shared memory, by schema.
 - :mod:`.envfns`: the env_fns on their way to a worker (pickled once each for spawn/forkserver).
 - :mod:`.lifetime`: live transports (closed at exit), what a forked worker drops of other

@@ -9,7 +9,6 @@ travels as a pickled message on the socket.
 from __future__ import annotations
 
 import os
-import select
 import signal
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,8 +21,8 @@ from vecenv.spaces import StepBuffers
 from vecenv.transports.process import envfns, handshake, lifetime, wire
 from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.infos import BlockReply, InfoBlock, InfoWriter
+from vecenv.transports.process.mechanism import MECHANISMS, Mechanism
 from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, Wake
-from vecenv.transports.process.shm import SharedBlock
 from vecenv.worker import EnvGroup, StepReply
 from vecenv.worker.commands import Close
 
@@ -38,9 +37,10 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VE
 class Child:
     """The loop one worker process runs over its env group."""
 
-    def __init__(self, index: int, peer: wire.Peer, spin: tuple[float, float]) -> None:
+    def __init__(self, index: int, peer: Any, spin: tuple[float, float], mechanism: Mechanism) -> None:
         self.index = index
         self.peer = peer
+        self.mechanism = mechanism
         self.waiter = handshake.Waiter(*spin)  # seconds of busy spinning, then of sched_yield() spinning
         self.group: EnvGroup | None = None
         self.ctrl: ControlBlock | None = None
@@ -51,12 +51,12 @@ class Child:
     # ------------------------------------------------------------ handshake
     def attach(self) -> None:
         """Map the shared block the caller sends and give the group its rows."""
-        op, data, fd = self.peer.read_frame_with_fd()
+        op, data, token = self.peer.read_frame_with_fd()
         at = wire.loads(data)
         if op != Frame.ATTACH or type(at) is not Attach:
             raise RuntimeError(f"worker {self.index}: expected the shared-memory layout, got {op!r} "
                                f"{type(at).__name__}")
-        block = SharedBlock.attach(fd, at.nbytes)
+        block = self.mechanism.attach_block(token, at.nbytes)
         buffers = StepBuffers(at.observation_space, at.action_space, at.num_envs, block.buffer)
         self.group.attach(buffers.rows(at.start, at.stop), ship_objects=True)
         self.ctrl = ControlBlock(block.buffer, at.control_at, at.num_workers)
@@ -102,8 +102,8 @@ class Child:
         moved = lambda: slot[CMD] != seq  # noqa: E731
         if moved() or self.waiter.spin(moved):
             return
-        poller = select.poll()
-        poller.register(self.peer.fd, select.POLLIN)
+        poller = self.mechanism.poller()
+        poller.register(self.peer.waitable)
         handshake.sleep(moved, lambda flag: slot.__setitem__(Slot.WORKER_SLEEPS, flag), poller, self._on_wakeup)
 
     def _on_wakeup(self, fd: int) -> None:
@@ -162,11 +162,13 @@ def worker_main(
     caller_pid: int,
     caller_end: Any,
     tie_to_parent: bool,
+    mechanism: str = "posix",
 ) -> None:
     """Entry point of a worker process: build the group, describe it, attach, serve.
 
     ``caller_end``: with fork, the caller's end of this worker's socket (closed here);
-    ``tie_to_parent``: see :func:`.lifetime.watch_caller`.
+    ``tie_to_parent``: see :func:`.lifetime.watch_caller`; ``mechanism``: the name of the
+    :class:`~.mechanism.Mechanism` the caller uses.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle, once
     if hasattr(signal, "pthread_sigmask"):  # started with SIGINT blocked: SIGTERM must end us
@@ -176,7 +178,8 @@ def worker_main(
     if caller_end is not None:
         lifetime.drop_inherited(caller_end)
     lifetime.watch_caller(caller_pid, tie_to_parent)
-    child = Child(index, wire.Peer(sock), spin)
+    how = MECHANISMS[mechanism]
+    child = Child(index, how.peer(sock), spin, how)
     try:
         try:
             fns = [envfns.unpack(fn, start + j, index) for j, fn in enumerate(env_fns)]

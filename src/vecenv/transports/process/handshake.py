@@ -72,6 +72,8 @@ DELAY_CHECK_S = 0.05
 #: they may spin again
 CONTENDED_DELAY, CALM_DELAY = 0.2, 0.05
 SCHEDSTAT = "/proc/thread-self/schedstat"
+#: give up the CPU to another runnable task (Windows has no sched_yield: a zero sleep)
+_yield: Callable[[], Any] = getattr(os, "sched_yield", None) or (lambda: time.sleep(0))
 
 
 class Waiter:
@@ -161,7 +163,7 @@ def spin_then_yield(
         if now >= end:
             return False, False
         if now >= end_spin:
-            os.sched_yield()
+            _yield()
         last = now if now < end_spin else clock()
 
 

@@ -60,6 +60,17 @@ def drop_inherited(keep: Any) -> None:
 
 
 def _exit_with_caller(pid: int) -> None:
+    if os.name == "nt":  # a handle of the parent (the caller, under spawn), never a signal
+        import multiprocessing
+        from multiprocessing.connection import wait
+
+        parent = multiprocessing.parent_process()
+        if parent is not None and parent.pid == pid and parent.sentinel is not None:
+            wait([parent.sentinel])
+            os._exit(0)
+        while process_alive(pid):
+            time.sleep(_POLL_S)
+        os._exit(0)
     try:
         fd = os.pidfd_open(pid)
     except (AttributeError, OSError):  # no pidfds, or the caller is already gone

@@ -108,6 +108,15 @@ class SharedBlock:
         block.close_fd()
         return block
 
+    @property
+    def token(self) -> int | None:
+        """What a worker needs to map this block: its descriptor (sent with ``send_fds``)."""
+        return self.fd
+
+    def release(self) -> None:
+        """Close the descriptor (the mapping stays valid)."""
+        self.close_fd()
+
     def close_fd(self) -> None:
         """Close the descriptor (the mapping stays valid)."""
         if self.fd is not None:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import select
-import socket
-import sys
 import threading
 import time
 from collections.abc import Collection
@@ -19,14 +16,15 @@ from gymnasium import spaces
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport
 from vecenv.errors import StepTimeoutError, VecEnvError, WorkerDiedError
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, envfns, handshake, lifetime, shm, wire
+from vecenv.transports.process import control, envfns, handshake, lifetime, wire
 from vecenv.transports.process.child import worker_main
 from vecenv.transports.process.control import ControlBlock, default_spin
 from vecenv.transports.process.envfns import EnvFnPicklingError
 from vecenv.transports.process.infos import IN_BLOCK, BlockReply, InfoBlock, InfoReader
 from vecenv.transports.process.mainguard import check_main_guard
+from vecenv.transports.process.mechanism import MECHANISMS, choose_mechanism
 from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, Wake
-from vecenv.transports.process.shm import SharedBlock, aligned
+from vecenv.transports.process.shm import aligned
 from vecenv.transports.signals import deferred, quietly_started
 from vecenv.worker import EnvDescription
 from vecenv.worker.commands import NO_REPLY, Close, Command, GivenStep, Step
@@ -45,25 +43,10 @@ FRAME_TIMEOUT = 30.0
 
 
 def unavailable() -> str | None:
-    """Why worker processes cannot run on this platform, or None when they can.
-
-    The transport moves frames over socketpairs, passes the shared-memory block's descriptor
-    with ``send_fds``, waits with ``poll`` and maps memory with the C library's ``mmap``: POSIX
-    (Linux; macOS has each of them but is not tested). Windows has none of them.
-    """
-    missing = [name for name, present in (
-        ("socket.AF_UNIX", hasattr(socket, "AF_UNIX")),
-        ("socket.send_fds", hasattr(socket, "send_fds")),
-        ("select.poll", hasattr(select, "poll")),
-        ("the C library's mmap", shm.libc is not None),
-    ) if not present]
-    if not missing:
-        return None
-    return (
-        f"vecenv's worker processes need POSIX primitives that {sys.platform} lacks "
-        f"({', '.join(missing)}); use backend='thread' or backend='serial' here "
-        "(backend='auto' chooses between them)"
-    )
+    """Why worker processes cannot run on this platform, or None when they can (the portable
+    mechanism runs wherever multiprocessing does)."""
+    missing = MECHANISMS["portable"].missing()
+    return f"vecenv's worker processes need {', '.join(missing)}" if missing else None
 
 
 class ProcessTransport(Transport):
@@ -79,10 +62,9 @@ class ProcessTransport(Transport):
         spin_us: float | None = None,
         yield_us: float | None = None,
         start_timeout: float | None = DEFAULT_START_TIMEOUT,
+        mechanism: str | None = None,
     ) -> None:
-        why = unavailable()
-        if why is not None:
-            raise VecEnvError(why)
+        self.mechanism = choose_mechanism(mechanism)
         self.ctx = multiprocessing.get_context(context) if context is None or isinstance(context, str) else context
         self.start_method = self.ctx.get_start_method()
         self.daemon = daemon
@@ -93,7 +75,7 @@ class ProcessTransport(Transport):
         self.peers: list[wire.Peer] = []
         self.dead: dict[int, int | None] = {}
         self.ctrl: ControlBlock | None = None
-        self._block: SharedBlock | None = None
+        self._block: Any = None  # the mechanism's shared block
         self._buffers: StepBuffers | None = None
         self._mask: np.ndarray | None = None
         self._payloads: list[bytes] | None = None
@@ -134,7 +116,7 @@ class ProcessTransport(Transport):
     def _spawn(self, w: int) -> None:
         """Start worker ``w``'s process (replacing an old one in place)."""
         start, stop = self.partition[w]
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        parent, child = self.mechanism.pair()
         fns = self.env_fns[start:stop] if self._payloads is None else self._payloads[start:stop]
         forked = self.start_method == "fork"
         # PR_SET_PDEATHSIG follows the parent *thread*: only safe for the main thread or the fork server
@@ -142,15 +124,15 @@ class ProcessTransport(Transport):
         # Ctrl-C is the caller's: workers start deaf to it, and it waits until the worker is recorded
         quietly_started(not forked, self._start, w, parent, child, fns, forked, tie)
 
-    def _start(self, w: int, parent: socket.socket, child: socket.socket, fns: Any, forked: bool,
-               tie: bool) -> None:
+    def _start(self, w: int, parent: Any, child: Any, fns: Any, forked: bool, tie: bool) -> None:
         """Start worker ``w``'s process and record it (quietly: see :meth:`_spawn`)."""
         start, _ = self.partition[w]
         try:
             process = self.ctx.Process(
                 target=worker_main,
                 args=(self.first_worker + w, child, fns, start, self.autoreset_mode,
-                      (self.worker_spin, self.yield_s), os.getpid(), parent if forked else None, tie),
+                      (self.worker_spin, self.yield_s), os.getpid(), parent if forked else None, tie,
+                      self.mechanism.name),
                 name=f"vecenv-worker-{self.first_worker + w}",
                 daemon=self.daemon,
             )
@@ -160,7 +142,7 @@ class ProcessTransport(Transport):
             raise
         finally:
             child.close()
-        peer = wire.Peer(parent, process.sentinel)
+        peer = self.mechanism.peer(parent, process.sentinel)
         if w < len(self.processes):
             self.processes[w], self.peers[w] = process, peer
         else:
@@ -200,7 +182,7 @@ class ProcessTransport(Transport):
         mask_off = ctrl_off + ControlBlock.nbytes(self.num_workers)
         infos_off = aligned(mask_off + num_envs)
         size = aligned(infos_off + InfoBlock.nbytes(observation_space, num_envs))
-        self._block = SharedBlock(size)
+        self._block = self.mechanism.block(size)
         buf = self._block.buffer
         self._buffers = StepBuffers(observation_space, action_space, num_envs, buf)
         self.ctrl = ControlBlock(buf, ctrl_off, self.num_workers)
@@ -231,7 +213,7 @@ class ProcessTransport(Transport):
     def _send_layout(self, w: int) -> None:
         start, stop = self.partition[w]
         data = cloudpickle.dumps(self._layout._replace(start=start, stop=stop))
-        self.peers[w].write_frame_with_fd(Frame.ATTACH, data, self._block.fd)
+        self.peers[w].write_frame_with_fd(Frame.ATTACH, data, self._block.token)
 
     # ------------------------------------------------------------ commands
     def submit(self, worker: int, command: Command) -> None:
@@ -297,23 +279,23 @@ class ProcessTransport(Transport):
         if now < self._next_death_check:
             return
         self._next_death_check = now + DEATH_CHECK_S
-        poller = select.poll()
+        poller = self.mechanism.poller()
         owner = {}
         for w in workers:
             if w not in done and w not in self.dead:
-                poller.register(self.peers[w].sentinel, select.POLLIN)
+                poller.register(self.peers[w].sentinel)
                 owner[self.peers[w].sentinel] = w
-        for fd, _ in poller.poll(0) if owner else ():
-            self._mark_dead(owner[fd])
+        for key, _ in poller.poll(0) if owner else ():
+            self._mark_dead(owner[key])
 
     def _sleep(self, workers: Collection[int], deadline: float | None) -> list[int]:
         """Block for a reply: declare it, re-check, then bounded polls on sockets and sentinels."""
         live = [w for w in workers if w not in self.dead]
-        poller, owner = select.poll(), {}
+        poller, owner = self.mechanism.poller(), {}
         for w in live:
-            for fd in (self.peers[w].fd, self.peers[w].sentinel):
-                poller.register(fd, select.POLLIN)
-                owner[fd] = w
+            for key in (self.peers[w].waitable, self.peers[w].sentinel):
+                poller.register(key)
+                owner[key] = w
         slots = self.ctrl.slots
 
         def declare(flag: int) -> None:
@@ -433,7 +415,7 @@ class ProcessTransport(Transport):
             except ValueError:  # still running after SIGKILL: nothing more to do
                 pass
         if self._block is not None:
-            self._block.close_fd()
+            self._block.release()
         self.ctrl = self._mask = None
 
     def _ask_to_close(self, deadline: float) -> None:
@@ -459,7 +441,7 @@ class ProcessTransport(Transport):
         for peer in self.peers:
             peer.close()
         if self._block is not None:
-            self._block.close_fd()  # the mapping: lifetime.drop_inherited
+            self._block.release()  # the mapping: lifetime.drop_inherited
         self.processes, self.peers, self.ctrl, self._mask = [], [], None, None
 
     def __del__(self) -> None:

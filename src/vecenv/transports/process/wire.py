@@ -55,6 +55,7 @@ class Peer:
     def __init__(self, sock: socket.socket, sentinel: int | None = None) -> None:
         self.sock = sock
         self.fd = sock.fileno()
+        self.waitable = self.fd  # what a poller waits on
         self.sentinel = sentinel
         sock.setblocking(False)
 
