@@ -49,6 +49,10 @@ WINDOWS_DIFFERS = {
     "test_a_hanging_rebuild_is_ended_after_start_timeout":
         "start_timeout=1 s is shorter than starting a spawned worker takes here",
     "test_interpreter_exit_without_close_is_an_orderly_close": "its child script lists workers in /proc",
+    "test_a_class_the_caller_cannot_rebuild_falls_back_to_the_text":
+        "its env_fn holds what cannot be unpickled: only fork starts a worker without pickling it",
+    "test_the_probe_builds_one_copy_once_per_env_once_kept":
+        "time.thread_time() ticks every 15.6 ms on Windows: a probe this short reads no CPU time",
 }
 
 

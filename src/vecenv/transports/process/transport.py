@@ -397,6 +397,8 @@ class ProcessTransport(Transport):
         self._closed = True
         self._closer = threading.get_ident()
         lifetime.LIVE.discard(self)
+        if self._block is not None:  # first: no restart can need it now, and a Ctrl-C during
+            self._block.release()  # the joins below must not leave a named block behind
         deadline = time.monotonic() + (DEFAULT_CLOSE_TIMEOUT if timeout is None else max(0.0, float(timeout)))
         if self.ctrl is not None:
             self._ask_to_close(deadline)
@@ -414,8 +416,6 @@ class ProcessTransport(Transport):
                 process.close()
             except ValueError:  # still running after SIGKILL: nothing more to do
                 pass
-        if self._block is not None:
-            self._block.release()
         self.ctrl = self._mask = None
 
     def _ask_to_close(self, deadline: float) -> None:
