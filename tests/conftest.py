@@ -44,6 +44,8 @@ def _uses_ray(item: pytest.Item) -> bool:
 WINDOWS_DIFFERS = {
     "test_sigkill_while_waiting": "sends SIGKILL, which Windows does not have",
     "test_workers_ignore_sigint": "sends SIGINT to one process; Windows delivers Ctrl-C to a console",
+    "test_ctrl_c_while_workers_start_prints_one_traceback":
+        "sends SIGINT to a process group (os.killpg); Windows delivers Ctrl-C to a console",
     "test_a_hanging_build_is_ended_after_start_timeout":
         "start_timeout=1 s is shorter than starting a spawned worker takes here",
     "test_a_hanging_rebuild_is_ended_after_start_timeout":
