@@ -55,6 +55,7 @@ stalls, and after ``FRAME_TIMEOUT`` the worker is ended and reported.
 from vecenv.transports.process.control import default_spin
 from vecenv.transports.process.envfns import EnvFnPicklingError
 from vecenv.transports.process.inline import InlineTransport
-from vecenv.transports.process.transport import ProcessTransport, unavailable
+from vecenv.transports.process.mechanism import unavailable
+from vecenv.transports.process.transport import ProcessTransport
 
 __all__ = ["EnvFnPicklingError", "InlineTransport", "ProcessTransport", "default_spin", "unavailable"]

@@ -47,7 +47,7 @@ def _guarded(statement: ast.stmt) -> bool:
 def unguarded_main_line(frame: FrameType | None = None) -> int | None:
     """The line of the main script's top level that is running now, when a worker importing the
     script would run it again (it is not inside a main guard); None otherwise, or when there is
-    no script (an interactive session, a notebook) or its source cannot be read."""
+    no script (an interactive interpreter, a notebook) or its source cannot be read."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if main is None or not isinstance(path, str) or not path.endswith(".py"):

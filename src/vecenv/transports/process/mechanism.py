@@ -40,7 +40,7 @@ from typing import Any
 
 from vecenv.transports.process import portable, shm, wire
 
-__all__ = ["MECHANISMS", "MECHANISM_VAR", "Mechanism", "choose_mechanism"]
+__all__ = ["MECHANISMS", "MECHANISM_VAR", "Mechanism", "choose_mechanism", "unavailable"]
 
 #: environment variable that picks the mechanism where the caller does not
 MECHANISM_VAR = "VECENV_PROCESS_MECHANISM"
@@ -117,3 +117,10 @@ def choose_mechanism(name: str | None = None) -> Mechanism:
             "use mechanism='portable'"
         )
     return MECHANISMS[chosen]
+
+
+def unavailable() -> str | None:
+    """Why worker processes cannot run on this platform, or None when they can (the portable
+    mechanism runs wherever multiprocessing and shared memory by name do)."""
+    missing = MECHANISMS["portable"].missing()
+    return f"vecenv's worker processes need {', '.join(missing)}" if missing else None

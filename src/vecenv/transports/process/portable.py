@@ -19,6 +19,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from vecenv.transports.process.protocol import Wake
+from vecenv.transports.process.wire import frame
 from vecenv.transports.signals import deferred
 
 __all__ = ["NamedBlock", "PipePeer", "PipePoller"]
@@ -112,8 +113,6 @@ class PipePeer:
 
     def write_frame_with_fd(self, op: bytes, data: bytes, token: Any) -> None:
         """Send a frame and then the name of the shared block that goes with it."""
-        from vecenv.transports.process.wire import frame
-
         self.write(frame(op, data))
         self.write(str(token).encode())
 

@@ -22,14 +22,14 @@ from vecenv.transports.process.control import ControlBlock, default_spin
 from vecenv.transports.process.envfns import EnvFnPicklingError
 from vecenv.transports.process.infos import IN_BLOCK, BlockReply, InfoBlock, InfoReader
 from vecenv.transports.process.mainguard import check_main_guard
-from vecenv.transports.process.mechanism import MECHANISMS, choose_mechanism
+from vecenv.transports.process.mechanism import choose_mechanism
 from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, Wake
 from vecenv.transports.process.shm import aligned
 from vecenv.transports.signals import deferred, quietly_started
 from vecenv.worker import EnvDescription
 from vecenv.worker.commands import NO_REPLY, Close, Command, GivenStep, Step
 
-__all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport", "unavailable"]
+__all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport"]
 
 #: how long ``close()`` waits for workers to finish by themselves when given no timeout
 DEFAULT_CLOSE_TIMEOUT = 5.0
@@ -40,13 +40,6 @@ DEFAULT_YIELD_US = 500.0
 DEATH_CHECK_S = 0.05
 #: longest pause inside a reply's frame; past it the socket is out of step and the worker is ended
 FRAME_TIMEOUT = 30.0
-
-
-def unavailable() -> str | None:
-    """Why worker processes cannot run on this platform, or None when they can (the portable
-    mechanism runs wherever multiprocessing does)."""
-    missing = MECHANISMS["portable"].missing()
-    return f"vecenv's worker processes need {', '.join(missing)}" if missing else None
 
 
 class ProcessTransport(Transport):
