@@ -12,21 +12,23 @@ Worker's side:
   their sockets and memory files and replaces their mappings with private memory (so a stray
   access reads zeros instead of faulting).
 - :func:`watch_caller`: a thread that ends the worker when the caller's process ends, whatever
-  the env is doing (it waits on a pidfd; where there is none, it polls). Where the worker's
-  parent is the caller's main thread or the fork server, ``PR_SET_PDEATHSIG`` adds a kernel-side
-  guarantee for an env that holds the GIL in native code.
+  the env is doing (it waits on a pidfd, or on Windows on the caller's process handle; where there
+  is neither, it polls). Where the worker's parent is the caller's main thread or the fork
+  server, ``PR_SET_PDEATHSIG`` adds a kernel-side guarantee for an env that holds the GIL in
+  native code.
 """
 
 from __future__ import annotations
 
 import atexit
+import multiprocessing
 import os
-import select
 import signal
 import sys
 import threading
 import time
 import weakref
+from multiprocessing.connection import wait
 from typing import Any
 
 from vecenv.system import process_alive
@@ -60,28 +62,27 @@ def drop_inherited(keep: Any) -> None:
 
 
 def _exit_with_caller(pid: int) -> None:
-    if os.name == "nt":  # a handle of the parent (the caller, under spawn), never a signal
-        import multiprocessing
-        from multiprocessing.connection import wait
-
-        parent = multiprocessing.parent_process()
-        if parent is not None and parent.pid == pid and parent.sentinel is not None:
-            wait([parent.sentinel])
-            os._exit(0)
+    """Wait until process ``pid`` (the caller) ends, then end this process."""
+    waitable = _caller_waitable(pid)
+    if waitable is not None:
+        wait([waitable])
+    else:
         while process_alive(pid):
             time.sleep(_POLL_S)
-        os._exit(0)
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):  # no pidfds, or the caller is already gone
-        while process_alive(pid):
-            time.sleep(_POLL_S)
-        os._exit(0)
-    poller = select.poll()
-    poller.register(fd, select.POLLIN)
-    while not poller.poll(None):
-        pass
     os._exit(0)
+
+
+def _caller_waitable(pid: int) -> Any:
+    """Something ready once the caller has ended: its pidfd (Linux), or on Windows the parent's
+    process handle when the parent is the caller (never a signal); None where there is neither
+    (then :func:`_exit_with_caller` polls)."""
+    if os.name == "nt":
+        parent = multiprocessing.parent_process()
+        return parent.sentinel if parent is not None and parent.pid == pid else None
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # no pidfds, or the caller is already gone
+        return None
 
 
 def watch_caller(pid: int, tie_to_parent: bool) -> None:
