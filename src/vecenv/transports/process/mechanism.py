@@ -30,33 +30,59 @@ runs the process tests on both.
 
 from __future__ import annotations
 
+import abc
 import importlib.util
 import multiprocessing
 import os
 import select
 import socket
-from dataclasses import dataclass
 from typing import Any
 
 from vecenv.transports.process import portable, shm, wire
 
-__all__ = ["MECHANISMS", "MECHANISM_VAR", "Mechanism", "choose_mechanism", "unavailable"]
+__all__ = ["MECHANISMS", "MECHANISM_VAR", "Mechanism", "PortableMechanism", "PosixMechanism", "choose_mechanism",
+           "unavailable"]
 
 #: environment variable that picks the mechanism where the caller does not
 MECHANISM_VAR = "VECENV_PROCESS_MECHANISM"
 
 
-@dataclass(frozen=True)
-class Mechanism:
+class Mechanism(abc.ABC):
     """How one platform provides the channel and the shared block (see the module docstring)."""
 
     name: str
 
+    @abc.abstractmethod
     def missing(self) -> list[str]:
         """What this platform lacks for this mechanism (empty: it runs here)."""
-        if self.name == "portable":  # shm_open comes with CPython's _posixshmem on POSIX
-            need_shm = os.name != "nt" and importlib.util.find_spec("_posixshmem") is None
-            return ["_posixshmem (shm_open)"] if need_shm else []
+
+    @abc.abstractmethod
+    def pair(self) -> tuple[Any, Any]:
+        """The two ends of a new channel: the caller's and the worker's."""
+
+    @abc.abstractmethod
+    def peer(self, end: Any, sentinel: int | None = None) -> Any:
+        """One end of a channel, as a :class:`.wire.Peer` (or its portable twin)."""
+
+    @abc.abstractmethod
+    def poller(self) -> Any:
+        """Something to ``register`` channels and sentinels with and ``poll(ms)``."""
+
+    @abc.abstractmethod
+    def block(self, size: int) -> Any:
+        """A new shared block of ``size`` zeroed bytes."""
+
+    @abc.abstractmethod
+    def attach_block(self, token: Any, size: int) -> Any:
+        """Map the block a worker was handed (``token``: a descriptor, or a name)."""
+
+
+class PosixMechanism(Mechanism):
+    """Unix socketpairs, ``poll``, memfd with its descriptor passed along."""
+
+    name = "posix"
+
+    def missing(self) -> list[str]:
         return [name for name, present in (
             ("socket.AF_UNIX", hasattr(socket, "AF_UNIX")),
             ("socket.send_fds", hasattr(socket, "send_fds")),
@@ -65,26 +91,45 @@ class Mechanism:
         ) if not present]
 
     def pair(self) -> tuple[Any, Any]:
-        """The two ends of a new channel: the caller's and the worker's."""
-        if self.name == "posix":
-            return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+
+    def peer(self, end: Any, sentinel: int | None = None) -> Any:
+        return wire.Peer(end, sentinel)
+
+    def poller(self) -> Any:
+        return _PosixPoller()
+
+    def block(self, size: int) -> Any:
+        return shm.SharedBlock(size)
+
+    def attach_block(self, token: Any, size: int) -> Any:
+        return shm.SharedBlock.attach(token, size)
+
+
+class PortableMechanism(Mechanism):
+    """``multiprocessing`` pipes and ``connection.wait``, memory shared by name."""
+
+    name = "portable"
+
+    def missing(self) -> list[str]:
+        # shm_open comes with CPython's _posixshmem on POSIX
+        need_shm = os.name != "nt" and importlib.util.find_spec("_posixshmem") is None
+        return ["_posixshmem (shm_open)"] if need_shm else []
+
+    def pair(self) -> tuple[Any, Any]:
         return multiprocessing.Pipe(duplex=True)
 
     def peer(self, end: Any, sentinel: int | None = None) -> Any:
-        """One end of a channel, as a :class:`.wire.Peer` (or its portable twin)."""
-        return wire.Peer(end, sentinel) if self.name == "posix" else portable.PipePeer(end, sentinel)
+        return portable.PipePeer(end, sentinel)
 
     def poller(self) -> Any:
-        """Something to ``register`` channels and sentinels with and ``poll(ms)``."""
-        return _PosixPoller() if self.name == "posix" else portable.PipePoller()
+        return portable.PipePoller()
 
     def block(self, size: int) -> Any:
-        """A new shared block of ``size`` zeroed bytes."""
-        return shm.SharedBlock(size) if self.name == "posix" else portable.NamedBlock(size)
+        return portable.NamedBlock(size)
 
     def attach_block(self, token: Any, size: int) -> Any:
-        """Map the block a worker was handed (``token``: a descriptor, or a name)."""
-        return shm.SharedBlock.attach(token, size) if self.name == "posix" else portable.NamedBlock.attach(token, size)
+        return portable.NamedBlock.attach(token, size)
 
 
 class _PosixPoller:
@@ -98,7 +143,7 @@ class _PosixPoller:
         return self._poll.poll(timeout_ms)
 
 
-MECHANISMS = {name: Mechanism(name) for name in ("posix", "portable")}
+MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (PosixMechanism(), PortableMechanism())}
 
 
 def choose_mechanism(name: str | None = None) -> Mechanism:
