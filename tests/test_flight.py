@@ -18,10 +18,10 @@ from vecenv.engine.recovery import Recovery
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import Transport
 from vecenv.errors import AlreadyPendingCallError, StepTimeoutError, VecEnvError, WorkerDiedError
+from vecenv.infos import InfoEntry, StepReply
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
-from vecenv.worker import InfoEntry
-from vecenv.worker.commands import Call, Configure, Reset, Step, StepReply
+from vecenv.worker.commands import Call, Configure, Reset, Step
 
 
 class Scripted(Transport):

@@ -14,11 +14,11 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 from helpers import assert_same
-from vecenv.engine.infos import batch_infos
 from vecenv.errors import EnvError
+from vecenv.infos import InfoEntry, batch_infos
 from vecenv.spaces import StepBuffers
 from vecenv.testing import DictTupleEnv, FaultyEnv, TextEnv
-from vecenv.worker import EnvDescription, EnvGroup, InfoEntry, commands, restarts
+from vecenv.worker import EnvDescription, EnvGroup, commands, restarts
 
 pytestmark = pytest.mark.timeout(30)
 

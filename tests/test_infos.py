@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from helpers import assert_same
-from vecenv.engine.infos import add_info, batch_infos
-from vecenv.worker import InfoEntry
+from vecenv.infos import InfoEntry, add_info, batch_infos
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -22,9 +22,16 @@ from helpers import (
     make_backend,
     use_backend,
 )
-from vecenv.transports.process.infos import InfoBlock, InfoReader, InfoWriter, fits_in_block
-from vecenv.worker import InfoEntry
-from vecenv.worker.commands import InfoColumns
+from vecenv.infos import (
+    IN_ROWS,
+    InfoColumns,
+    InfoEntry,
+    InfoReader,
+    InfoRows,
+    InfoWriter,
+    fits_row,
+    why_not_shared,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -219,8 +226,8 @@ def assert_exact(a: Any, b: Any, path: str) -> None:
 # ------------------------------------------------------------------ the block itself
 def block(n: int = 4) -> tuple[InfoWriter, InfoReader]:
     space = InfoHeavyEnv.observation_space
-    memory = memoryview(bytearray(InfoBlock.nbytes(space, n)))
-    area = InfoBlock(space, n, memory, 0)
+    memory = memoryview(bytearray(InfoRows.nbytes(space, n)))
+    area = InfoRows(space, n, memory, 0)
     return InfoWriter(area.part(0, n), 0), InfoReader(area, [(0, n)])
 
 
@@ -233,9 +240,8 @@ def put(writer: InfoWriter, entries: list[InfoEntry]) -> Any:
 def round_trip(entries: list[InfoEntry]) -> tuple[list[InfoEntry], Any]:
     writer, reader = block()
     reply = put(writer, entries)
-    from vecenv.transports.process.infos import IN_BLOCK
 
-    got = reader.take(0, reply if reply is not None else IN_BLOCK)
+    got = reader.take(0, reply if reply is not None else IN_ROWS)
     return sorted(got.entries, key=lambda e: e.index), reply
 
 
@@ -260,8 +266,8 @@ def test_packed_values_come_back_with_their_types() -> None:
     got, reply = round_trip([InfoEntry(2, info)])
     assert reply is not None and not reply.entries and reply.schemas  # new schema, value in block
     assert_exact_nan(got[0].info, info)
-    assert fits_in_block(info) and not fits_in_block({"s": "x"})
-    assert not fits_in_block({"huge": np.zeros(10_000)})
+    assert fits_row(info) and not fits_row({"s": "x"})
+    assert not fits_row({"huge": np.zeros(10_000)})
 
 
 def assert_exact_nan(a: Any, b: Any) -> None:
@@ -284,16 +290,14 @@ def test_a_known_schema_needs_no_message_and_columns_batch_by_key() -> None:
     assert first is not None and len(first.schemas) == 1
     reader.take(0, first)
     assert put(writer, entries) is None  # the same keys and types: all in shared memory
-    from vecenv.transports.process.infos import IN_BLOCK
 
-    columns = reader.take(0, IN_BLOCK).entries
+    columns = reader.take(0, IN_ROWS).entries
     assert isinstance(columns, InfoColumns) and columns.envs.tolist() == [0, 1, 2, 3]
     assert [e.info for e in columns] == [e.info for e in entries]
     assert all(type(e.info["n"]) is np.int16 for e in columns)
 
 
 def test_why_not_shared_names_each_key_and_the_reason() -> None:
-    from vecenv.transports.process.infos import why_not_shared
 
     info = {"ok": 1.0, "s": "text", "sub": {"big": 2**70, "fine": np.int8(1)}, 3: 1.0,
             "objs": np.array([None], dtype=object)}
@@ -384,7 +388,7 @@ def test_the_callers_own_group_rebuilt_after_a_failure_keeps_its_infos() -> None
 
 
 def test_column_chunks_out_of_env_order_batch_by_env() -> None:
-    from vecenv.engine.infos import batch_columns, batch_infos, entries_as_columns
+    from vecenv.infos import batch_columns, batch_infos, entries_as_columns
 
     infos = {i: {"x": float(i), "n": i} for i in range(5)}
     dtype = np.dtype([("x", "f8"), ("n", "i8")])

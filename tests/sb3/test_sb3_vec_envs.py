@@ -14,9 +14,9 @@ from sb3_testenvs import DictEnv, assert_same, make_cartpole, make_dict_env, run
 
 import vecenv.sb3 as vsb3
 from helpers import FAST_START
+from vecenv.infos import InfoEntry
 from vecenv.sb3 import DummyVecEnv, SubprocVecEnv, from_vector_env
 from vecenv.sb3._backend import unbatch_info
-from vecenv.worker import InfoEntry
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 

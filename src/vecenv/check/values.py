@@ -9,7 +9,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from vecenv.transports.process.infos import why_not_shared
+from vecenv.infos import why_not_shared
 
 __all__ = ["InfoTypes", "describe", "digest", "nbytes", "same", "size_text", "why_outside"]
 

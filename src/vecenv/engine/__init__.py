@@ -3,7 +3,6 @@ contract it drives."""
 
 from vecenv.engine.checks import SpaceMismatchError
 from vecenv.engine.core import VectorEnv
-from vecenv.engine.infos import add_info, batch_infos
 from vecenv.engine.modes import parse_autoreset_mode
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import Transport, split_envs, usable_cores
@@ -13,8 +12,6 @@ __all__ = [
     "SpaceMismatchError",
     "Transport",
     "VectorEnv",
-    "add_info",
-    "batch_infos",
     "parse_autoreset_mode",
     "split_envs",
     "usable_cores",

@@ -46,8 +46,9 @@ from vecenv.engine.recovery import Recovery
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import Transport
 from vecenv.errors import ClosedEnvironmentError, NoAsyncCallError
+from vecenv.infos import InfoParts
 from vecenv.policy import FailureOptions
-from vecenv.worker import EnvDescription, InfoParts
+from vecenv.worker import EnvDescription
 from vecenv.worker.commands import Apply, Call, Command, Configure, GetAttr, Render, SetAttr
 
 __all__ = ["SpaceMismatchError", "VectorEnv"]

@@ -32,7 +32,6 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.checks import check_env_ids
-from vecenv.engine.infos import batch_infos, columns_infos
 from vecenv.engine.partition import Partition
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import Transport
@@ -44,10 +43,10 @@ from vecenv.errors import (
     VecEnvError,
     WorkerDiedError,
 )
+from vecenv.infos import InfoColumns, InfoEntry, batch_infos, columns_infos
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
-from vecenv.worker import InfoEntry
-from vecenv.worker.commands import Command, InfoColumns, Reset, Step, with_given
+from vecenv.worker.commands import Command, Reset, Step, with_given
 from vecenv.worker.restarts import truncate_rows
 
 __all__ = ["Flight", "SETTLE_TIMEOUT"]

@@ -16,7 +16,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.flight import Flight
 from vecenv.errors import VecEnvError
-from vecenv.worker import InfoEntry
+from vecenv.infos import InfoEntry
 from vecenv.worker.commands import Configure, Reset
 from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
 

@@ -60,7 +60,7 @@ from vecenv.layout.rule import (
     decide,
     forced,
 )
-from vecenv.transports.process.mainguard import script_rerun_line
+from vecenv.transports.process import script_rerun_line
 
 __all__ = [
     "FORCE_VAR",

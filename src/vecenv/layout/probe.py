@@ -12,16 +12,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from vecenv import infos
 from vecenv.layout.rule import EnvProbe
 from vecenv.spaces.buffers import is_fixed_leaf
-from vecenv.transports.process.infos import (
-    IN_BLOCK,
-    InfoBlock,
-    InfoReader,
-    InfoWriter,
-    fits_in_block,
-)
-from vecenv.worker import InfoEntry
 
 #: at most this long stepping the probe copy (plus its build and one reset)
 PROBE_S = 0.05
@@ -55,8 +48,8 @@ def probe_env(env_fn: Callable[[], gym.Env], budget_s: float = PROBE_S) -> EnvPr
         wall, cpu = float(np.median(walls)), float(np.median(cpus))
         share = min(1.0, cpu / wall) if wall > 0 else 1.0
         pickle_us = _pickle_us(env.observation_space, obs)
-        shared = bool(info) and fits_in_block(info)
-        info_us = (_block_us(info) if shared else _round_trip_us(info)) if info else 0.0
+        shared = bool(info) and infos.fits_row(info)
+        info_us = (_shared_us(info) if shared else _round_trip_us(info)) if info else 0.0
         return EnvProbe(wall * 1e6, share, _nbytes(obs), pickle_us, build_s, info_us, shared)
     finally:
         env.close()
@@ -99,18 +92,9 @@ def _round_trip_us(value: Any) -> float:
     return (time.perf_counter() - start) / 10 * 1e6
 
 
-def _block_us(info: dict) -> float:
+def _shared_us(info: dict) -> float:
     """µs to write one env's ``info`` into shared memory and read it back."""
-    space = gym.spaces.Box(0, 1, (1,), np.uint8)
-    area = InfoBlock(space, 1, memoryview(bytearray(InfoBlock.nbytes(space, 1))), 0)
-    writer, reader = InfoWriter(area, 0), InfoReader(area, [(0, 1)])
-    unpacked = [InfoEntry(0, info)]
-
-    def step() -> None:  # what a worker's step and the caller's fetch do with it
-        writer.begin()
-        reply = writer.reply([] if writer.write(0, info) else unpacked, None)
-        reader.take(0, reply or IN_BLOCK)
-
+    step = infos.rows_round_trip(info, gym.spaces.Box(0, 1, (1,), np.uint8))
     step()  # the first learns the schema
     start = time.perf_counter()
     for _ in range(10):

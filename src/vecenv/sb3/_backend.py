@@ -21,9 +21,6 @@ from typing import Any, TypeVar
 import gymnasium as gym
 import numpy as np
 
-from vecenv.worker import InfoEntry
-from vecenv.worker.commands import InfoColumns
-
 # --------------------------------------------------------------------------- functions run per env
 # Module-level so they pickle by reference when sent to worker processes.
 
@@ -263,23 +260,3 @@ def unbatch_step_infos(
                 )
             finals.append((i, final_obs[i], unbatch_info(final_info, i) if final_info else {}))
     return per_env, finals
-
-
-def per_env_infos(parts: Sequence[Any], num_envs: int) -> tuple[list[dict], list[InfoEntry]]:
-    """Per-env info dicts from vecenv's raw info reports (``step_entries``), and the entries whose
-    episode ended (SAME_STEP: their ``info`` is the new episode's reset info).
-
-    Every dict is a new one, since SB3's API adds its keys to them: column chunks (infos that
-    came through shared memory) are built as new dicts once, an entry's info is copied.
-    """
-    infos: list[dict] = [{} for _ in range(num_envs)]
-    ended: list[InfoEntry] = []
-    for part in parts:
-        if type(part) is InfoColumns:
-            for i, info in zip(part.envs.tolist(), part.info_dicts(), strict=True):
-                infos[i] = info
-        elif part.ended:
-            ended.append(part)
-        elif part.info:
-            infos[part.index] = dict(part.info)
-    return infos, ended

@@ -20,6 +20,7 @@ import numpy as np
 from vecenv.backends import ProcessVectorEnv, SerialVectorEnv
 from vecenv.engine import VectorEnv
 from vecenv.engine.modes import is_same_step
+from vecenv.infos import per_env_infos
 from vecenv.sb3 import _backend
 from vecenv.sb3._errors import IndexValueError, env_errors
 from vecenv.sb3._spaces import (
@@ -137,7 +138,7 @@ class VectorEnvAdapter(VecEnv):
         if self._fast:
             ids = None if mask is None else np.flatnonzero(mask)
             obs, parts = self.venv.reset_entries(seed=seeds, options=options, env_ids=ids)
-            infos, _ = _backend.per_env_infos(parts, self.num_envs)
+            infos, _ = per_env_infos(parts, self.num_envs)
             return obs, infos
         if mask is not None:  # gymnasium's vector envs: masked envs get the options minus the mask
             options = {**(options or {}), "reset_mask": mask}
@@ -167,7 +168,7 @@ class VectorEnvAdapter(VecEnv):
             self._engine.require_reset = False
         if self._fast:
             obs, rewards, terms, truncs, parts = self.venv.step_entries(actions)
-            infos, ended = _backend.per_env_infos(parts, n)
+            infos, ended = per_env_infos(parts, n)
             finals = []
             for entry in ended:
                 infos[entry.index] = dict(entry.final_info or {})

@@ -25,7 +25,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from vecenv.spaces.checks import collect, misfit, shape_of, split
 
-__all__ = ["BatchBuffer", "Leaf", "StepBuffers", "is_fixed_leaf"]
+__all__ = ["BatchBuffer", "Leaf", "StepBuffers", "aligned", "is_fixed_leaf"]
 
 _FIXED = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 _ALIGN = 64
@@ -115,7 +115,7 @@ class BatchBuffer:
                 if memory is None:
                     array = np.zeros((n, *shape), dtype=dtype)
                 else:
-                    pos = _aligned(pos)
+                    pos = aligned(pos)
                     count = n * int(np.prod(shape, dtype=np.int64))
                     array = np.frombuffer(memory, dtype=dtype, count=count, offset=pos)
                     array = array.reshape((n, *shape))
@@ -144,8 +144,8 @@ class BatchBuffer:
         for _, leaf_space in _walk(space):
             if is_fixed_leaf(leaf_space):
                 shape, dtype = _leaf_shape_dtype(leaf_space)
-                pos = _aligned(pos) + n * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        return _aligned(pos)
+                pos = aligned(pos) + n * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return aligned(pos)
 
     def rows(self, start: int, stop: int) -> BatchBuffer:
         """A buffer over rows ``start:stop`` that shares this buffer's memory."""
@@ -273,8 +273,9 @@ class BatchBuffer:
         return _item(self._tree, self.leaves, i)
 
 
-def _aligned(pos: int) -> int:
-    return (pos + _ALIGN - 1) // _ALIGN * _ALIGN
+def aligned(pos: int, to: int = _ALIGN) -> int:
+    """``pos`` rounded up to a multiple of ``to`` (a cache line: parts of a block never share one)."""
+    return (pos + to - 1) // to * to
 
 
 # The tree is an int (leaf index), ("dict", [(key, tree)...]) or ("tuple", [tree...]).

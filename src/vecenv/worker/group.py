@@ -17,28 +17,15 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from vecenv.errors import EnvError
+from vecenv.infos import NO_REPLY, InfoEntry, StepReply
 from vecenv.spaces import StepBuffers
-from vecenv.worker.commands import COMMANDS, NO_REPLY, Command, EnvIds, StepReply
+from vecenv.worker.commands import COMMANDS, Command, EnvIds
 from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
 
-__all__ = ["EnvDescription", "EnvGroup", "InfoEntry"]
+__all__ = ["EnvDescription", "EnvGroup"]
 
 _NEXT = AutoresetMode.NEXT_STEP
 _SAME = AutoresetMode.SAME_STEP
-
-
-class InfoEntry(NamedTuple):
-    """What one env reports besides its arrays: its info, and the episode it just finished.
-
-    ``ended``/``final_obs``/``final_info`` are used in SAME_STEP mode only: the finished episode's
-    last observation and step info, while ``info`` is then the reset info of the new episode.
-    """
-
-    index: int
-    info: dict
-    ended: bool = False
-    final_obs: Any = None
-    final_info: dict | None = None
 
 
 class EnvDescription(NamedTuple):

@@ -35,7 +35,7 @@ Modules, one concern each:
 - :mod:`.wire`: frames, pickling, and socket I/O that notices a dead peer (POSIX).
 - :mod:`.shm`: the anonymous shared-memory block (POSIX).
 - :mod:`.portable`: ``multiprocessing`` pipes and memory shared by name (Windows, anywhere).
-- :mod:`.infos`: infos (and SAME_STEP's final observations) in shared memory, by schema.
+- :mod:`.infos`: where the info rows (:mod:`vecenv.infos`) lie in the shared block.
 - :mod:`.envfns`: the env_fns on their way to a worker (pickled once each for spawn/forkserver).
 - :mod:`.lifetime`: live transports (closed at exit), what a forked worker drops of other
   vector envs, and the watch that ends a worker with its caller.
@@ -55,7 +55,9 @@ stalls, and after ``FRAME_TIMEOUT`` the worker is ended and reported.
 from vecenv.transports.process.control import default_spin
 from vecenv.transports.process.envfns import EnvFnPicklingError
 from vecenv.transports.process.inline import InlineTransport
+from vecenv.transports.process.mainguard import script_rerun_line
 from vecenv.transports.process.mechanism import unavailable
 from vecenv.transports.process.transport import ProcessTransport
 
-__all__ = ["EnvFnPicklingError", "InlineTransport", "ProcessTransport", "default_spin", "unavailable"]
+__all__ = ["EnvFnPicklingError", "InlineTransport", "ProcessTransport", "default_spin", "script_rerun_line",
+           "unavailable"]

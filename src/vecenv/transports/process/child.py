@@ -17,13 +17,14 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from vecenv.errors import EnvError, portable_error
+from vecenv.infos import InfoWriter, RowsReply, StepReply
 from vecenv.spaces import StepBuffers
 from vecenv.transports.process import envfns, handshake, lifetime, wire
 from vecenv.transports.process.control import ControlBlock
-from vecenv.transports.process.infos import BlockReply, InfoBlock, InfoWriter
+from vecenv.transports.process.infos import worker_writer
 from vecenv.transports.process.mechanism import MECHANISMS, Mechanism
 from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, Wake
-from vecenv.worker import EnvGroup, StepReply
+from vecenv.worker import EnvGroup
 from vecenv.worker.commands import Close
 
 __all__ = ["THREAD_VARS", "worker_main"]
@@ -61,8 +62,7 @@ class Child:
         self.group.attach(buffers.rows(at.start, at.stop), ship_objects=True)
         self.ctrl = ControlBlock(block.buffer, at.control_at, at.num_workers)
         self.mask = np.frombuffer(block.buffer, np.bool_, at.stop - at.start, at.mask_at + at.start)
-        area = InfoBlock(at.observation_space, at.num_envs, block.buffer, at.infos_at)
-        self.infos = InfoWriter(area.part(at.start, at.stop), at.start)
+        self.infos = worker_writer(at.observation_space, at.num_envs, block.buffer, at.infos_at, at.start, at.stop)
         self.group.info_sink = self.infos.write
         self.seq = int(self.ctrl.slots[self.index, CMD])
         self.send(True, None, "attach")
@@ -140,7 +140,7 @@ class Child:
 
     def unsendable(self, value: Any, name: str, exc: Exception) -> Exception:
         """The error for a result that cannot be pickled: the env whose info it is, if any."""
-        for entry in value.entries if type(value) in (StepReply, BlockReply) else ():
+        for entry in value.entries if type(value) in (StepReply, RowsReply) else ():
             try:
                 wire.dumps(entry)
             except Exception as bad:  # noqa: PERF203 - only on the failure path

@@ -21,6 +21,8 @@ import tempfile
 import weakref
 from typing import Any
 
+from vecenv.spaces.buffers import aligned
+
 __all__ = ["SharedBlock", "aligned", "drop_inherited_mappings", "libc"]
 
 _MAP_FIXED = 0x10  # Linux, on every architecture Python supports
@@ -35,11 +37,6 @@ if os.name == "posix":
     _RW = mmap.PROT_READ | mmap.PROT_WRITE
 #: address -> size of every block mapped in this process (a forked child inherits them all)
 _MAPPED: dict[int, int] = {}
-
-
-def aligned(pos: int, to: int = 64) -> int:
-    """``pos`` rounded up to a multiple of ``to`` (a cache line: parts of a block never share one)."""
-    return (pos + to - 1) // to * to
 
 
 def _anonymous_fd(size: int) -> int:

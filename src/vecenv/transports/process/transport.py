@@ -15,19 +15,20 @@ from gymnasium import spaces
 
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport
 from vecenv.errors import StepTimeoutError, VecEnvError, WorkerDiedError
+from vecenv.infos import IN_ROWS, NO_REPLY, InfoReader, RowsReply
 from vecenv.spaces import StepBuffers
 from vecenv.transports.process import control, envfns, handshake, lifetime, wire
 from vecenv.transports.process.child import worker_main
 from vecenv.transports.process.control import ControlBlock, default_spin
 from vecenv.transports.process.envfns import EnvFnPicklingError
-from vecenv.transports.process.infos import IN_BLOCK, BlockReply, InfoBlock, InfoReader
+from vecenv.transports.process.infos import caller_reader, infos_nbytes
 from vecenv.transports.process.mainguard import check_main_guard
 from vecenv.transports.process.mechanism import choose_mechanism
 from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, Wake
 from vecenv.transports.process.shm import aligned
 from vecenv.transports.signals import deferred, quietly_started
 from vecenv.worker import EnvDescription
-from vecenv.worker.commands import NO_REPLY, Close, Command, GivenStep, Step
+from vecenv.worker.commands import Close, Command, GivenStep, Step
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport"]
 
@@ -174,13 +175,13 @@ class ProcessTransport(Transport):
         ctrl_off = aligned(nbytes)
         mask_off = ctrl_off + ControlBlock.nbytes(self.num_workers)
         infos_off = aligned(mask_off + num_envs)
-        size = aligned(infos_off + InfoBlock.nbytes(observation_space, num_envs))
+        size = aligned(infos_off + infos_nbytes(observation_space, num_envs))
         self._block = self.mechanism.block(size)
         buf = self._block.buffer
         self._buffers = StepBuffers(observation_space, action_space, num_envs, buf)
         self.ctrl = ControlBlock(buf, ctrl_off, self.num_workers)
         self._mask = np.frombuffer(buf, np.bool_, num_envs, mask_off)
-        self._infos = InfoReader(InfoBlock(observation_space, num_envs, buf, infos_off), self.partition)
+        self._infos = caller_reader(observation_space, num_envs, buf, infos_off, self.partition)
         self._layout = Attach(observation_space, action_space, num_envs, 0, 0, size, ctrl_off,
                                    self.num_workers, mask_off, infos_off)
         self._action_objects = self._buffers.actions.has_objects
@@ -319,10 +320,10 @@ class ProcessTransport(Transport):
         kind = ctrl.slots[worker, Slot.REPLY]
         if kind != Reply.MESSAGE:  # the hot path: the reply is all in shared memory
             if kind == Reply.INFOS and ctrl.take(worker, Reply.INFOS):
-                return self._infos.take(worker, IN_BLOCK)
+                return self._infos.take(worker, IN_ROWS)
             return NO_REPLY
         value = self._unpack(worker, deferred(self._take_message, worker))  # read and marked taken, or neither
-        if type(value) is BlockReply:
+        if type(value) is RowsReply:
             return self._infos.take(worker, value)
         return value
 

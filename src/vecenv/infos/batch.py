@@ -1,22 +1,25 @@
-"""Info batching: per-env info dicts into gymnasium's dict of arrays with ``_key`` masks.
+"""Batching infos into the forms the APIs hand out: gymnasium's dict of arrays with ``_key``
+masks (:func:`batch_infos`, and :func:`batch_columns` straight from column records), and SB3's
+per-env dicts (:func:`per_env_infos`).
 
-The rules follow gymnasium 1.x exactly (``VectorEnv._add_info``): Python ``int``/``float``/
-``bool`` and numpy scalars get an array of their own type, arrays a stacked array of their
-shape and dtype, nested dicts are batched recursively, anything else goes in an object array;
-``final_obs`` is always an object array so each env's last observation stays unbatched.
+The rules follow gymnasium 1.x exactly (``VectorEnv._add_info``), as the codec's table says
+(:func:`~vecenv.infos.codec.batched_as`): Python ``int``/``float``/``bool`` and numpy numbers
+get an array of their own type, arrays a stacked array of their shape and dtype, nested dicts are
+batched recursively, anything else goes in an object array; ``final_obs`` is always an object
+array so each env's last observation stays unbatched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from vecenv.worker import InfoEntry
-from vecenv.worker.commands import InfoColumns
+from vecenv.infos.codec import OWN, STACK, batched_as, info_type
+from vecenv.infos.records import InfoColumns, InfoEntry
 
-__all__ = ["add_info", "batch_columns", "batch_infos", "columns_infos", "entries_as_columns"]
+__all__ = ["add_info", "batch_columns", "batch_infos", "columns_infos", "entries_as_columns", "per_env_infos"]
 
 
 def add_info(infos: dict[str, Any], info: dict[str, Any], row: int, n: int) -> dict[str, Any]:
@@ -33,9 +36,10 @@ def add_info(infos: dict[str, Any], info: dict[str, Any], row: int, n: int) -> d
             array = infos.get(key)
             if array is None:
                 kind = type(value)
-                if kind in (int, float, bool) or issubclass(kind, np.number):
+                form = batched_as(kind)
+                if form == OWN:
                     array = np.zeros(n, dtype=kind)
-                elif isinstance(value, np.ndarray):
+                elif form == STACK:
                     array = np.zeros((n, *value.shape), dtype=value.dtype)
                 else:
                     array = np.full(n, None, dtype=object)
@@ -71,9 +75,6 @@ def batch_infos(
     return infos
 
 
-_SCALARS = (int, float, bool)
-
-
 def _alike(entries: list[InfoEntry], n: int) -> dict[str, Any] | None:
     """The batched infos of entries whose infos hold the same keys with scalars of the same types
     (the usual step), one column per key; None otherwise (then :func:`add_info` does it)."""
@@ -81,7 +82,7 @@ def _alike(entries: list[InfoEntry], n: int) -> dict[str, Any] | None:
     keys = tuple(first)
     types = tuple(map(type, first.values()))
     for kind in types:
-        if kind not in _SCALARS and not issubclass(kind, np.number):
+        if batched_as(kind) != OWN:
             return None
     rows = _value_rows(entries, keys, types)
     if rows is None:
@@ -121,17 +122,18 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
     """Batched infos of ``n`` rows from column chunks that share their keys and types (in env
     order they give what :func:`batch_infos` gives for the same infos); None when they differ."""
     first = chunks[0]
-    keys, types = first.keys, first.types
-    if any(chunk.keys != keys or chunk.types != types for chunk in chunks):
+    keys, types, dtype = first.keys, first.types, first.records.dtype
+    if any(chunk.keys != keys or chunk.types != types or chunk.records.dtype != dtype for chunk in chunks):
         return None
     if len(chunks) > 1:
         chunks = sorted(chunks, key=_first_env)
+    batched = [info_type(kind).batch_dtype(kind, first.records[key]) for key, kind in zip(keys, types, strict=True)]
     if _in_env_order(chunks, n):
         present = np.empty(n, dtype=np.bool_)
         present.fill(True)
         source = _one_source(chunks, n)
         infos: dict[str, Any] = {}
-        for key, kind in zip(keys, types, strict=True):
+        for key, kind in zip(keys, batched, strict=True):
             if source is not None:
                 infos[key] = source[key].astype(kind)
             else:
@@ -142,8 +144,8 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
     for chunk in chunks:
         present[chunk.envs] = True
     infos = {}
-    for key, kind in zip(keys, types, strict=True):
-        column: np.ndarray = np.zeros(n, dtype=kind)
+    for key, kind in zip(keys, batched, strict=True):
+        column: np.ndarray = np.zeros((n, *first.records[key].shape[1:]), dtype=kind)
         for chunk in chunks:
             column[chunk.envs] = chunk.records[key]
         infos[key] = column
@@ -174,15 +176,39 @@ def columns_infos(columns: list[InfoColumns], held: dict[int, InfoEntry], n: int
 def entries_as_columns(entries: list[InfoEntry], like: InfoColumns) -> InfoColumns | None:
     """``entries`` (in env order) as a chunk of the same keys and types as ``like``, to batch
     beside it; None when one of them differs (or ended an episode, or a value does not fit)."""
-    keys, types = like.keys, like.types
+    keys, types, dtype = like.keys, like.types, like.records.dtype
     rows = _value_rows(entries, keys, types)
     if rows is None:
         return None
+    for row in rows:  # an array of another dtype or shape would be cast to the column's
+        for key, value in zip(keys, row, strict=True):
+            if type(value) is np.ndarray and (value.dtype != dtype[key].base or value.shape != dtype[key].shape):
+                return None
     try:
-        records = np.array(rows, dtype=like.records.dtype)
+        records = np.array(rows, dtype=dtype)
     except (OverflowError, ValueError, TypeError):  # an int beyond its column's range
         return None
     return InfoColumns(np.array([entry.index for entry in entries], dtype=np.int64), keys, types, records)
+
+
+def per_env_infos(parts: Sequence[Any], num_envs: int) -> tuple[list[dict], list[InfoEntry]]:
+    """Per-env info dicts (SB3's form) from info reports as they came (``step_entries``), and the
+    entries whose episode ended (SAME_STEP: their ``info`` is the new episode's reset info).
+
+    Every dict is a new one, since SB3's API adds its keys to them: column chunks (infos that
+    came through shared memory) are built as new dicts once, an entry's info is copied.
+    """
+    infos: list[dict] = [{} for _ in range(num_envs)]
+    ended: list[InfoEntry] = []
+    for part in parts:
+        if type(part) is InfoColumns:
+            for i, info in zip(part.envs.tolist(), part.info_dicts(), strict=True):
+                infos[i] = info
+        elif part.ended:
+            ended.append(part)
+        elif part.info:
+            infos[part.index] = dict(part.info)
+    return infos, ended
 
 
 def _in_env_order(chunks: list[InfoColumns], n: int) -> bool:
