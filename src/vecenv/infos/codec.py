@@ -158,6 +158,10 @@ class _Array(InfoType):
     def kind(self, detail: Any) -> type:
         return np.ndarray
 
+    def field(self, detail: Any) -> Any:
+        dtype, shape = detail  # bool arrays of a fixed shape (masks) read as columns
+        return (dtype, shape) if dtype == np.bool_ and shape else None
+
     def values(self, column: np.ndarray) -> list:
         return list(column.copy())  # each env's array its own, not a view of the rows
 
