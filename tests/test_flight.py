@@ -11,10 +11,10 @@ import pytest
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
+from vecenv.engine.batches import flight_for
 from vecenv.engine.calls import Calls, in_order
 from vecenv.engine.flight import Flight
 from vecenv.engine.partition import Partition
-from vecenv.engine.recovery import Recovery
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import Transport
 from vecenv.errors import AlreadyPendingCallError, StepTimeoutError, VecEnvError, WorkerDiedError
@@ -81,8 +81,8 @@ def flight(num_envs: int = 4, num_workers: int = 2, batch_size: int | None = Non
            step_timeout: float | None = None, on_error: str = "raise") -> tuple[Flight, Scripted]:
     transport = Scripted(num_workers)
     policy = FailurePolicy(on_error=on_error, step_timeout=step_timeout)
-    f = Flight(transport, Partition(num_envs, num_workers), policy, batch_size or num_envs,
-               AutoresetMode.NEXT_STEP, copy=True)
+    f = flight_for(transport, Partition(num_envs, num_workers), policy, batch_size or num_envs,
+                   AutoresetMode.NEXT_STEP, copy=True)
     f.buffers = StepBuffers(spaces.Box(-1, 1, (2,)), spaces.Discrete(3), num_envs)
     f.closed = False
     return f, transport
@@ -141,13 +141,13 @@ def test_an_interrupted_wait_leaves_the_call_pending_and_resumable() -> None:
     t.interrupt_next_wait = True
     with pytest.raises(KeyboardInterrupt):
         f.results(None, "step_wait")
-    assert f.state is CallState.WAITING_STEP and f.wait_interrupted
+    assert f.state is CallState.WAITING_STEP and f.lifecycle.droppable
     with pytest.raises(AlreadyPendingCallError, match="call reset\\(\\) to drop it"):
         f.check_idle("step_async")
     t.reply(0)
     t.reply(1)
     f.results(None, "step_wait")
-    assert f.state is CallState.DEFAULT and not f.wait_interrupted
+    assert f.state is CallState.DEFAULT and not f.lifecycle.droppable
 
 
 def test_an_error_taking_a_reply_drains_the_others_so_none_arrives_a_step_late() -> None:
@@ -176,16 +176,16 @@ def test_a_send_cut_after_a_command_went_out_makes_the_flight_interrupted_until_
     with pytest.raises(VecEnvError, match="interrupted part-way"):
         f.check_idle("step_async")
     t.reply(0)
-    f.settle()  # worker 0's reply is dropped, not returned by the next call
+    f.drop_all()  # worker 0's reply is dropped, not returned by the next call
     assert f.state is CallState.DEFAULT and not f.in_flight and not t.replies
 
 
-def test_dispatch_cut_before_anything_went_out_keeps_the_previous_state() -> None:
+def test_a_send_cut_before_anything_went_out_keeps_the_previous_state() -> None:
     f, _ = flight()
-    f.interrupted_dispatch(CallState.DEFAULT)
+    f.interrupted_send()
     assert f.state is CallState.DEFAULT
     f.in_flight[0] = np.arange(2)
-    f.interrupted_dispatch(CallState.DEFAULT)
+    f.interrupted_send()
     assert f.state is CallState.INTERRUPTED
 
 
@@ -194,7 +194,7 @@ def test_a_caller_timeout_is_not_an_interruption() -> None:
     f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None))
     with pytest.raises(multiprocessing.TimeoutError):
         f.results(0.0, "step_wait")
-    assert f.state is CallState.WAITING_STEP and not f.wait_interrupted and sorted(f.in_flight) == [0, 1]
+    assert f.state is CallState.WAITING_STEP and not f.lifecycle.droppable and sorted(f.in_flight) == [0, 1]
 
 
 def test_an_overdue_worker_fails_the_step_after_the_others_are_drained() -> None:
@@ -210,7 +210,6 @@ def test_an_overdue_worker_fails_the_step_after_the_others_are_drained() -> None
 
 def test_recovery_replaces_a_dead_worker_and_truncates_its_envs() -> None:
     f, t = flight(on_error="restart")
-    Recovery(f)
     f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None))
     t.reply(0, WorkerDiedError(0, [0, 1], -9))
     t.reply(1)

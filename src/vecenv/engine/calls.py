@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from vecenv.engine.flight import Flight
-from vecenv.engine.state import CallState
+from vecenv.engine.state import Event
 from vecenv.errors import StepTimeoutError
 from vecenv.worker.commands import Command
 
@@ -36,18 +36,18 @@ class Calls:
     def send(self, command: Command) -> None:
         """Send ``command`` to every worker: a call on every env."""
         flight = self.flight
-        with flight.dispatching(CallState.WAITING_CALL):
+        with flight.sending():
             for w in range(len(flight.partition)):
-                flight.submit(w, command, NO_IDS)
+                flight.submit(w, command, NO_IDS, Event.SENT_CALL)
 
     def send_at(self, ids: np.ndarray, command: Callable[[np.ndarray | None, np.ndarray], Command]) -> np.ndarray:
         """Send ``command(local ids, global ids)`` to the workers of the envs ``ids``; returns
         the order that sorts ``ids`` (replies come in env order)."""
         flight = self.flight
         order = np.argsort(ids, kind="stable")
-        with flight.dispatching(CallState.WAITING_CALL):
+        with flight.sending():
             for w, local, gids in flight.partition.by_worker(ids[order]):
-                flight.submit(w, command(local, gids), NO_IDS)
+                flight.submit(w, command(local, gids), NO_IDS, Event.SENT_CALL)
         return order
 
     def wait(self, timeout: float | None, method: str) -> dict[int, Any]:
@@ -63,7 +63,7 @@ class Calls:
                     self.error = self.error or exc
         results, self.results = self.results, {}
         error, self.error = self.error, None
-        flight.state = CallState.DEFAULT
+        flight.lifecycle.fire(Event.RETURNED)
         if error is not None:
             raise error
         return results

@@ -1,10 +1,11 @@
 """The engine: one gymnasium-API vector env core that every backend shares.
 
 :class:`VectorEnv` checks every input before anything reaches a worker (:mod:`.checks`) and
-hands the work to its collaborators: a :class:`~.flight.Flight` keeps the call state and the
-commands in flight (each worker's env group gets them through a
-:class:`~vecenv.engine.transport.Transport`), a :class:`~.recovery.Recovery` replaces failed
-workers, and :class:`~.calls.Calls` runs calls on the sub-envs. Backends (serial, threads,
+hands the work to its collaborators: a :class:`~.flight.Flight` (one of the collectors of
+:mod:`.batches`) keeps the commands in flight and fires the call state's events (:mod:`.state`)
+(each worker's env group gets the commands through a
+:class:`~vecenv.engine.transport.Transport`), its :class:`~.recovery.Recovery` plans the
+restart of failed workers, and :class:`~.calls.Calls` runs calls on the sub-envs. Backends (serial, threads,
 processes, Ray) differ only in the transport they pass in.
 """
 
@@ -22,6 +23,7 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from typing_extensions import Unpack
 
 from vecenv.engine import runs
+from vecenv.engine.batches import flight_for
 from vecenv.engine.calls import Calls, in_order
 from vecenv.engine.checks import (
     SpaceMismatchError,
@@ -38,12 +40,10 @@ from vecenv.engine.checks import (
     check_timeout,
     check_values,
 )
-from vecenv.engine.flight import Flight
 from vecenv.engine.guard import CallerGuard, one_caller
 from vecenv.engine.modes import parse_autoreset_mode
 from vecenv.engine.partition import Partition
-from vecenv.engine.recovery import Recovery
-from vecenv.engine.state import CallState
+from vecenv.engine.state import CallState, Event
 from vecenv.engine.transport import Transport
 from vecenv.errors import ClosedEnvironmentError, NoAsyncCallError
 from vecenv.infos import InfoParts
@@ -101,9 +101,8 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self._guard = CallerGuard()
         self._has_reset = False
         partition = Partition(n, self.num_workers)
-        self._flight = flight = Flight(transport, partition, self.policy, self.batch_size, self.autoreset_mode,
-                                       self.copy)
-        self._recovery = Recovery(flight)
+        self._flight = flight = flight_for(transport, partition, self.policy, self.batch_size,
+                                           self.autoreset_mode, self.copy)
         self._calls = Calls(flight)
         descriptions = transport.start(self.env_fns, partition, self.autoreset_mode)
         self.closed = False
@@ -193,8 +192,8 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         seeds = check_seeds(seed, n)
         if mask is not None and self.batch_size < n:
             raise ValueError("reset(options={'reset_mask': ...}) is not supported with batch_size < num_envs")
-        if flight.state is CallState.INTERRUPTED or flight.wait_interrupted:
-            flight.settle()
+        if flight.state is CallState.INTERRUPTED or flight.lifecycle.droppable:
+            flight.drop_all()
         self._check_idle("reset_async")
         if options is not None:
             options.pop("reset_mask", None)  # from the caller's dict, as gymnasium's vector envs do
@@ -243,8 +242,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         flight = self._flight
         if flight.closed:
             self._check_open()
-        state = flight.state
-        if state is not CallState.DEFAULT and not (state is CallState.WAITING_STEP and flight.async_batches):
+        if not flight.may_send_steps():
             self._check_idle("step_async")
         if not self._has_reset and self.require_reset:
             raise gym.error.ResetNeeded("step() was called before reset(): call reset() first")
@@ -412,7 +410,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
         """Close every env and end every worker, in bounded time (``terminate``: at once)."""
         self._flight.in_flight = {}
-        self._flight.state = CallState.DEFAULT
+        self._flight.lifecycle.fire(Event.CLOSED)
         self._transport.close(0.0 if terminate else timeout)
 
     def close(self, **kwargs: Any) -> None:

@@ -1,20 +1,22 @@
 """In-flight bookkeeping: :class:`Flight`, what every worker is running and what waits on it.
 
-A :class:`~vecenv.engine.VectorEnv` holds one Flight and sends every command through it::
+A :class:`~vecenv.engine.VectorEnv` holds one Flight (one of the two collectors of
+:mod:`.batches`) and sends every command through it::
 
     VectorEnv.step(actions)
       -> Flight.check_actions        actions into the shared action buffer, ids checked
       -> Flight.send_steps           one command per worker: Transport.submit, or deferred
                                      while that worker is busy (async batches)
     VectorEnv.recv() / step_wait()
-      -> Flight.results -> gather    Transport.ready / fetch, in the order workers finish;
+      -> Flight.results -> collect   FullBatches: every reply; AsyncBatches: the first
+                                     batch_size envs ready
+                        -> gather    Transport.ready / fetch, in the order workers finish;
                                      a worker that died or overran step_timeout goes to
-                                     on_failure (the env's Recovery)
+                                     worker_failed: a Recovery plan applied, or fail()
                         -> accept    rows are in the buffers already; infos held per env
-                        -> full_batch / async_batch   what step() returns
 
-The call state lives here with its interruption rules, one ``interrupted_*`` method each, applied
-by context managers on cold paths and by plain try/except (free) on the step path.
+The call state (:mod:`.state`) moves only by the events the methods here fire: a command sent,
+results returned, an interruption while sending or collecting, in-flight work dropped.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.checks import check_env_ids
 from vecenv.engine.partition import Partition
-from vecenv.engine.state import CallState
+from vecenv.engine.recovery import Recovery, Restart
+from vecenv.engine.state import CallLifecycle, CallState, Event
 from vecenv.engine.transport import Transport
 from vecenv.errors import (
     AlreadyPendingCallError,
@@ -43,7 +46,7 @@ from vecenv.errors import (
     VecEnvError,
     WorkerDiedError,
 )
-from vecenv.infos import InfoColumns, InfoEntry, batch_infos, columns_infos
+from vecenv.infos import InfoEntry
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import Command, Reset, Step, with_given
@@ -62,24 +65,22 @@ class Flight:
     """The commands in flight for one vector env of ``partition.num_envs`` envs, and their results.
 
     One command per worker at a time; ``in_flight[w]`` holds the envs of worker ``w``'s command.
-    In async-batch mode (``batch_size < num_envs``) an env is ``busy`` from its send until a
-    :meth:`results` returns it, steps for a busy worker wait in ``deferred``, and finished envs
-    queue in ``ready``. ``held`` keeps each env's info entry until its batch is returned.
+    A step for a busy worker waits in ``deferred`` (async batches); ``held`` keeps each env's
+    info entry until its batch is returned. A subclass collects the results
+    (:meth:`collect`): every env's (full batches) or the first ready (async batches).
     """
 
     def __init__(self, transport: Transport, partition: Partition, policy: FailurePolicy,
                  batch_size: int, autoreset_mode: AutoresetMode, copy: bool) -> None:
         n = partition.num_envs
         self.transport, self.partition, self.policy = transport, partition, policy
-        self.num_envs, self.batch_size, self.async_batches = n, batch_size, batch_size < n
+        self.num_envs, self.batch_size = n, batch_size
         self.autoreset_mode, self.copy = autoreset_mode, copy
         self.buffers: StepBuffers  # the transport's, set once it has allocated them
         #: the vector env was closed: a wait in another thread stops
         self.closed = True
-        #: ``on_failure(worker, envs, error)``: a worker died or hung running a step or reset
-        self.on_failure: Callable[[int, np.ndarray, VecEnvError], None] = self.fail
-        self.state = CallState.DEFAULT
-        self.wait_interrupted = False  # a wait was cut short: reset() may drop its call
+        self.recovery = Recovery(self)
+        self.lifecycle = CallLifecycle()
         self.in_flight: dict[int, np.ndarray] = {}  # worker -> global ids of its command
         self.sent_at: dict[int, float] = {}
         self.busy = np.zeros(n, dtype=np.bool_)
@@ -87,40 +88,43 @@ class Flight:
         self.deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
         self.ready: deque[int] = deque()
         self.held: dict[int, InfoEntry] = {}
-        self.columns: list[InfoColumns] = []  # full batches: infos still in columns
-        #: async batches: envs whose worker was restarted while they were not in flight; their
-        #: next send returns a truncation instead of stepping (the restart report, and for
-        #: SAME_STEP the new env's reset observation and info)
+        #: envs whose worker was restarted while they were not in flight; their next send returns
+        #: a truncation instead of stepping (the restart report, and for SAME_STEP the new env's
+        #: reset observation and info)
         self.restarted: dict[int, tuple[dict, Any, dict]] = {}
 
-    # ================================================================ the call state
-    def interrupted_dispatch(self, previous: CallState) -> None:
-        """Sending was cut short: INTERRUPTED (reset() or close() next) if anything went out, never
-        half-sent work that a later call would mistake for its own."""
-        self.state = CallState.INTERRUPTED if self.in_flight or previous is not CallState.DEFAULT else previous
+    @property
+    def state(self) -> CallState:
+        return self.lifecycle.state
+
+    # ================================================================ interruptions
+    def interrupted_send(self) -> None:
+        """Sending was cut short: INTERRUPTED (reset() or close() next) if anything went out or
+        was pending, never half-sent work that a later call would mistake for its own."""
+        if self.in_flight or self.state is not CallState.DEFAULT:
+            self.lifecycle.fire(Event.SEND_CUT)
 
     def interrupted_call(self) -> None:
         """``step``/``reset``/``call`` are one call to their user: cut short anywhere (between
         send and wait too), what they left pending is the next reset()'s to drop. A call refused
         because another is pending left nothing: that one stays pending, as in gymnasium."""
         if self.state is not CallState.DEFAULT and not isinstance(sys.exc_info()[1], AlreadyPendingCallError):
-            self.wait_interrupted = True
+            self.lifecycle.fire(Event.WAIT_CUT)
 
     def interrupted_collect(self) -> None:
         """Collecting was cut short. An exception in the wait itself (a ``KeyboardInterrupt``)
         leaves the call pending, to wait again or to reset; one that leaves replies half taken
         makes the env INTERRUPTED. (A caller's timeout is not an interruption: the call stays
         pending.)"""
-        if not self.wait_interrupted and (self.in_flight or self.state is not CallState.DEFAULT):
-            self.state = CallState.INTERRUPTED
+        if not self.lifecycle.droppable and (self.in_flight or self.state is not CallState.DEFAULT):
+            self.lifecycle.fire(Event.COLLECT_CUT)
 
     @contextmanager
-    def dispatching(self, state: CallState) -> Iterator[None]:
-        previous, self.state = self.state, state
+    def sending(self) -> Iterator[None]:
         try:
             yield
         except BaseException:
-            self.interrupted_dispatch(previous)
+            self.interrupted_send()
             raise
 
     @contextmanager
@@ -150,13 +154,17 @@ class Flight:
             )
         if self.state is not CallState.DEFAULT or self.in_flight:
             state = self.state.value
-            hint = "; call reset() to drop it" if self.wait_interrupted else ""
+            hint = "; call reset() to drop it" if self.lifecycle.droppable else ""
             raise AlreadyPendingCallError(
                 f"Calling `{method}` while waiting for a pending call to `{state}` to complete{hint}.", state
             )
 
+    def may_send_steps(self) -> bool:
+        """Whether a step may be sent in the current state (else :meth:`check_idle` says why)."""
+        return self.state is CallState.DEFAULT
+
     # ================================================================ sending
-    def submit(self, w: int, command: Command, gids: np.ndarray) -> None:
+    def submit(self, w: int, command: Command, gids: np.ndarray, event: Event) -> None:
         """Record ``command`` as in flight, then send it (the record comes first, so an
         interruption between the two leaves a worker to settle, never a reply nobody expects)."""
         self.in_flight[w] = gids
@@ -164,30 +172,26 @@ class Flight:
             self.sent_at[w] = time.monotonic()
         if type(command) is Step and self.buffers.actions.given:  # actions as the caller gave them
             command = with_given(command, self.buffers.actions.given, *self.partition[w])
+        self.lifecycle.fire(event)
         self.transport.submit(w, command)
 
     def send_reset(self, ids: np.ndarray, seeds: list, options: dict | None) -> None:
         """Reset the envs ``ids``, env ``i`` with ``seeds[i]`` and ``options`` as given."""
-        with self.dispatching(CallState.WAITING_RESET):
-            if self.async_batches:
-                self.ready.clear()
-                self.held.clear()
-                self.restarted.clear()  # every env starts a new episode
-                self.busy[ids] = True
+        with self.sending():
+            self.resetting(ids)
             self.needs_reset[ids] = False
             for w, local, gids in self.partition.by_worker(ids):
                 a, b = self.partition[w]
-                self.submit(w, Reset(seeds[a:b], options, local), gids)
+                self.submit(w, Reset(seeds[a:b], options, local), gids, Event.SENT_RESET)
+
+    def resetting(self, ids: np.ndarray) -> None:
+        """The envs ``ids`` are about to be reset."""
 
     def check_actions(self, actions: Any, env_ids: Any) -> np.ndarray | None:
         """Check ``env_ids`` and write ``actions`` into the action buffer; the ids (None: all)."""
         n, disabled = self.num_envs, self.autoreset_mode is AutoresetMode.DISABLED
         if env_ids is None:
-            if self.async_batches:
-                raise ValueError(
-                    f"send(actions, env_ids): env_ids is required when batch_size ({self.batch_size}) "
-                    f"< num_envs ({n}); pass the infos['env_id'] of the last recv()"
-                )
+            self.check_all_envs()
             self.buffers.actions.assign(actions, None, "actions")
             if disabled and self.needs_reset.any():
                 _refuse_ended(np.flatnonzero(self.needs_reset))
@@ -204,29 +208,33 @@ class Flight:
         self.buffers.actions.assign(actions, ids, "actions")
         return ids
 
+    def check_all_envs(self) -> None:
+        """A step for every env (``env_ids=None``) may be sent."""
+
+    def stepping(self, ids: np.ndarray) -> None:
+        """The envs ``ids`` are about to be stepped."""
+
     def send_steps(self, ids: np.ndarray | None) -> None:
         """Step the envs ``ids`` (all when None) with the actions in the buffer: each worker's
         share goes now, or once its worker is free; an env whose worker was restarted while it
         waited comes back truncated instead."""
         restarted = [i for i in ids.tolist() if i in self.restarted] if self.restarted and ids is not None else None
-        previous, self.state = self.state, CallState.WAITING_STEP
-        try:  # what dispatching() does, inline on the step path
+        try:  # what sending() does, inline on the step path
             if ids is None:
                 commands = self.partition.whole_steps
             else:
-                if self.async_batches:
-                    self.busy[ids] = True
+                self.stepping(ids)
                 stepping = ids[~np.isin(ids, restarted)] if restarted else ids
                 commands = [(w, Step(local), gids) for w, local, gids in self.partition.by_worker(stepping)]
             for w, command, gids in commands:
                 if w in self.in_flight:
                     self.deferred.setdefault(w, []).extend(gids.tolist())
                 else:
-                    self.submit(w, command, gids)
+                    self.submit(w, command, gids, Event.SENT_STEP)
             if restarted:
                 self.return_restarted(restarted)
         except BaseException:
-            self.interrupted_dispatch(previous)
+            self.interrupted_send()
             raise
 
     def return_restarted(self, ids: list[int]) -> None:
@@ -270,7 +278,7 @@ class Flight:
         except BaseException as exc:
             if self.closed:
                 raise ClosedEnvironmentError(f"the vector env was closed during `{method}`") from exc
-            self.wait_interrupted = True
+            self.lifecycle.fire(Event.WAIT_CUT)
             raise
         if self.closed:
             raise ClosedEnvironmentError(f"the vector env was closed during `{method}`")
@@ -299,17 +307,17 @@ class Flight:
     def step_overdue(self, w: int, gids: np.ndarray, method: str) -> None:
         """Worker ``w`` overran ``step_timeout`` on a step or reset: a failure of the worker."""
         error = StepTimeoutError(gids.tolist(), w, self.policy.step_timeout, method.removesuffix("_wait"))
-        self.on_failure(w, gids, error)
+        self.worker_failed(w, gids, error)
 
     def take_reply(self, w: int) -> None:
         gids = self.in_flight.pop(w)
         try:
             reply = self.transport.fetch(w)
         except WorkerDiedError as exc:
-            self.on_failure(w, gids, exc)
+            self.worker_failed(w, gids, exc)
             return
         except BaseException:
-            self.drain()
+            self.drop_in_flight()
             raise
         self.accept(w, gids, reply.entries, reply.objects)
 
@@ -317,17 +325,16 @@ class Flight:
         """Take a worker's results for ``gids``: they are ready to be returned."""
         if objects is not None:
             self.buffers.observations.set_objects(objects, gids)
-        if type(entries) is InfoColumns and not self.async_batches:
-            self.columns.append(entries)  # a full batch may batch them by column
-        else:
-            for entry in entries:
-                self.held[entry.index] = entry
-        if self.async_batches:  # full batches wait for every reply, not a count
-            self.ready.extend(gids.tolist())
+        self.keep(gids, entries)
         deferred = self.deferred.pop(w, None)
         if deferred:
             ids = np.array(sorted(deferred), dtype=np.int64)
-            self.submit(w, Step(ids - self.partition[w][0]), ids)
+            self.submit(w, Step(ids - self.partition[w][0]), ids, Event.SENT_STEP)
+
+    def keep(self, gids: np.ndarray, entries: Any) -> None:
+        """Hold the info ``entries`` of the envs ``gids`` until their batch is returned."""
+        for entry in entries:
+            self.held[entry.index] = entry
 
     def fetch_now(self, w: int, command: Command) -> Any:
         """Run ``command`` on ``w`` and wait for its reply (outside the in-flight bookkeeping)."""
@@ -343,61 +350,55 @@ class Flight:
         infos)`` of every env, or of the first ``batch_size`` ready (``raw``: the per-env info
         entries instead of batched infos)."""
         try:  # what collecting() does, inline on the step path
-            if self.async_batches:
-                self.gather(self.batch_size, timeout, method)
-                return self.async_batch()
-            self.gather(None, timeout, method)
-            return self.full_batch(raw)
+            return self.collect(timeout, method, raw)
         except multiprocessing.TimeoutError:
             raise
         except BaseException:
             self.interrupted_collect()
             raise
 
-    def full_batch(self, raw: bool) -> tuple:
-        b, n = self.buffers, self.num_envs
-        infos: Any
-        if raw:  # the parts as they came: each names its envs
-            infos = [*self.columns, *self.held.values()]
-        else:
-            columns = columns_infos(self.columns, self.held, n) if self.columns else None
-            entries = [self.held[i] for i in sorted(self.held)] if self.held else []
-            infos = columns if columns is not None else batch_infos(entries, n) if entries else {}
-        self.clear()
-        if self.autoreset_mode is AutoresetMode.DISABLED:
-            self.needs_reset = np.logical_or(b.terminations, b.truncations)
-        return b.observations.read(self.copy), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
+    def collect(self, timeout: float | None, method: str, raw: bool) -> tuple:
+        """The collector's part of :meth:`results`."""
+        raise NotImplementedError
 
-    def async_batch(self) -> tuple:
-        b, bs = self.buffers, self.batch_size
-        take = np.array([self.ready.popleft() for _ in range(bs)], dtype=np.int64)
-        rows = {int(i): r for r, i in enumerate(take)}
-        entries = [self.held.pop(i) for i in rows if i in self.held]
-        infos = batch_infos(entries, bs, rows)
-        infos["env_id"] = take
-        infos["_env_id"] = np.ones(bs, dtype=np.bool_)
-        self.busy[take] = False
-        if self.autoreset_mode is AutoresetMode.DISABLED:
-            self.needs_reset[take] = b.terminations[take] | b.truncations[take]
-        if not self.in_flight and not self.ready:
-            self.state = CallState.DEFAULT
-        elif self.state is CallState.WAITING_RESET:
-            self.state = CallState.WAITING_STEP  # the rest of the reset arrives through recv()
-        return b.observations.read_rows(take), b.rewards[take], b.terminations[take], b.truncations[take], infos
+    # ================================================================ failures
+    def worker_failed(self, w: int, gids: np.ndarray, error: VecEnvError) -> None:
+        """Worker ``w`` died or hung while running a step or reset for ``gids``: replaced as the
+        recovery plans it (its envs' episodes truncated), or the call fails."""
+        if not self.recovery.may_restart(w, error):
+            self.fail(w, gids, error)
+            return
+        try:
+            plan = self.recovery.restart(w, gids, error)
+        except BaseException:
+            self.drop_in_flight()  # the worker stays dead: the next command to it reports so
+            raise
+        self.apply_restart(w, gids, plan)
 
-    # ================================================================ clearing
+    def apply_restart(self, w: int, gids: np.ndarray, plan: Restart) -> None:
+        """Apply the restart of worker ``w``: its envs ``gids`` (in flight) end truncated now,
+        its other envs at their next send (a step deferred for one of them returns at once)."""
+        self.restarted.update(plan.later)
+        truncate_rows(self.buffers, gids)
+        deferred = self.deferred.pop(w, [])  # sent while the old worker was busy
+        now = [i for i in deferred if i in self.restarted]
+        if len(now) < len(deferred):
+            self.deferred[w] = [i for i in deferred if i not in self.restarted]
+        self.accept(w, gids, plan.entries, None)
+        if now:
+            self.return_restarted(now)
+
     def fail(self, w: int, gids: np.ndarray, error: VecEnvError) -> None:
-        """Worker ``w`` failed and is not replaced: wait out the others, then raise ``error``."""
+        """Worker ``w`` failed and is not replaced: drop the others' replies, then raise ``error``."""
         if isinstance(error, StepTimeoutError):
             self.transport.terminate(w)
-        self.drain()
+        self.drop_in_flight()
         raise error
 
-    def drain(self) -> None:
-        """After a failure: wait out every other worker's reply, so none arrives a step late.
-
-        A worker that does not answer within ``step_timeout`` is ended.
-        """
+    # ================================================================ dropping work
+    def drop_in_flight(self) -> None:
+        """After a failure: wait out every other worker's reply and drop it, so none arrives a
+        step late. A worker that does not answer within ``step_timeout`` is ended."""
         for w in list(self.in_flight):
             self.in_flight.pop(w)
             try:
@@ -407,9 +408,9 @@ class Flight:
                     self.transport.terminate(w)
             except BaseException:
                 pass
-        self.clear()
+        self.forget(Event.DROPPED)
 
-    def settle(self) -> None:
+    def drop_all(self) -> None:
         """After an interruption: let every worker finish what it was given and drop the replies,
         so the next call starts from a known state. A worker that does not finish within
         ``step_timeout`` (or :data:`SETTLE_TIMEOUT`) is ended; the next command reports it."""
@@ -418,17 +419,15 @@ class Flight:
             if not self.transport.settle(w, limit):
                 self.transport.terminate(w)
         self.in_flight.clear()
-        self.clear()
+        self.forget(Event.DROPPED)
 
-    def clear(self) -> None:
-        """Nothing in flight any more: forget every result not yet returned."""
-        for pending in (self.deferred, self.ready, self.held, self.columns):
+    def forget(self, event: Event) -> None:
+        """Nothing in flight any more (``event``: returned, dropped or closed): forget every
+        result not yet returned."""
+        for pending in (self.deferred, self.ready, self.held):
             if pending:
                 pending.clear()
-        if self.async_batches:  # full batches never mark envs busy
-            self.busy.fill(False)
-        self.state = CallState.DEFAULT
-        self.wait_interrupted = False
+        self.lifecycle.fire(event)
 
 
 def _refuse_ended(ended: np.ndarray) -> None:

@@ -1,50 +1,53 @@
-"""Recovery: what the engine does when a worker dies or overruns ``step_timeout``.
+"""Recovery: what becomes of a worker that died or overran ``step_timeout``.
 
 Under ``on_error="restart"`` (and within the restart budget) :class:`Recovery` replaces the
-worker and ends its envs' episodes as truncations, by the same rule an env group uses for one
-env (:func:`vecenv.worker.restarts.truncate_rows`); otherwise the flight drains every other reply
-and raises the error (:meth:`~vecenv.engine.flight.Flight.fail`).
+worker and plans how its envs' episodes end, by the same rule an env group uses for one env
+(:func:`vecenv.worker.restarts.truncate_rows`): it returns a :class:`Restart`, which the flight
+applies (:meth:`~vecenv.engine.flight.Flight.apply_restart`). Otherwise the flight drops every
+other reply and raises the error (:meth:`~vecenv.engine.flight.Flight.fail`).
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from vecenv.engine.flight import Flight
 from vecenv.errors import VecEnvError
 from vecenv.infos import InfoEntry
 from vecenv.worker.commands import Configure, Reset
-from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
+from vecenv.worker.restarts import RestartBudget, restart_report
 
-__all__ = ["Recovery"]
+if TYPE_CHECKING:
+    from vecenv.engine.flight import Flight
+
+__all__ = ["Recovery", "Restart"]
+
+
+class Restart(NamedTuple):
+    """What a worker's restart leaves the flight to do: return ``entries`` for its envs that
+    were in flight (their rows truncated), and end the episodes of ``later`` (env -> the restart
+    report, and for SAME_STEP the new env's reset observation and info) at their next send."""
+
+    entries: list[InfoEntry]
+    later: dict[int, tuple[dict, Any, dict]]
 
 
 class Recovery:
-    """Replaces the failed workers of ``flight``: it becomes the flight's ``on_failure``."""
+    """Replaces the failed workers of ``flight`` within the policy's restart budget."""
 
     def __init__(self, flight: Flight) -> None:
         self.flight = flight
         self.budget = RestartBudget(flight.policy.max_restarts, flight.policy.restart_window)
-        flight.on_failure = self.worker_failed
 
-    def worker_failed(self, w: int, gids: np.ndarray, error: VecEnvError) -> None:
-        """A worker died or hung while running a step or reset for ``gids``."""
-        flight = self.flight
-        if flight.policy.restarts and self.budget.spend(w, f"worker {w}", error):
-            try:
-                self.restart(w, gids, error)
-                return
-            except BaseException:
-                flight.drain()  # the worker stays dead: the next command to it reports so
-                raise
-        flight.fail(w, gids, error)
+    def may_restart(self, w: int, error: VecEnvError) -> bool:
+        """Whether worker ``w``, failed with ``error``, is to be replaced (spends the budget)."""
+        return self.flight.policy.restarts and self.budget.spend(w, f"worker {w}", error)
 
-    def restart(self, w: int, gids: np.ndarray, error: VecEnvError) -> None:
-        """Replace worker ``w`` with a fresh one and end the episodes of ``gids`` as truncations.
+    def restart(self, w: int, gids: np.ndarray, error: VecEnvError) -> Restart:
+        """Replace worker ``w`` with a fresh one; the plan for the episodes of its envs.
 
         The rows keep the last observation the old worker wrote. SAME_STEP resets the new envs
         at once (that observation becomes ``final_obs``); NEXT_STEP resets them on their next
@@ -65,22 +68,10 @@ class Recovery:
         flight.fetch_now(w, Configure(flight.policy))
         report = restart_report(error)
         if same_step:
-            made = self.reset_new_envs(w, gids, others, cut, report)
-        else:
-            made = [InfoEntry(int(i), dict(report)) for i in gids]
-            flight.restarted.update((i, (report, None, {})) for i in cut)
-        truncate_rows(b, gids)  # after the reset above, which clears the flags of its rows
-        deferred = flight.deferred.pop(w, [])  # sent while the old worker was busy
-        now = [i for i in deferred if i in flight.restarted]
-        if len(now) < len(deferred):
-            flight.deferred[w] = [i for i in deferred if i not in flight.restarted]
-        flight.accept(w, gids, made, None)
-        if now:
-            flight.return_restarted(now)
+            return self.reset_new_envs(w, gids, others, cut, report)
+        return Restart([InfoEntry(int(i), dict(report)) for i in gids], {i: (report, None, {}) for i in cut})
 
-    def reset_new_envs(
-        self, w: int, gids: np.ndarray, others: list[int], cut: list[int], report: dict
-    ) -> list[InfoEntry]:
+    def reset_new_envs(self, w: int, gids: np.ndarray, others: list[int], cut: list[int], report: dict) -> Restart:
         """SAME_STEP: reset the new worker's envs at once; what the caller holds stays."""
         flight = self.flight
         b = flight.buffers
@@ -92,9 +83,8 @@ class Recovery:
         b.observations.set_objects(reply.objects, np.arange(start, stop))
         infos: dict[int, Any] = {e.index: e.info for e in reply.entries}
         made = [InfoEntry(i, {**infos.get(i, {}), **report}, True, finals[i], dict(report)) for i in finals]
-        for i in cut:
-            flight.restarted[i] = (report, copy.deepcopy(b.observations.item(i)), infos.get(i, {}))
+        later = {i: (report, copy.deepcopy(b.observations.item(i)), infos.get(i, {})) for i in cut}
         for i, (obs, reward, terminated, truncated) in kept.items():  # what the caller holds or will get
             b.observations.write(i, obs)
             b.rewards[i], b.terminations[i], b.truncations[i] = reward, terminated, truncated
-        return made
+        return Restart(made, later)

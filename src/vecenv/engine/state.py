@@ -1,23 +1,99 @@
-"""The engine's call state, as gymnasium's ``AsyncState`` with one more: INTERRUPTED."""
+"""The call lifecycle of a vector env: its states (gymnasium's ``AsyncState`` with one more,
+INTERRUPTED), the events that move it, and every transition in one table.
+
+::
+
+    DEFAULT --SENT_RESET--> WAITING_RESET --RETURNED--> DEFAULT
+       |                          |
+       |                    BATCH_RETURNED (async batches: the rest comes by recv())
+       |                          v
+       +----SENT_STEP-----> WAITING_STEP ---RETURNED--> DEFAULT
+       |                     ^        |
+       |                     +--------+  SENT_STEP, BATCH_RETURNED (async batches)
+       +----SENT_CALL-----> WAITING_CALL ---RETURNED--> DEFAULT
+
+    any state --SEND_CUT, COLLECT_CUT--> INTERRUPTED --DROPPED (reset() lets workers finish)--> DEFAULT
+    any state --DROPPED, CLOSED--> DEFAULT
+    any state --WAIT_CUT--> the same state, its pending call marked for reset() to drop
+
+A WAITING_* state says a call was sent and its results are still to be collected
+(``*_wait`` / ``recv``); in async-batch mode WAITING_STEP also takes more steps (SENT_STEP) and
+returns batches while other envs step. INTERRUPTED: an exception (a ``KeyboardInterrupt``, an
+error in the caller's process) cut a call short part-way; only ``reset()`` (which first lets
+every worker finish: DROPPED) and ``close()`` work.
+
+:class:`CallLifecycle` is the only code that assigns a :class:`CallState`; each transition is made
+by the method that causes it (:class:`~vecenv.engine.flight.Flight` sending a command, a
+collector returning results, an interruption), by firing its :class:`Event`.
+"""
 
 from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["CallState"]
+__all__ = ["TRANSITIONS", "CallLifecycle", "CallState", "Event"]
 
 
 class CallState(Enum):
-    """What the vector env is doing between calls.
-
-    ``DEFAULT``: nothing pending. ``WAITING_*``: a call was sent and its results are still to be
-    collected (``*_wait`` / ``recv``). ``INTERRUPTED``: an exception (a ``KeyboardInterrupt``, an
-    error in the caller's process) cut a call short mid-way; only ``reset()`` and ``close()``
-    work, and ``reset()`` first settles every worker.
-    """
+    """What the vector env is doing between calls (see the module's diagram)."""
 
     DEFAULT = "default"
     WAITING_RESET = "reset"
     WAITING_STEP = "step"
     WAITING_CALL = "call"
     INTERRUPTED = "interrupted"
+
+
+class Event(Enum):
+    """What moves the call state."""
+
+    SENT_RESET = "a reset command went out to a worker"
+    SENT_STEP = "a step command went out to a worker"
+    SENT_CALL = "a call command went out to a worker"
+    SEND_CUT = "sending was cut short after something went out (or with work already pending)"
+    WAIT_CUT = "a wait, or the call around it, was cut short: the call stays pending, for reset() to drop"
+    COLLECT_CUT = "collecting was cut short with replies half taken"
+    BATCH_RETURNED = "an async batch was returned while other envs are still stepping or ready"
+    RETURNED = "the pending call's last results were returned"
+    DROPPED = "every worker's pending reply was waited out and dropped"
+    CLOSED = "the vector env was closed"
+
+
+_D, _R, _S, _C, _I = (CallState.DEFAULT, CallState.WAITING_RESET, CallState.WAITING_STEP,
+                      CallState.WAITING_CALL, CallState.INTERRUPTED)
+_E = Event
+
+#: (state, event) -> the next state; a pair not in the table cannot happen (a bug if it does)
+TRANSITIONS: dict[tuple[CallState, Event], CallState] = {
+    (_D, _E.SENT_RESET): _R, (_R, _E.SENT_RESET): _R,
+    (_D, _E.SENT_STEP): _S, (_S, _E.SENT_STEP): _S,  # async batches: more envs sent while others step
+    (_D, _E.SENT_CALL): _C, (_C, _E.SENT_CALL): _C,
+    (_R, _E.BATCH_RETURNED): _S, (_S, _E.BATCH_RETURNED): _S,  # async: the rest of a reset comes by recv()
+    (_R, _E.RETURNED): _D, (_S, _E.RETURNED): _D, (_C, _E.RETURNED): _D,
+    **{(state, _E.SEND_CUT): _I for state in CallState},
+    **{(state, _E.COLLECT_CUT): _I for state in CallState},
+    **{(state, _E.WAIT_CUT): state for state in CallState},
+    **{(state, _E.DROPPED): _D for state in CallState},
+    **{(state, _E.CLOSED): _D for state in CallState},
+}
+
+
+class CallLifecycle:
+    """The call state of one vector env, and whether its pending call may be dropped by reset()
+    (:attr:`droppable`: a wait or the call around it was cut short)."""
+
+    __slots__ = ("droppable", "state")
+
+    def __init__(self) -> None:
+        self.state = CallState.DEFAULT
+        self.droppable = False
+
+    def fire(self, event: Event) -> CallState:
+        """Make the transition ``event`` causes; returns the new state."""
+        try:
+            state = TRANSITIONS[self.state, event]
+        except KeyError:
+            raise RuntimeError(f"vecenv: no transition from {self.state} on {event.name} (a bug in vecenv)") from None
+        self.droppable = state is not CallState.DEFAULT and (self.droppable or event is Event.WAIT_CUT)
+        self.state = state
+        return state

@@ -1,0 +1,108 @@
+"""The two collectors of a :class:`~vecenv.engine.flight.Flight`: :class:`FullBatches` returns
+every env's results at once (``batch_size == num_envs``), :class:`AsyncBatches` the first
+``batch_size`` envs ready, EnvPool's way, while the others go on stepping."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from vecenv.engine.flight import Flight
+from vecenv.engine.partition import Partition
+from vecenv.engine.state import CallState, Event
+from vecenv.engine.transport import Transport
+from vecenv.infos import InfoColumns, batch_infos, columns_infos
+from vecenv.policy import FailurePolicy
+
+__all__ = ["AsyncBatches", "FullBatches", "flight_for"]
+
+
+class FullBatches(Flight):
+    """Every env's results at once. Infos that came as column chunks stay chunks
+    (``columns``) until the batch is built, so they batch a column at a time."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.columns: list[InfoColumns] = []
+
+    def keep(self, gids: np.ndarray, entries: Any) -> None:
+        if type(entries) is InfoColumns:
+            self.columns.append(entries)
+        else:
+            super().keep(gids, entries)
+
+    def collect(self, timeout: float | None, method: str, raw: bool) -> tuple:
+        self.gather(None, timeout, method)
+        b, n = self.buffers, self.num_envs
+        infos: Any
+        if raw:  # the parts as they came: each names its envs
+            infos = [*self.columns, *self.held.values()]
+        else:
+            columns = columns_infos(self.columns, self.held, n) if self.columns else None
+            entries = [self.held[i] for i in sorted(self.held)] if self.held else []
+            infos = columns if columns is not None else batch_infos(entries, n) if entries else {}
+        self.forget(Event.RETURNED)
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            self.needs_reset = np.logical_or(b.terminations, b.truncations)
+        return b.observations.read(self.copy), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
+
+    def forget(self, event: Event) -> None:
+        if self.columns:
+            self.columns.clear()
+        super().forget(event)
+
+
+class AsyncBatches(Flight):
+    """The first ``batch_size`` envs ready. An env is ``busy`` from its send until a batch
+    returns it; finished envs queue in ``ready``; steps may be sent while others are in flight."""
+
+    def may_send_steps(self) -> bool:
+        return self.state is CallState.DEFAULT or self.state is CallState.WAITING_STEP
+
+    def check_all_envs(self) -> None:
+        raise ValueError(
+            f"send(actions, env_ids): env_ids is required when batch_size ({self.batch_size}) "
+            f"< num_envs ({self.num_envs}); pass the infos['env_id'] of the last recv()"
+        )
+
+    def resetting(self, ids: np.ndarray) -> None:
+        self.ready.clear()
+        self.held.clear()
+        self.restarted.clear()  # every env starts a new episode
+        self.busy[ids] = True
+
+    def stepping(self, ids: np.ndarray) -> None:
+        self.busy[ids] = True
+
+    def keep(self, gids: np.ndarray, entries: Any) -> None:
+        super().keep(gids, entries)
+        self.ready.extend(gids.tolist())
+
+    def collect(self, timeout: float | None, method: str, raw: bool) -> tuple:
+        self.gather(self.batch_size, timeout, method)
+        b, bs = self.buffers, self.batch_size
+        take = np.array([self.ready.popleft() for _ in range(bs)], dtype=np.int64)
+        rows = {int(i): r for r, i in enumerate(take)}
+        entries = [self.held.pop(i) for i in rows if i in self.held]
+        infos = batch_infos(entries, bs, rows)
+        infos["env_id"] = take
+        infos["_env_id"] = np.ones(bs, dtype=np.bool_)
+        self.busy[take] = False
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            self.needs_reset[take] = b.terminations[take] | b.truncations[take]
+        # the rest of a reset, and of the steps sent, arrives through recv()
+        self.lifecycle.fire(Event.BATCH_RETURNED if self.in_flight or self.ready else Event.RETURNED)
+        return b.observations.read_rows(take), b.rewards[take], b.terminations[take], b.truncations[take], infos
+
+    def forget(self, event: Event) -> None:
+        self.busy.fill(False)
+        super().forget(event)
+
+
+def flight_for(transport: Transport, partition: Partition, policy: FailurePolicy, batch_size: int,
+               autoreset_mode: AutoresetMode, copy: bool) -> Flight:
+    """The collector that ``batch_size`` asks for, over a new :class:`Flight`."""
+    kind = AsyncBatches if batch_size < partition.num_envs else FullBatches
+    return kind(transport, partition, policy, batch_size, autoreset_mode, copy)

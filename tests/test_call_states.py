@@ -1,0 +1,143 @@
+"""The call lifecycle as one state machine: every state x event against the expected table, then
+each interruption and failure in each waiting state of a real flight (scripted transport)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from test_flight import flight
+from vecenv.engine.calls import Calls
+from vecenv.engine.state import TRANSITIONS, CallLifecycle, CallState, Event
+from vecenv.errors import VecEnvError, WorkerDiedError
+from vecenv.worker.commands import Call
+
+D, R, S, C, X = (CallState.DEFAULT, CallState.WAITING_RESET, CallState.WAITING_STEP,
+                 CallState.WAITING_CALL, CallState.INTERRUPTED)
+E = Event
+#: what each event does in each state, written out (None: it cannot happen there)
+EXPECTED = {
+    E.SENT_RESET: {D: R, R: R, S: None, C: None, X: None},
+    E.SENT_STEP: {D: S, R: None, S: S, C: None, X: None},
+    E.SENT_CALL: {D: C, R: None, S: None, C: C, X: None},
+    E.BATCH_RETURNED: {D: None, R: S, S: S, C: None, X: None},
+    E.RETURNED: {D: None, R: D, S: D, C: D, X: None},
+    E.SEND_CUT: {D: X, R: X, S: X, C: X, X: X},
+    E.COLLECT_CUT: {D: X, R: X, S: X, C: X, X: X},
+    E.WAIT_CUT: {D: D, R: R, S: S, C: C, X: X},
+    E.DROPPED: {D: D, R: D, S: D, C: D, X: D},
+    E.CLOSED: {D: D, R: D, S: D, C: D, X: D},
+}
+
+
+def test_the_table_names_every_event() -> None:
+    assert set(EXPECTED) == set(Event)
+
+
+@pytest.mark.parametrize(("state", "event"), list(itertools.product(CallState, Event)))
+def test_every_state_and_event(state: CallState, event: Event) -> None:
+    lifecycle = CallLifecycle()
+    lifecycle.state = state
+    lifecycle.droppable = state is not D
+    expected = EXPECTED[event][state]
+    if expected is None:
+        assert (state, event) not in TRANSITIONS
+        with pytest.raises(RuntimeError, match="no transition"):
+            lifecycle.fire(event)
+        assert lifecycle.state is state
+        return
+    assert lifecycle.fire(event) is expected and lifecycle.state is expected
+    # a cut wait marks the pending call for reset() to drop; reaching DEFAULT forgets that
+    assert lifecycle.droppable is (expected is not D and (state is not D or event is E.WAIT_CUT))
+
+
+def waiting(state: CallState, batch_size: int | None = None):
+    """A flight of 4 envs on 2 workers that waits in ``state``; its transport and calls."""
+    f, t = flight(batch_size=batch_size)
+    calls = Calls(f)
+    if state is R:
+        f.send_reset(np.arange(4), [None] * 4, None)
+    elif state is S:
+        f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None if batch_size is None else np.arange(4)))
+    else:
+        calls.send(Call("name", (), {}))
+    assert f.state is state and sorted(f.in_flight) == [0, 1]
+    return f, t, calls
+
+
+def collect(f, calls, state: CallState):
+    return calls.wait(None, "call_wait") if state is C else f.results(None, "step_wait")
+
+
+CASES = [(s, b) for s in (R, S, C) for b in (None, 2) if not (s is C and b == 2)]
+
+
+@pytest.mark.parametrize(("state", "batch_size"), CASES)
+def test_an_interrupted_wait_keeps_the_call_pending_for_reset_to_drop(state: CallState, batch_size: int | None) -> None:
+    f, t, calls = waiting(state, batch_size)
+    t.interrupt_next_wait = True
+    with pytest.raises(KeyboardInterrupt):
+        collect(f, calls, state)
+    assert f.state is state and f.lifecycle.droppable
+    f.drop_all()
+    assert f.state is D and not f.lifecycle.droppable and not f.in_flight
+
+
+@pytest.mark.parametrize(("state", "batch_size"), CASES)
+def test_a_dead_worker_fails_the_call_and_drops_the_others(state: CallState, batch_size: int | None) -> None:
+    f, t, calls = waiting(state, batch_size)
+    t.reply(0, WorkerDiedError(0, [0, 1], -9))
+    t.reply(1)
+    with pytest.raises(WorkerDiedError):
+        collect(f, calls, state)
+    assert f.state is D and not f.in_flight and not t.replies
+
+
+@pytest.mark.parametrize(("state", "batch_size"), [(R, None), (S, None), (R, 2), (S, 2)])
+def test_an_interruption_while_taking_a_reply_drops_every_reply(state: CallState, batch_size: int | None) -> None:
+    f, t, calls = waiting(state, batch_size)
+    t.reply(0, KeyboardInterrupt())
+    t.reply(1)
+    with pytest.raises(KeyboardInterrupt):
+        collect(f, calls, state)
+    assert f.state is D and not f.in_flight and not t.replies
+
+
+@pytest.mark.parametrize("state", [D, S])
+def test_a_send_cut_after_a_command_went_out_interrupts(state: CallState) -> None:
+    f, t = flight(batch_size=2)
+    if state is S:
+        f.send_reset(np.arange(4), [None] * 4, None)
+        t.reply(0)
+        f.results(None, "reset_wait")  # envs 0, 1 returned; worker 1 still resetting
+    assert f.state is state
+    submit = t.submit
+
+    def cut(worker: int, command: object) -> None:
+        submit(worker, command)
+        raise KeyboardInterrupt
+
+    t.submit = cut  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        f.send_steps(f.check_actions(np.zeros(2, dtype=np.int64), [0, 1]))
+    assert f.state is X
+    with pytest.raises(VecEnvError, match="interrupted part-way"):
+        f.check_idle("step_async")
+
+
+@pytest.mark.parametrize(("state", "batch_size"), CASES)
+def test_an_interrupted_call_around_a_wait_is_for_reset_to_drop(state: CallState, batch_size: int | None) -> None:
+    f, _, _ = waiting(state, batch_size)
+    with pytest.raises(KeyboardInterrupt), f.one_call():
+        raise KeyboardInterrupt
+    assert f.state is state and f.lifecycle.droppable
+
+
+@pytest.mark.parametrize(("state", "batch_size"), CASES)
+def test_a_collect_cut_with_replies_half_taken_interrupts(state: CallState, batch_size: int | None) -> None:
+    f, _, _ = waiting(state, batch_size)
+    with pytest.raises(RuntimeError), f.collecting():
+        raise RuntimeError("an error in the caller's process while collecting")
+    assert f.state is X
