@@ -13,7 +13,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.batches import flight_for
 from vecenv.engine.calls import Calls, in_order
-from vecenv.engine.flight import Flight
+from vecenv.engine.flight import InFlight
 from vecenv.engine.partition import Partition
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import Transport
@@ -78,7 +78,7 @@ class Scripted(Transport):
 
 
 def flight(num_envs: int = 4, num_workers: int = 2, batch_size: int | None = None,
-           step_timeout: float | None = None, on_error: str = "raise") -> tuple[Flight, Scripted]:
+           step_timeout: float | None = None, on_error: str = "raise") -> tuple[InFlight, Scripted]:
     transport = Scripted(num_workers)
     policy = FailurePolicy(on_error=on_error, step_timeout=step_timeout)
     f = flight_for(transport, Partition(num_envs, num_workers), policy, batch_size or num_envs,
@@ -97,7 +97,7 @@ def test_a_full_step_sends_one_command_per_worker_and_waits_for_every_reply() ->
     t.reply(1)
     _, _, _, _, infos = f.results(None, "step_wait")
     assert infos["k"].tolist() == [0.0, 1.0, 0.0, 0.0] and infos["_k"].tolist() == [False, True, False, False]
-    assert f.state is CallState.DEFAULT and not f.in_flight and not f.held
+    assert f.state is CallState.DEFAULT and not f.in_flight and not f.pending_infos
 
 
 def test_async_batches_defer_a_step_for_a_busy_worker_until_its_reply_is_taken() -> None:
@@ -228,7 +228,7 @@ def test_calls_collect_every_reply_and_an_overdue_worker_fails_the_call() -> Non
     t.reply(1, ["c", "d"])
     assert calls.wait(None, "call_wait") == {0: ["a", "b"], 1: ["c", "d"]}
     assert f.state is CallState.DEFAULT
-    order = calls.send_at(np.array([3, 0]), lambda local, gids: Call("x", (), {}, local))
+    order = calls.send_at(np.array([3, 0]), lambda local, envs: Call("x", (), {}, local))
     t.reply(0, ["zero"])
     f.sent_at[1] -= 1.0
     with pytest.raises(StepTimeoutError):

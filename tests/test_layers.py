@@ -22,7 +22,7 @@ API_LAYERS = ("sb3", "check", "layout")
 #: what only vecenv.infos and the process transport's placement code name: the rows, the codec's
 #: schemas and the record views of the columns
 INFO_INTERNALS = {"InfoRows", "Schema", "signature", "ROW_BYTES", "MAX_SCHEMAS"}
-INFO_VIEWS = {"records", "whole"}
+INFO_VIEWS = {"records", "all_records"}
 INFO_PLACES = ("infos/", "transports/process/infos.py")
 
 

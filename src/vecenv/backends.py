@@ -17,11 +17,12 @@ from gymnasium import logger, spaces
 from gymnasium.vector import AutoresetMode
 from typing_extensions import Unpack
 
-from vecenv.engine import VectorEnv, usable_cores
+from vecenv.engine import VectorEnv
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT
 from vecenv.errors import EnvError
 from vecenv.policy import FailureOptions
+from vecenv.system import usable_cores
 from vecenv.transports import InlineTransport, ProcessTransport, SerialTransport, ThreadTransport
 from vecenv.transports.ray_actors import RayTransport, import_ray
 

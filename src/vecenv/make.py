@@ -14,9 +14,10 @@ from gymnasium.envs.registration import (
 from gymnasium.vector import AutoresetMode
 
 from vecenv.backends import ProcessVectorEnv, RayVectorEnv, SerialVectorEnv, ThreadVectorEnv
-from vecenv.engine import VectorEnv, parse_autoreset_mode, runs, usable_cores
+from vecenv.engine import VectorEnv, parse_autoreset_mode
 from vecenv.engine.checks import check_count
-from vecenv.layout import choose
+from vecenv.layout import choose, runs
+from vecenv.system import usable_cores
 
 __all__ = ["BACKENDS", "available_backends", "make", "usable_cores"]
 

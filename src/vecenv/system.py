@@ -1,5 +1,5 @@
-"""What vecenv asks the operating system about other processes, one function per question, with
-a way for each platform.
+"""What vecenv asks the operating system about this process's cores and about other processes,
+one function per question, with a way for each platform.
 
 Linux answers from ``/proc``; Windows through a process handle (never ``os.kill(pid, 0)``: signal
 0 is ``CTRL_C_EVENT`` there, and CPython before 3.12 falls through to ``TerminateProcess``, so
@@ -11,9 +11,17 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["HAS_PROC", "process_alive", "process_start_time"]
+__all__ = ["HAS_PROC", "process_alive", "process_start_time", "usable_cores"]
 
 HAS_PROC = os.path.isdir("/proc/self")
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (affinity-aware)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def _proc_start_time(pid: int) -> str | None:

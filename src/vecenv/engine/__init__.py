@@ -4,8 +4,9 @@ contract it drives."""
 from vecenv.engine.checks import SpaceMismatchError
 from vecenv.engine.core import VectorEnv
 from vecenv.engine.modes import parse_autoreset_mode
+from vecenv.engine.partition import split_envs
 from vecenv.engine.state import CallState
-from vecenv.engine.transport import Transport, split_envs, usable_cores
+from vecenv.engine.transport import Transport
 
 __all__ = [
     "CallState",
@@ -14,5 +15,4 @@ __all__ = [
     "VectorEnv",
     "parse_autoreset_mode",
     "split_envs",
-    "usable_cores",
 ]

@@ -1,4 +1,4 @@
-"""The two collectors of a :class:`~vecenv.engine.flight.Flight`: :class:`FullBatches` returns
+"""The two collectors of a :class:`~vecenv.engine.flight.InFlight`: :class:`FullBatches` returns
 every env's results at once (``batch_size == num_envs``), :class:`AsyncBatches` the first
 ``batch_size`` envs ready, EnvPool's way, while the others go on stepping."""
 
@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from vecenv.engine.flight import Flight
+from vecenv.engine.flight import InFlight
 from vecenv.engine.partition import Partition
 from vecenv.engine.state import CallState, Event
 from vecenv.engine.transport import Transport
@@ -19,7 +19,7 @@ from vecenv.policy import FailurePolicy
 __all__ = ["AsyncBatches", "FullBatches", "flight_for"]
 
 
-class FullBatches(Flight):
+class FullBatches(InFlight):
     """Every env's results at once. Infos that came as column chunks stay chunks
     (``columns``) until the batch is built, so they batch a column at a time."""
 
@@ -27,21 +27,21 @@ class FullBatches(Flight):
         super().__init__(*args, **kwargs)
         self.columns: list[InfoColumns] = []
 
-    def keep(self, gids: np.ndarray, entries: Any) -> None:
+    def keep(self, envs: np.ndarray, entries: Any) -> None:
         if type(entries) is InfoColumns:
             self.columns.append(entries)
         else:
-            super().keep(gids, entries)
+            super().keep(envs, entries)
 
     def collect(self, timeout: float | None, method: str, raw: bool) -> tuple:
         self.gather(None, timeout, method)
         b, n = self.buffers, self.num_envs
         infos: Any
         if raw:  # the parts as they came: each names its envs
-            infos = [*self.columns, *self.held.values()]
+            infos = [*self.columns, *self.pending_infos.values()]
         else:
-            columns = columns_infos(self.columns, self.held, n) if self.columns else None
-            entries = [self.held[i] for i in sorted(self.held)] if self.held else []
+            columns = columns_infos(self.columns, self.pending_infos, n) if self.columns else None
+            entries = [self.pending_infos[i] for i in sorted(self.pending_infos)] if self.pending_infos else []
             infos = columns if columns is not None else batch_infos(entries, n) if entries else {}
         self.forget(Event.RETURNED)
         if self.autoreset_mode is AutoresetMode.DISABLED:
@@ -54,7 +54,7 @@ class FullBatches(Flight):
         super().forget(event)
 
 
-class AsyncBatches(Flight):
+class AsyncBatches(InFlight):
     """The first ``batch_size`` envs ready. An env is ``busy`` from its send until a batch
     returns it; finished envs queue in ``ready``; steps may be sent while others are in flight."""
 
@@ -69,23 +69,23 @@ class AsyncBatches(Flight):
 
     def resetting(self, ids: np.ndarray) -> None:
         self.ready.clear()
-        self.held.clear()
+        self.pending_infos.clear()
         self.restarted.clear()  # every env starts a new episode
         self.busy[ids] = True
 
     def stepping(self, ids: np.ndarray) -> None:
         self.busy[ids] = True
 
-    def keep(self, gids: np.ndarray, entries: Any) -> None:
-        super().keep(gids, entries)
-        self.ready.extend(gids.tolist())
+    def keep(self, envs: np.ndarray, entries: Any) -> None:
+        super().keep(envs, entries)
+        self.ready.extend(envs.tolist())
 
     def collect(self, timeout: float | None, method: str, raw: bool) -> tuple:
         self.gather(self.batch_size, timeout, method)
         b, bs = self.buffers, self.batch_size
         take = np.array([self.ready.popleft() for _ in range(bs)], dtype=np.int64)
         rows = {int(i): r for r, i in enumerate(take)}
-        entries = [self.held.pop(i) for i in rows if i in self.held]
+        entries = [self.pending_infos.pop(i) for i in rows if i in self.pending_infos]
         infos = batch_infos(entries, bs, rows)
         infos["env_id"] = take
         infos["_env_id"] = np.ones(bs, dtype=np.bool_)
@@ -102,7 +102,7 @@ class AsyncBatches(Flight):
 
 
 def flight_for(transport: Transport, partition: Partition, policy: FailurePolicy, batch_size: int,
-               autoreset_mode: AutoresetMode, copy: bool) -> Flight:
-    """The collector that ``batch_size`` asks for, over a new :class:`Flight`."""
+               autoreset_mode: AutoresetMode, copy: bool) -> InFlight:
+    """The collector that ``batch_size`` asks for, over a new :class:`InFlight`."""
     kind = AsyncBatches if batch_size < partition.num_envs else FullBatches
     return kind(transport, partition, policy, batch_size, autoreset_mode, copy)

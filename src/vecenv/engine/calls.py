@@ -2,7 +2,7 @@
 per-env forms (``call_at``, ``get_attr_at``, ``set_attr_at``, ``apply``) the SB3 layer uses.
 
 A call is one command per worker whose envs it names, sent through the vector env's
-:class:`~vecenv.engine.flight.Flight` like a step; :class:`Calls` sends it and collects the
+:class:`~vecenv.engine.flight.InFlight` like a step; :class:`Calls` sends it and collects the
 replies, keeping what arrived across a timed-out wait (the call stays pending, as in gymnasium).
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from vecenv.engine.flight import Flight
+from vecenv.engine.flight import InFlight
 from vecenv.engine.state import Event
 from vecenv.errors import StepTimeoutError
 from vecenv.worker.commands import Command
@@ -28,7 +28,7 @@ NO_IDS = np.empty(0, dtype=np.int64)
 class Calls:
     """Sends calls through ``flight`` and collects their replies, one list per worker."""
 
-    def __init__(self, flight: Flight) -> None:
+    def __init__(self, flight: InFlight) -> None:
         self.flight = flight
         self.results: dict[int, Any] = {}  # replies of the pending call so far, per worker
         self.error: BaseException | None = None
@@ -46,8 +46,8 @@ class Calls:
         flight = self.flight
         order = np.argsort(ids, kind="stable")
         with flight.sending():
-            for w, local, gids in flight.partition.by_worker(ids[order]):
-                flight.submit(w, command(local, gids), NO_IDS, Event.SENT_CALL)
+            for w, local, envs in flight.partition.by_worker(ids[order]):
+                flight.submit(w, command(local, envs), NO_IDS, Event.SENT_CALL)
         return order
 
     def wait(self, timeout: float | None, method: str) -> dict[int, Any]:
@@ -68,7 +68,7 @@ class Calls:
             raise error
         return results
 
-    def overdue(self, w: int, gids: np.ndarray, method: str) -> None:
+    def overdue(self, w: int, envs: np.ndarray, method: str) -> None:
         """Worker ``w`` overran ``step_timeout`` on a call: it is ended, and the call fails."""
         flight = self.flight
         flight.transport.terminate(w)

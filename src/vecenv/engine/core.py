@@ -1,7 +1,7 @@
 """The engine: one gymnasium-API vector env core that every backend shares.
 
 :class:`VectorEnv` checks every input before anything reaches a worker (:mod:`.checks`) and
-hands the work to its collaborators: a :class:`~.flight.Flight` (one of the collectors of
+hands the work to its collaborators: a :class:`~.flight.InFlight` (one of the collectors of
 :mod:`.batches`) keeps the commands in flight and fires the call state's events (:mod:`.state`)
 (each worker's env group gets the commands through a
 :class:`~vecenv.engine.transport.Transport`), its :class:`~.recovery.Recovery` plans the
@@ -22,7 +22,6 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from typing_extensions import Unpack
 
-from vecenv.engine import runs
 from vecenv.engine.batches import flight_for
 from vecenv.engine.calls import Calls, in_order
 from vecenv.engine.checks import (
@@ -47,6 +46,7 @@ from vecenv.engine.state import CallState, Event
 from vecenv.engine.transport import Transport
 from vecenv.errors import ClosedEnvironmentError, NoAsyncCallError
 from vecenv.infos import InfoParts
+from vecenv.layout import runs
 from vecenv.policy import FailureOptions
 from vecenv.worker import EnvDescription
 from vecenv.worker.commands import Apply, Call, Command, Configure, GetAttr, Render, SetAttr
@@ -354,7 +354,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         check_name(name)
         ids = np.arange(self.num_envs) if indices is None else check_env_ids(indices, self.num_envs)
         by_env = dict(zip(ids.tolist(), check_values(values, len(ids)), strict=True))
-        self._run_at("set_attr", indices, lambda local, gids: SetAttr(name, [by_env[j] for j in gids.tolist()], local))
+        self._run_at("set_attr", indices, lambda local, envs: SetAttr(name, [by_env[j] for j in envs.tolist()], local))
 
     @one_caller
     def apply(self, fn: Callable[..., Any], *args: Any, indices: Sequence[int] | None = None) -> list:

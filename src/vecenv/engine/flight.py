@@ -1,14 +1,14 @@
-"""In-flight bookkeeping: :class:`Flight`, what every worker is running and what waits on it.
+"""In-flight bookkeeping: :class:`InFlight`, what every worker is running and what waits on it.
 
-A :class:`~vecenv.engine.VectorEnv` holds one Flight (one of the two collectors of
+A :class:`~vecenv.engine.VectorEnv` holds one InFlight (one of the two collectors of
 :mod:`.batches`) and sends every command through it::
 
     VectorEnv.step(actions)
-      -> Flight.check_actions        actions into the shared action buffer, ids checked
-      -> Flight.send_steps           one command per worker: Transport.submit, or deferred
+      -> InFlight.check_actions      actions into the shared action buffer, ids checked
+      -> InFlight.send_steps         one command per worker: Transport.submit, or deferred
                                      while that worker is busy (async batches)
     VectorEnv.recv() / step_wait()
-      -> Flight.results -> collect   FullBatches: every reply; AsyncBatches: the first
+      -> InFlight.results -> collect FullBatches: every reply; AsyncBatches: the first
                                      batch_size envs ready
                         -> gather    Transport.ready / fetch, in the order workers finish;
                                      a worker that died or overran step_timeout goes to
@@ -49,10 +49,10 @@ from vecenv.errors import (
 from vecenv.infos import InfoEntry
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
-from vecenv.worker.commands import Command, Reset, Step, with_given
+from vecenv.worker.commands import Command, Reset, Step, with_unconverted
 from vecenv.worker.restarts import truncate_rows
 
-__all__ = ["Flight", "SETTLE_TIMEOUT"]
+__all__ = ["InFlight", "SETTLE_TIMEOUT"]
 
 #: longest wait for a worker to finish its command when the env settles after an interruption
 SETTLE_TIMEOUT = 30.0
@@ -61,11 +61,11 @@ SETTLE_TIMEOUT = 30.0
 Overdue = Callable[[int, np.ndarray, str], None]
 
 
-class Flight:
+class InFlight:
     """The commands in flight for one vector env of ``partition.num_envs`` envs, and their results.
 
     One command per worker at a time; ``in_flight[w]`` holds the envs of worker ``w``'s command.
-    A step for a busy worker waits in ``deferred`` (async batches); ``held`` keeps each env's
+    A step for a busy worker waits in ``deferred`` (async batches); ``pending_infos`` keeps each env's
     info entry until its batch is returned. A subclass collects the results
     (:meth:`collect`): every env's (full batches) or the first ready (async batches).
     """
@@ -87,7 +87,7 @@ class Flight:
         self.needs_reset = np.zeros(n, dtype=np.bool_)  # DISABLED mode: ended, not yet reset
         self.deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
         self.ready: deque[int] = deque()
-        self.held: dict[int, InfoEntry] = {}
+        self.pending_infos: dict[int, InfoEntry] = {}
         #: envs whose worker was restarted while they were not in flight; their next send returns
         #: a truncation instead of stepping (the restart report, and for SAME_STEP the new env's
         #: reset observation and info)
@@ -164,14 +164,14 @@ class Flight:
         return self.state is CallState.DEFAULT
 
     # ================================================================ sending
-    def submit(self, w: int, command: Command, gids: np.ndarray, event: Event) -> None:
+    def submit(self, w: int, command: Command, envs: np.ndarray, event: Event) -> None:
         """Record ``command`` as in flight, then send it (the record comes first, so an
         interruption between the two leaves a worker to settle, never a reply nobody expects)."""
-        self.in_flight[w] = gids
+        self.in_flight[w] = envs
         if self.policy.step_timeout is not None:
             self.sent_at[w] = time.monotonic()
-        if type(command) is Step and self.buffers.actions.given:  # actions as the caller gave them
-            command = with_given(command, self.buffers.actions.given, *self.partition[w])
+        if type(command) is Step and self.buffers.actions.unconverted:  # actions as the caller gave them
+            command = with_unconverted(command, self.buffers.actions.unconverted, *self.partition[w])
         self.lifecycle.fire(event)
         self.transport.submit(w, command)
 
@@ -180,9 +180,9 @@ class Flight:
         with self.sending():
             self.resetting(ids)
             self.needs_reset[ids] = False
-            for w, local, gids in self.partition.by_worker(ids):
+            for w, local, envs in self.partition.by_worker(ids):
                 a, b = self.partition[w]
-                self.submit(w, Reset(seeds[a:b], options, local), gids, Event.SENT_RESET)
+                self.submit(w, Reset(seeds[a:b], options, local), envs, Event.SENT_RESET)
 
     def resetting(self, ids: np.ndarray) -> None:
         """The envs ``ids`` are about to be reset."""
@@ -225,12 +225,12 @@ class Flight:
             else:
                 self.stepping(ids)
                 stepping = ids[~np.isin(ids, restarted)] if restarted else ids
-                commands = [(w, Step(local), gids) for w, local, gids in self.partition.by_worker(stepping)]
-            for w, command, gids in commands:
+                commands = [(w, Step(local), envs) for w, local, envs in self.partition.by_worker(stepping)]
+            for w, command, envs in commands:
                 if w in self.in_flight:
-                    self.deferred.setdefault(w, []).extend(gids.tolist())
+                    self.deferred.setdefault(w, []).extend(envs.tolist())
                 else:
-                    self.submit(w, command, gids, Event.SENT_STEP)
+                    self.submit(w, command, envs, Event.SENT_STEP)
             if restarted:
                 self.return_restarted(restarted)
         except BaseException:
@@ -253,7 +253,7 @@ class Flight:
                 final_obs = copy.deepcopy(b.observations.item(i))
                 b.observations.write(i, reset_obs)
                 entry = InfoEntry(i, {**reset_info, **report}, True, final_obs, dict(report))
-            self.held[i] = entry
+            self.pending_infos[i] = entry
             self.ready.append(i)
 
     # ================================================================ waiting
@@ -304,37 +304,37 @@ class Flight:
             for w in self.wait_ready(deadline, timeout, method, self.step_overdue):
                 self.take_reply(w)
 
-    def step_overdue(self, w: int, gids: np.ndarray, method: str) -> None:
+    def step_overdue(self, w: int, envs: np.ndarray, method: str) -> None:
         """Worker ``w`` overran ``step_timeout`` on a step or reset: a failure of the worker."""
-        error = StepTimeoutError(gids.tolist(), w, self.policy.step_timeout, method.removesuffix("_wait"))
-        self.worker_failed(w, gids, error)
+        error = StepTimeoutError(envs.tolist(), w, self.policy.step_timeout, method.removesuffix("_wait"))
+        self.worker_failed(w, envs, error)
 
     def take_reply(self, w: int) -> None:
-        gids = self.in_flight.pop(w)
+        envs = self.in_flight.pop(w)
         try:
             reply = self.transport.fetch(w)
         except WorkerDiedError as exc:
-            self.worker_failed(w, gids, exc)
+            self.worker_failed(w, envs, exc)
             return
         except BaseException:
             self.drop_in_flight()
             raise
-        self.accept(w, gids, reply.entries, reply.objects)
+        self.accept(w, envs, reply.entries, reply.objects)
 
-    def accept(self, w: int, gids: np.ndarray, entries: Any, objects: Any) -> None:
-        """Take a worker's results for ``gids``: they are ready to be returned."""
+    def accept(self, w: int, envs: np.ndarray, entries: Any, objects: Any) -> None:
+        """Take a worker's results for ``envs``: they are ready to be returned."""
         if objects is not None:
-            self.buffers.observations.set_objects(objects, gids)
-        self.keep(gids, entries)
+            self.buffers.observations.set_objects(objects, envs)
+        self.keep(envs, entries)
         deferred = self.deferred.pop(w, None)
         if deferred:
             ids = np.array(sorted(deferred), dtype=np.int64)
             self.submit(w, Step(ids - self.partition[w][0]), ids, Event.SENT_STEP)
 
-    def keep(self, gids: np.ndarray, entries: Any) -> None:
-        """Hold the info ``entries`` of the envs ``gids`` until their batch is returned."""
+    def keep(self, envs: np.ndarray, entries: Any) -> None:
+        """Hold the info ``entries`` of the envs ``envs`` until their batch is returned."""
         for entry in entries:
-            self.held[entry.index] = entry
+            self.pending_infos[entry.index] = entry
 
     def fetch_now(self, w: int, command: Command) -> Any:
         """Run ``command`` on ``w`` and wait for its reply (outside the in-flight bookkeeping)."""
@@ -362,33 +362,33 @@ class Flight:
         raise NotImplementedError
 
     # ================================================================ failures
-    def worker_failed(self, w: int, gids: np.ndarray, error: VecEnvError) -> None:
-        """Worker ``w`` died or hung while running a step or reset for ``gids``: replaced as the
+    def worker_failed(self, w: int, envs: np.ndarray, error: VecEnvError) -> None:
+        """Worker ``w`` died or hung while running a step or reset for ``envs``: replaced as the
         recovery plans it (its envs' episodes truncated), or the call fails."""
         if not self.recovery.may_restart(w, error):
-            self.fail(w, gids, error)
+            self.fail(w, envs, error)
             return
         try:
-            plan = self.recovery.restart(w, gids, error)
+            plan = self.recovery.restart(w, envs, error)
         except BaseException:
             self.drop_in_flight()  # the worker stays dead: the next command to it reports so
             raise
-        self.apply_restart(w, gids, plan)
+        self.apply_restart(w, envs, plan)
 
-    def apply_restart(self, w: int, gids: np.ndarray, plan: Restart) -> None:
-        """Apply the restart of worker ``w``: its envs ``gids`` (in flight) end truncated now,
+    def apply_restart(self, w: int, envs: np.ndarray, plan: Restart) -> None:
+        """Apply the restart of worker ``w``: its envs ``envs`` (in flight) end truncated now,
         its other envs at their next send (a step deferred for one of them returns at once)."""
         self.restarted.update(plan.later)
-        truncate_rows(self.buffers, gids)
+        truncate_rows(self.buffers, envs)
         deferred = self.deferred.pop(w, [])  # sent while the old worker was busy
         now = [i for i in deferred if i in self.restarted]
         if len(now) < len(deferred):
             self.deferred[w] = [i for i in deferred if i not in self.restarted]
-        self.accept(w, gids, plan.entries, None)
+        self.accept(w, envs, plan.entries, None)
         if now:
             self.return_restarted(now)
 
-    def fail(self, w: int, gids: np.ndarray, error: VecEnvError) -> None:
+    def fail(self, w: int, envs: np.ndarray, error: VecEnvError) -> None:
         """Worker ``w`` failed and is not replaced: drop the others' replies, then raise ``error``."""
         if isinstance(error, StepTimeoutError):
             self.transport.terminate(w)
@@ -424,7 +424,7 @@ class Flight:
     def forget(self, event: Event) -> None:
         """Nothing in flight any more (``event``: returned, dropped or closed): forget every
         result not yet returned."""
-        for pending in (self.deferred, self.ready, self.held):
+        for pending in (self.deferred, self.ready, self.pending_infos):
             if pending:
                 pending.clear()
         self.lifecycle.fire(event)

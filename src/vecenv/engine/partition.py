@@ -10,10 +10,20 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from vecenv.engine.transport import split_envs
 from vecenv.worker.commands import STEP_ALL
 
-__all__ = ["Partition"]
+__all__ = ["Partition", "split_envs"]
+
+def split_envs(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
+    """Contiguous ``(start, stop)`` env ranges, as even as possible, one per worker."""
+    base, extra = divmod(num_envs, num_workers)
+    bounds, start = [], 0
+    for w in range(num_workers):
+        stop = start + base + (1 if w < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
 
 #: one group's share of a command: (worker, local ids or None for the whole group, global ids)
 Share = tuple[int, "np.ndarray | None", np.ndarray]
@@ -25,7 +35,7 @@ class Partition(Sequence[tuple[int, int]]):
     >>> p = Partition(5, 2)
     >>> p[0], p[1], p.worker_of[3]
     ((0, 3), (3, 5), 1)
-    >>> [(w, local, gids.tolist()) for w, local, gids in p.by_worker(np.array([4, 0, 1, 2]))]
+    >>> [(w, local, envs.tolist()) for w, local, envs in p.by_worker(np.array([4, 0, 1, 2]))]
     [(0, None, [0, 1, 2]), (1, array([1]), [4])]
     """
 
@@ -37,7 +47,7 @@ class Partition(Sequence[tuple[int, int]]):
         #: every group whole: (worker, None, its global ids)
         self.whole_groups: list[Share] = [(w, None, np.arange(a, b)) for w, (a, b) in enumerate(self.bounds)]
         #: a step of every env: (worker, STEP_ALL, its global ids)
-        self.whole_steps = [(w, STEP_ALL, gids) for w, _, gids in self.whole_groups]
+        self.whole_steps = [(w, STEP_ALL, envs) for w, _, envs in self.whole_groups]
 
     def __getitem__(self, worker: int) -> tuple[int, int]:  # type: ignore[override]
         return self.bounds[worker]
@@ -60,7 +70,7 @@ class Partition(Sequence[tuple[int, int]]):
         for i in sorted(ids.tolist()):
             groups.setdefault(worker_of[i], []).append(i)
         for w in sorted(groups):
-            gids = np.array(groups[w], dtype=np.int64)
+            envs = np.array(groups[w], dtype=np.int64)
             start, stop = self.bounds[w]
-            local = None if gids.size == stop - start else gids - start
-            yield w, local, gids
+            local = None if envs.size == stop - start else envs - start
+            yield w, local, envs

@@ -3,8 +3,8 @@
 Under ``on_error="restart"`` (and within the restart budget) :class:`Recovery` replaces the
 worker and plans how its envs' episodes end, by the same rule an env group uses for one env
 (:func:`vecenv.worker.restarts.truncate_rows`): it returns a :class:`Restart`, which the flight
-applies (:meth:`~vecenv.engine.flight.Flight.apply_restart`). Otherwise the flight drops every
-other reply and raises the error (:meth:`~vecenv.engine.flight.Flight.fail`).
+applies (:meth:`~vecenv.engine.flight.InFlight.apply_restart`). Otherwise the flight drops every
+other reply and raises the error (:meth:`~vecenv.engine.flight.InFlight.fail`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from vecenv.worker.commands import Configure, Reset
 from vecenv.worker.restarts import RestartBudget, restart_report
 
 if TYPE_CHECKING:
-    from vecenv.engine.flight import Flight
+    from vecenv.engine.flight import InFlight
 
 __all__ = ["Recovery", "Restart"]
 
@@ -38,7 +38,7 @@ class Restart(NamedTuple):
 class Recovery:
     """Replaces the failed workers of ``flight`` within the policy's restart budget."""
 
-    def __init__(self, flight: Flight) -> None:
+    def __init__(self, flight: InFlight) -> None:
         self.flight = flight
         self.budget = RestartBudget(flight.policy.max_restarts, flight.policy.restart_window)
 
@@ -46,7 +46,7 @@ class Recovery:
         """Whether worker ``w``, failed with ``error``, is to be replaced (spends the budget)."""
         return self.flight.policy.restarts and self.budget.spend(w, f"worker {w}", error)
 
-    def restart(self, w: int, gids: np.ndarray, error: VecEnvError) -> Restart:
+    def restart(self, w: int, envs: np.ndarray, error: VecEnvError) -> Restart:
         """Replace worker ``w`` with a fresh one; the plan for the episodes of its envs.
 
         The rows keep the last observation the old worker wrote. SAME_STEP resets the new envs
@@ -58,27 +58,27 @@ class Recovery:
         same_step = flight.autoreset_mode is AutoresetMode.SAME_STEP
         start, stop = flight.partition[w]
         # Async batches: the worker's other envs (idle, or ready and not yet returned) lose their
-        # episodes too. Their next result is a truncation (Flight.return_restarted); an env whose
+        # episodes too. Their next result is a truncation (InFlight.return_restarted); an env whose
         # last result already ended its episode needs none, except in SAME_STEP, where the new
         # env's first observation is not the one the caller holds.
-        in_flight = set(gids.tolist())
+        in_flight = set(envs.tolist())
         others = [i for i in range(start, stop) if i not in in_flight]
         cut = [i for i in others if same_step or not (b.terminations[i] or b.truncations[i])]
         flight.transport.restart(w)
         flight.fetch_now(w, Configure(flight.policy))
         report = restart_report(error)
         if same_step:
-            return self.reset_new_envs(w, gids, others, cut, report)
-        return Restart([InfoEntry(int(i), dict(report)) for i in gids], {i: (report, None, {}) for i in cut})
+            return self.reset_new_envs(w, envs, others, cut, report)
+        return Restart([InfoEntry(int(i), dict(report)) for i in envs], {i: (report, None, {}) for i in cut})
 
-    def reset_new_envs(self, w: int, gids: np.ndarray, others: list[int], cut: list[int], report: dict) -> Restart:
+    def reset_new_envs(self, w: int, envs: np.ndarray, others: list[int], cut: list[int], report: dict) -> Restart:
         """SAME_STEP: reset the new worker's envs at once; what the caller holds stays."""
         flight = self.flight
         b = flight.buffers
         start, stop = flight.partition[w]
         kept = {i: (copy.deepcopy(b.observations.item(i)), b.rewards[i], b.terminations[i], b.truncations[i])
                 for i in others}
-        finals = {int(i): copy.deepcopy(b.observations.item(int(i))) for i in gids}
+        finals = {int(i): copy.deepcopy(b.observations.item(int(i))) for i in envs}
         reply = flight.fetch_now(w, Reset())
         b.observations.set_objects(reply.objects, np.arange(start, stop))
         infos: dict[int, Any] = {e.index: e.info for e in reply.entries}

@@ -23,7 +23,7 @@ error in the caller's process) cut a call short part-way; only ``reset()`` (whic
 every worker finish: DROPPED) and ``close()`` work.
 
 :class:`CallLifecycle` is the only code that assigns a :class:`CallState`; each transition is made
-by the method that causes it (:class:`~vecenv.engine.flight.Flight` sending a command, a
+by the method that causes it (:class:`~vecenv.engine.flight.InFlight` sending a command, a
 collector returning results, an interruption), by firing its :class:`Event`.
 """
 

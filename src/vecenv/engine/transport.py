@@ -9,7 +9,6 @@ contract lives in the engine layer, which owns it; the transports implement it.
 
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
@@ -21,29 +20,10 @@ from vecenv.spaces import StepBuffers
 from vecenv.worker import EnvDescription
 from vecenv.worker.commands import Command
 
-__all__ = ["DEFAULT_START_TIMEOUT", "Transport", "split_envs", "usable_cores"]
+__all__ = ["DEFAULT_START_TIMEOUT", "Transport"]
 
 #: seconds a worker may take to build its envs, at start and on every rebuild (``start_timeout``)
 DEFAULT_START_TIMEOUT = 120.0
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (affinity-aware)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def split_envs(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
-    """Contiguous ``(start, stop)`` env ranges, as even as possible, one per worker."""
-    base, extra = divmod(num_envs, num_workers)
-    bounds, start = [], 0
-    for w in range(num_workers):
-        stop = start + base + (1 if w < extra else 0)
-        bounds.append((start, stop))
-        start = stop
-    return bounds
 
 
 class Transport(ABC):

@@ -153,22 +153,22 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
     return infos
 
 
-def columns_infos(columns: list[InfoColumns], held: dict[int, InfoEntry], n: int) -> dict | None:
+def columns_infos(columns: list[InfoColumns], entries: dict[int, InfoEntry], n: int) -> dict | None:
     """A full batch's infos straight from its column chunks (entries that came another way, as
     from the caller's own group, join them when they hold the same keys and types); otherwise
-    None, the chunks turned into per-env entries in ``held``. Empties ``columns``."""
+    None, the chunks turned into per-env entries in ``entries`` (env -> entry). Empties ``columns``."""
     infos = None
-    if held:
-        chunk = entries_as_columns([held[i] for i in sorted(held)], columns[0])
+    if entries:
+        chunk = entries_as_columns([entries[i] for i in sorted(entries)], columns[0])
         if chunk is not None:
-            held.clear()
+            entries.clear()
             columns.append(chunk)
-    if not held:
+    if not entries:
         infos = batch_columns(columns, n)
     if infos is None:
         for chunk in columns:
             for entry in chunk:
-                held[entry.index] = entry
+                entries[entry.index] = entry
     columns.clear()
     return infos
 
@@ -224,12 +224,12 @@ def _in_env_order(chunks: list[InfoColumns], n: int) -> bool:
 
 def _one_source(chunks: list[InfoColumns], n: int) -> np.ndarray | None:
     """One record array that holds every env's row of ``chunks`` (in env order), when there is
-    one: the only chunk's records, or the ``whole`` that every chunk is a part of."""
+    one: the only chunk's records, or the ``all_records`` that every chunk is a part of."""
     if len(chunks) == 1:
         return chunks[0].records
-    whole = chunks[0].whole
-    if whole is not None and len(whole) == n and all(chunk.whole is whole for chunk in chunks):
-        return whole
+    all_records = chunks[0].all_records
+    if all_records is not None and len(all_records) == n and all(chunk.all_records is all_records for chunk in chunks):
+        return all_records
     return None
 
 

@@ -38,21 +38,21 @@ class InfoColumns(Sequence):
     can batch them a column at a time; read as a sequence, it is the per-env :class:`InfoEntry`
     list, each value of the type the env returned.
 
-    ``whole``, when given, holds the same kind of record for every env of the vector env (a view
+    ``all_records``, when given, holds the same kind of record for every env of the vector env (a view
     of shared memory, indexed by env) and ``records`` is its rows ``envs``: chunks that share it
     and together cover every env are batched from it at once, without joining them. Such views
     are read before the worker's next command overwrites them.
     """
 
     def __init__(self, envs: np.ndarray, keys: tuple[str, ...], types: tuple[type, ...],
-                 records: np.ndarray, whole: np.ndarray | None = None) -> None:
-        self.envs, self.keys, self.types, self.records, self.whole = envs, keys, types, records, whole
+                 records: np.ndarray, all_records: np.ndarray | None = None) -> None:
+        self.envs, self.keys, self.types, self.records, self.all_records = envs, keys, types, records, all_records
         self._entries: list[InfoEntry] | None = None
 
     def reread(self) -> InfoColumns:
         """The same envs' infos read anew from the same records (a later step's values when the
         records are a view of shared memory), without this one's unpacked entries."""
-        return InfoColumns(self.envs, self.keys, self.types, self.records, self.whole)
+        return InfoColumns(self.envs, self.keys, self.types, self.records, self.all_records)
 
     def __len__(self) -> int:
         return len(self.envs)

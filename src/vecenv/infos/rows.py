@@ -188,7 +188,7 @@ class InfoReader:
         #: and the chunk read then: the usual step is recognised by one comparison and handed over
         #: as that chunk again, without building its parts again
         self._uniform: list[tuple[bytes, InfoColumns] | None] = [None for _ in partition]
-        self._wholes: dict[np.dtype, np.ndarray] = {}  # a columnar dtype -> every env's rows as records
+        self._all_records: dict[np.dtype, np.ndarray] = {}  # a columnar dtype -> every env's rows as records
 
     def add(self, start: int, stop: int) -> int:
         """Read envs ``start:stop`` too (a group outside the partition: the inline one); its index."""
@@ -229,25 +229,25 @@ class InfoReader:
                     return StepReply(self._some_columns(schema, start, present), reply.objects)
         return StepReply(self._entries(known, reply, start, ids), reply.objects)
 
-    def _whole(self, schema: Schema) -> np.ndarray:
+    def _every_env(self, schema: Schema) -> np.ndarray:
         """Every env's first page as records of ``schema`` (a strided view of the rows)."""
         dtype = schema.dtype
         assert dtype is not None  # columns are taken for columnar schemas only
-        whole = self._wholes.get(dtype)
-        if whole is None:
+        all_records = self._all_records.get(dtype)
+        if all_records is None:
             rows = self.area.rows
-            whole = self._wholes[dtype] = np.ndarray((len(rows),), dtype, rows, 0, (rows.strides[0],))
-        return whole
+            all_records = self._all_records[dtype] = np.ndarray((len(rows),), dtype, rows, 0, (rows.strides[0],))
+        return all_records
 
     def _columns(self, schema: Schema, start: int, stop: int) -> InfoColumns:
         """Envs ``start:stop``'s infos, read in place (valid until the worker's next command)."""
-        whole = self._whole(schema)
-        return InfoColumns(np.arange(start, stop), schema.keys, schema.types, whole[start:stop], whole)
+        all_records = self._every_env(schema)
+        return InfoColumns(np.arange(start, stop), schema.keys, schema.types, all_records[start:stop], all_records)
 
     def _some_columns(self, schema: Schema, start: int, present: list[int]) -> InfoColumns:
         """The infos of the envs at ``present`` (local indices), copied out of the rows."""
         at = np.array(present) + start
-        return InfoColumns(at, schema.keys, schema.types, self._whole(schema)[at])
+        return InfoColumns(at, schema.keys, schema.types, self._every_env(schema)[at])
 
     def _entries(self, known: dict[int, Schema], reply: RowsReply, start: int,
                  ids: list[list[int]]) -> list[InfoEntry]:

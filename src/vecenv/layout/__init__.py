@@ -14,7 +14,7 @@
       │                                   load.others_busy() saw other work, and measured
       │                                   again at the first make that finds the machine quiet)
       ├── load.others_busy()              the cores' worth of CPU other programs use now, and
-      │   engine.runs.other_runs()        other processes with a live vector env (each ≥ 1 core)
+      │   layout.runs.other_runs()          other processes with a live vector env (each ≥ 1 core)
       └── rule.decide(probe, costs, n, cores, others)  ──► Layout(backend, num_workers, inline, reason,
                                                    calibration: machine.describe_costs(costs))
 
@@ -45,8 +45,6 @@ from typing import Any
 
 import gymnasium as gym
 
-from vecenv.engine import usable_cores
-from vecenv.engine.runs import other_runs
 from vecenv.layout.load import contended, most, others_busy
 from vecenv.layout.machine import describe_costs, machine_costs
 from vecenv.layout.probe import cached_probe, keep_probe, probe_env
@@ -60,6 +58,8 @@ from vecenv.layout.rule import (
     decide,
     forced,
 )
+from vecenv.layout.runs import other_runs
+from vecenv.system import usable_cores
 from vecenv.transports.process import script_rerun_line
 
 __all__ = [

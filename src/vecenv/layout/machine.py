@@ -24,10 +24,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from vecenv.engine import usable_cores
 from vecenv.layout import load
 from vecenv.layout.rule import MachineCosts
 from vecenv.private_files import private_dir, read_private, write_private
+from vecenv.system import usable_cores
 
 #: machine costs are measured again after this many days
 COSTS_MAX_AGE_S = 30 * 86400

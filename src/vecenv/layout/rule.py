@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vecenv.engine import usable_cores
 from vecenv.layout.load import contended
+from vecenv.system import usable_cores
 from vecenv.transports.process import unavailable as processes_unavailable
 
 #: environment variable that forces auto's choice

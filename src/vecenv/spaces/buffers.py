@@ -133,7 +133,7 @@ class BatchBuffer:
         self._single_shape = self.leaves[0].shape if self._single_array is not None else None
         #: row -> the item as the caller passed it, for rows assigned a batch that is not numpy
         #: arrays of the leaves' dtypes (see :meth:`assign`); emptied in place, never rebound
-        self.given: dict[int, Any] = {}
+        self.unconverted: dict[int, Any] = {}
         self._batched: spaces.Space | None = None
 
     # ----------------------------------------------------------------- layout
@@ -157,7 +157,7 @@ class BatchBuffer:
         view.has_objects = self.has_objects
         view._single_array = view.leaves[0].array if self._single_array is not None else None
         view._single_shape = self._single_shape
-        view.given = {}
+        view.unconverted = {}
         view._batched = None
         return view
 
@@ -212,7 +212,7 @@ class BatchBuffer:
         Raises ``ValueError``/``TypeError`` naming the leaf, the expected shape and dtype, and
         what was given, before anything is written. When an array leaf of ``batch`` is not a
         numpy array of the leaf's dtype (a float64 batch for a float32 Box, a list of ints),
-        the rows also keep, in :attr:`given`, each item as ``gymnasium.vector.utils.iterate``
+        the rows also keep, in :attr:`unconverted`, each item as ``gymnasium.vector.utils.iterate``
         yields it: gymnasium's vector envs hand the envs those, so the engine sends them with the step.
         """
         single = self._single_array
@@ -224,8 +224,8 @@ class BatchBuffer:
             and batch.dtype == single.dtype
         ):  # the common case (one fixed leaf, a full batch of its dtype): nothing else to check
             single[...] = batch
-            if self.given:
-                self.given.clear()
+            if self.unconverted:
+                self.unconverted.clear()
             return
         k = self.n if rows is None else len(rows)
         values: list = []
@@ -238,22 +238,22 @@ class BatchBuffer:
                 leaf.array[rows] = value
         if not exact:  # the batch as it came, but with exactly cast leaves as cast
             batch = _assemble(self._tree, handed)
-        self._keep_given(batch, rows, exact)
+        self._keep_unconverted(batch, rows, exact)
 
-    def _keep_given(self, batch: Any, rows: Any, exact: bool) -> None:
-        """Record (or, for a batch the buffer holds exactly, forget) the items as given."""
-        given = self.given
+    def _keep_unconverted(self, batch: Any, rows: Any, exact: bool) -> None:
+        """Record (or, for a batch the buffer holds exactly, forget) the items as they were passed."""
+        unconverted = self.unconverted
         if exact:
-            if given and rows is None:
-                given.clear()
-            elif given:
+            if unconverted and rows is None:
+                unconverted.clear()
+            elif unconverted:
                 for r in rows:
-                    given.pop(int(r), None)
+                    unconverted.pop(int(r), None)
             return
         if self._batched is None:
             self._batched = batch_space(self.space, self.n)
         targets = range(self.n) if rows is None else [int(r) for r in rows]
-        given.update(zip(targets, iterate(self._batched, batch), strict=True))
+        unconverted.update(zip(targets, iterate(self._batched, batch), strict=True))
 
     # ----------------------------------------------------------------- reading
     def read(self, copy: bool = True) -> Any:

@@ -5,8 +5,8 @@ One step, from the caller's ``step()`` to a worker and back::
     caller (engine)                       shared memory                   worker process (child.py)
     ---------------                       -------------                   -------------------------
     VectorEnv.send(actions)
-      Flight.check_actions: actions -> StepBuffers ----> actions rows
-      Flight.send_steps -> ProcessTransport.submit(w, Step)
+      InFlight.check_actions: actions -> StepBuffers --> actions rows
+      InFlight.send_steps -> ProcessTransport.submit(w, Step)
         ControlBlock.post(w, Op.STEP) --> slot[w].CMD += 1 ------------> Child.wait_command: spin,
         handshake.notify: wake byte "W"                                   yield, then sleep on the
           if the worker declared it sleeps --- socket -----------------> socket until CMD moves
@@ -15,13 +15,14 @@ One step, from the caller's ``step()`` to a worker and back::
                                           info rows <------------------- InfoWriter.write: each
                                                                             info packed by schema
                                           slot[w].DONE = CMD <----------- ControlBlock.finish (+ a
-    VectorEnv.recv() -> Flight.results                                      pickled message on the
+    VectorEnv.recv() -> InFlight.results                                    pickled message on the
       ProcessTransport.ready(workers):                                      socket only for new
         spin, yield, then sleep on the                                      schemas, infos that do
         sockets and process sentinels <------- socket: "K" if asked ------  not fit, or objects;
       ProcessTransport.fetch(w): StepReply                                  "K" if the caller sleeps)
         (InfoReader.take: infos from the info rows; the socket only for a message)
-      Flight.accept / full_batch: batch the infos (by column when they allow), return the rows
+      InFlight.accept, FullBatches.collect: batch the infos (by column when they allow), return
+      the rows
 
 Modules, one concern each:
 

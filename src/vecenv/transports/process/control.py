@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from vecenv.engine.transport import usable_cores
+from vecenv.system import usable_cores
 from vecenv.transports.process.protocol import Reply, Slot
 
 __all__ = ["ControlBlock", "TSO", "default_spin", "fence"]
