@@ -19,9 +19,10 @@ D, R, S, C, X = (CallState.DEFAULT, CallState.WAITING_RESET, CallState.WAITING_S
 E = Event
 #: what each event does in each state, written out (None: it cannot happen there)
 EXPECTED = {
-    E.SENT_RESET: {D: R, R: R, S: None, C: None, X: None},
-    E.SENT_STEP: {D: S, R: None, S: S, C: None, X: None},
-    E.SENT_CALL: {D: C, R: None, S: None, C: C, X: None},
+    E.SEND_RESET: {D: R, R: None, S: None, C: None, X: None},
+    E.SEND_STEP: {D: S, R: None, S: S, C: None, X: None},
+    E.SEND_CALL: {D: C, R: None, S: None, C: None, X: None},
+    E.UNSENT: {D: D, R: D, S: D, C: D, X: None},
     E.BATCH_RETURNED: {D: None, R: S, S: S, C: None, X: None},
     E.RETURNED: {D: None, R: D, S: D, C: D, X: None},
     E.SEND_CUT: {D: X, R: X, S: X, C: X, X: X},
@@ -141,3 +142,14 @@ def test_a_collect_cut_with_replies_half_taken_interrupts(state: CallState, batc
     with pytest.raises(RuntimeError), f.collecting():
         raise RuntimeError("an error in the caller's process while collecting")
     assert f.state is X
+
+
+def test_a_reset_or_call_of_no_envs_waits_for_nothing_and_returns() -> None:
+    f, t = flight()
+    f.send_reset(np.array([], dtype=np.int64), [None] * 4, None)
+    assert f.state is R and not t.sent
+    f.results(None, "reset_wait")
+    assert f.state is D
+    calls = Calls(f)
+    calls.send_at(np.array([], dtype=np.int64), lambda local, envs: Call("x", (), {}, local))
+    assert f.state is C and calls.wait(None, "get_attr") == {} and f.state is D

@@ -182,10 +182,10 @@ def test_a_send_cut_after_a_command_went_out_makes_the_flight_interrupted_until_
 
 def test_a_send_cut_before_anything_went_out_keeps_the_previous_state() -> None:
     f, _ = flight()
-    f.interrupted_send()
+    f.interrupted_send(CallState.DEFAULT)
     assert f.state is CallState.DEFAULT
     f.in_flight[0] = np.arange(2)
-    f.interrupted_send()
+    f.interrupted_send(CallState.DEFAULT)
     assert f.state is CallState.INTERRUPTED
 
 

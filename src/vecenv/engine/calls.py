@@ -36,18 +36,18 @@ class Calls:
     def send(self, command: Command) -> None:
         """Send ``command`` to every worker: a call on every env."""
         flight = self.flight
-        with flight.sending():
+        with flight.sending(Event.SEND_CALL):
             for w in range(len(flight.partition)):
-                flight.submit(w, command, NO_IDS, Event.SENT_CALL)
+                flight.submit(w, command, NO_IDS)
 
     def send_at(self, ids: np.ndarray, command: Callable[[np.ndarray | None, np.ndarray], Command]) -> np.ndarray:
         """Send ``command(local ids, global ids)`` to the workers of the envs ``ids``; returns
         the order that sorts ``ids`` (replies come in env order)."""
         flight = self.flight
         order = np.argsort(ids, kind="stable")
-        with flight.sending():
+        with flight.sending(Event.SEND_CALL):
             for w, local, envs in flight.partition.by_worker(ids[order]):
-                flight.submit(w, command(local, envs), NO_IDS, Event.SENT_CALL)
+                flight.submit(w, command(local, envs), NO_IDS)
         return order
 
     def wait(self, timeout: float | None, method: str) -> dict[int, Any]:

@@ -98,11 +98,12 @@ class InFlight:
         return self.lifecycle.state
 
     # ================================================================ interruptions
-    def interrupted_send(self) -> None:
+    def interrupted_send(self, previous: CallState) -> None:
         """Sending was cut short: INTERRUPTED (reset() or close() next) if anything went out or
-        was pending, never half-sent work that a later call would mistake for its own."""
-        if self.in_flight or self.state is not CallState.DEFAULT:
-            self.lifecycle.fire(Event.SEND_CUT)
+        was pending before (``previous``), never half-sent work that a later call would mistake
+        for its own; else back to DEFAULT."""
+        unsent = not self.in_flight and previous is CallState.DEFAULT
+        self.lifecycle.fire(Event.UNSENT if unsent else Event.SEND_CUT)
 
     def interrupted_call(self) -> None:
         """``step``/``reset``/``call`` are one call to their user: cut short anywhere (between
@@ -120,11 +121,14 @@ class InFlight:
             self.lifecycle.fire(Event.COLLECT_CUT)
 
     @contextmanager
-    def sending(self) -> Iterator[None]:
+    def sending(self, event: Event) -> Iterator[None]:
+        """Send a reset or a call (``event``)."""
+        previous = self.state
         try:
+            self.lifecycle.fire(event)
             yield
         except BaseException:
-            self.interrupted_send()
+            self.interrupted_send(previous)
             raise
 
     @contextmanager
@@ -164,7 +168,7 @@ class InFlight:
         return self.state is CallState.DEFAULT
 
     # ================================================================ sending
-    def submit(self, w: int, command: Command, envs: np.ndarray, event: Event) -> None:
+    def submit(self, w: int, command: Command, envs: np.ndarray) -> None:
         """Record ``command`` as in flight, then send it (the record comes first, so an
         interruption between the two leaves a worker to settle, never a reply nobody expects)."""
         self.in_flight[w] = envs
@@ -172,17 +176,16 @@ class InFlight:
             self.sent_at[w] = time.monotonic()
         if type(command) is Step and self.buffers.actions.unconverted:  # actions as the caller gave them
             command = with_unconverted(command, self.buffers.actions.unconverted, *self.partition[w])
-        self.lifecycle.fire(event)
         self.transport.submit(w, command)
 
     def send_reset(self, ids: np.ndarray, seeds: list, options: dict | None) -> None:
         """Reset the envs ``ids``, env ``i`` with ``seeds[i]`` and ``options`` as given."""
-        with self.sending():
+        with self.sending(Event.SEND_RESET):
             self.resetting(ids)
             self.needs_reset[ids] = False
             for w, local, envs in self.partition.by_worker(ids):
                 a, b = self.partition[w]
-                self.submit(w, Reset(seeds[a:b], options, local), envs, Event.SENT_RESET)
+                self.submit(w, Reset(seeds[a:b], options, local), envs)
 
     def resetting(self, ids: np.ndarray) -> None:
         """The envs ``ids`` are about to be reset."""
@@ -219,7 +222,9 @@ class InFlight:
         share goes now, or once its worker is free; an env whose worker was restarted while it
         waited comes back truncated instead."""
         restarted = [i for i in ids.tolist() if i in self.restarted] if self.restarted and ids is not None else None
+        previous = self.state
         try:  # what sending() does, inline on the step path
+            self.lifecycle.fire(Event.SEND_STEP)
             if ids is None:
                 commands = self.partition.whole_steps
             else:
@@ -230,11 +235,11 @@ class InFlight:
                 if w in self.in_flight:
                     self.deferred.setdefault(w, []).extend(envs.tolist())
                 else:
-                    self.submit(w, command, envs, Event.SENT_STEP)
+                    self.submit(w, command, envs)
             if restarted:
                 self.return_restarted(restarted)
         except BaseException:
-            self.interrupted_send()
+            self.interrupted_send(previous)
             raise
 
     def return_restarted(self, ids: list[int]) -> None:
@@ -329,7 +334,7 @@ class InFlight:
         deferred = self.deferred.pop(w, None)
         if deferred:
             ids = np.array(sorted(deferred), dtype=np.int64)
-            self.submit(w, Step(ids - self.partition[w][0]), ids, Event.SENT_STEP)
+            self.submit(w, Step(ids - self.partition[w][0]), ids)
 
     def keep(self, envs: np.ndarray, entries: Any) -> None:
         """Hold the info ``entries`` of the envs ``envs`` until their batch is returned."""

@@ -3,21 +3,23 @@ INTERRUPTED), the events that move it, and every transition in one table.
 
 ::
 
-    DEFAULT --SENT_RESET--> WAITING_RESET --RETURNED--> DEFAULT
+    DEFAULT --SEND_RESET--> WAITING_RESET --RETURNED--> DEFAULT
        |                          |
        |                    BATCH_RETURNED (async batches: the rest comes by recv())
        |                          v
-       +----SENT_STEP-----> WAITING_STEP ---RETURNED--> DEFAULT
+       +----SEND_STEP-----> WAITING_STEP ---RETURNED--> DEFAULT
        |                     ^        |
-       |                     +--------+  SENT_STEP, BATCH_RETURNED (async batches)
-       +----SENT_CALL-----> WAITING_CALL ---RETURNED--> DEFAULT
+       |                     +--------+  SEND_STEP, BATCH_RETURNED (async batches)
+       +----SEND_CALL-----> WAITING_CALL ---RETURNED--> DEFAULT
+
+    WAITING_* --UNSENT (cut before anything went out, nothing pending before)--> DEFAULT
 
     any state --SEND_CUT, COLLECT_CUT--> INTERRUPTED --DROPPED (reset() lets workers finish)--> DEFAULT
     any state --DROPPED, CLOSED--> DEFAULT
     any state --WAIT_CUT--> the same state, its pending call marked for reset() to drop
 
 A WAITING_* state says a call was sent and its results are still to be collected
-(``*_wait`` / ``recv``); in async-batch mode WAITING_STEP also takes more steps (SENT_STEP) and
+(``*_wait`` / ``recv``); in async-batch mode WAITING_STEP also takes more steps (SEND_STEP) and
 returns batches while other envs step. INTERRUPTED: an exception (a ``KeyboardInterrupt``, an
 error in the caller's process) cut a call short part-way; only ``reset()`` (which first lets
 every worker finish: DROPPED) and ``close()`` work.
@@ -47,9 +49,10 @@ class CallState(Enum):
 class Event(Enum):
     """What moves the call state."""
 
-    SENT_RESET = "a reset command went out to a worker"
-    SENT_STEP = "a step command went out to a worker"
-    SENT_CALL = "a call command went out to a worker"
+    SEND_RESET = "a reset is being sent"
+    SEND_STEP = "a step is being sent"
+    SEND_CALL = "a call is being sent"
+    UNSENT = "sending was cut short before anything went out, with nothing pending before"
     SEND_CUT = "sending was cut short after something went out (or with work already pending)"
     WAIT_CUT = "a wait, or the call around it, was cut short: the call stays pending, for reset() to drop"
     COLLECT_CUT = "collecting was cut short with replies half taken"
@@ -65,9 +68,9 @@ _E = Event
 
 #: (state, event) -> the next state; a pair not in the table cannot happen (a bug if it does)
 TRANSITIONS: dict[tuple[CallState, Event], CallState] = {
-    (_D, _E.SENT_RESET): _R, (_R, _E.SENT_RESET): _R,
-    (_D, _E.SENT_STEP): _S, (_S, _E.SENT_STEP): _S,  # async batches: more envs sent while others step
-    (_D, _E.SENT_CALL): _C, (_C, _E.SENT_CALL): _C,
+    (_D, _E.SEND_RESET): _R, (_D, _E.SEND_CALL): _C,
+    (_D, _E.SEND_STEP): _S, (_S, _E.SEND_STEP): _S,  # async batches: more envs sent while others step
+    (_D, _E.UNSENT): _D, (_R, _E.UNSENT): _D, (_S, _E.UNSENT): _D, (_C, _E.UNSENT): _D,
     (_R, _E.BATCH_RETURNED): _S, (_S, _E.BATCH_RETURNED): _S,  # async: the rest of a reset comes by recv()
     (_R, _E.RETURNED): _D, (_S, _E.RETURNED): _D, (_C, _E.RETURNED): _D,
     **{(state, _E.SEND_CUT): _I for state in CallState},
