@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -118,3 +119,74 @@ def test_under_the_gil_auto_never_picks_threads(tmp_path, monkeypatch):
     with vecenv.make("vecenv/Busy-v0", 8) as envs:
         assert envs.layout.name != "thread" and "thread×2" not in envs.layout.predicted_us
         assert L.machine_costs().thread_us is None
+
+
+class _Flaky(gym.Env):
+    """Fails on a schedule fixed by its state since its last seeded reset (a rebuilt copy starts
+    from the same state), with sparse infos and episodes that end both ways."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float64)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self) -> None:
+        self.t, self.base, self.episodes = 0, 1, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is None:
+            self.episodes += 1
+        else:
+            self.base, self.episodes = seed % 7 + 1, 0
+        self.t = 0
+        return self._obs(0), {"base": self.base}
+
+    def step(self, action):
+        self.t += 1
+        if (31 * self.base + 17 * self.t + 7 * self.episodes) % 23 == 0:
+            raise ValueError(f"flaky at {self.t}")
+        info = {"t": self.t} if self.t % 5 == 0 else {}
+        return self._obs(int(action)), float(action) + self.t, self.t % 29 == 0, self.t >= 40, info
+
+    def _obs(self, action: int) -> np.ndarray:
+        return np.array([self.t, self.base, action], np.float64)
+
+
+_RESTART = dict(on_error="restart", max_restarts=10**6)
+
+
+@pytest.mark.timeout(180, method="thread")  # RandomAlarms owns SIGALRM
+@pytest.mark.parametrize("threads", [2, 3])
+def test_thread_stress_with_failures_restarts_and_interrupts(threads):
+    """Thousands of steps of envs that fail on a schedule (restarted), shared by ``threads``
+    threads: exactly the serial backend's data; then interrupts landing anywhere, each healed by
+    reset(), with the data still the serial backend's afterwards. Run on 3.13t with the GIL
+    off by .ci/pythons, where the threads really step at once."""
+    from helpers import RandomAlarms
+
+    rng = np.random.default_rng(1)
+    with vecenv.make(_Flaky, 8, backend="thread", num_workers=threads, **_RESTART) as envs, \
+            vecenv.make(_Flaky, 8, backend="serial", **_RESTART) as ref:
+        for got, want in zip(envs.reset(seed=3), ref.reset(seed=3), strict=True):
+            np.testing.assert_equal(got, want)
+        restarts = 0
+        for _ in range(2000):
+            actions = rng.integers(0, 3, 8)
+            got, want = envs.step(actions), ref.step(actions)
+            for a, b in zip(got, want, strict=True):
+                np.testing.assert_equal(a, b)
+            restarts += int(np.sum(got[4].get("restarted", np.zeros(8, bool))))
+        assert restarts >= 20
+        interrupts = 0
+        with RandomAlarms(threads) as alarms:
+            for _ in range(150):
+                steps = lambda: [envs.step(rng.integers(0, 3, 8)) for _ in range(20)]  # noqa: E731
+                interrupts += alarms.interrupted(steps, 5e-6, 300e-6)
+                seed = int(rng.integers(100))
+                for got, want in zip(envs.reset(seed=seed), ref.reset(seed=seed), strict=True):
+                    np.testing.assert_equal(got, want)
+        assert interrupts >= 50
+        for _ in range(100):  # whatever the interrupts cut, the data is the serial backend's again
+            actions = rng.integers(0, 3, 8)
+            for a, b in zip(envs.step(actions), ref.step(actions), strict=True):
+                np.testing.assert_equal(a, b)
+        assert envs._guard.owner is None
