@@ -66,15 +66,21 @@ class _Share:
     blocks. A thread takes its own block first (the same envs on every step, so each env's
     objects stay with one thread), then takes from the others' tails."""
 
-    __slots__ = ("queues",)
+    __slots__ = ("queues", "size", "_blocks")
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, size: int) -> None:
         self.queues: list[deque[int]] = [deque() for _ in range(threads)]
+        self.size = size  # envs in the group
+        self._blocks = self._split(range(size))  # every env's block, dealt on each whole step
 
-    def deal(self, ids: Sequence[int]) -> None:
+    def _split(self, ids: Sequence[int]) -> list[tuple[deque[int], Sequence[int]]]:
         n, t = len(ids), len(self.queues)
-        for k, q in enumerate(self.queues):
-            q.extend(ids[k * n // t:(k + 1) * n // t])
+        return [(q, ids[k * n // t:(k + 1) * n // t]) for k, q in enumerate(self.queues)]
+
+    def deal(self, ids: Sequence[int] | None) -> None:
+        """Queue the envs ``ids`` (local indices; every env when None) in contiguous blocks."""
+        for q, block in self._blocks if ids is None else self._split(ids):
+            q.extend(block)
 
     def __bool__(self) -> bool:
         return any(self.queues)
@@ -163,7 +169,7 @@ class ThreadTransport(Transport):
         threads = max(1, self.threads or 1)
         helpers = threads - 1 if self.whole_batches else threads  # see the class docstring
         self.helpers = [_Helper(self, k + 1) for k in range(helpers)]
-        self._shares = [_Share(len(self.helpers) + 1) for _ in range(g)]
+        self._shares = [_Share(len(self.helpers) + 1, stop - start) for start, stop in self.partition]
         for h in self.helpers:
             h.thread.start()
         for w, (start, _) in enumerate(self.partition):  # groups are built in parallel too
@@ -207,11 +213,12 @@ class ThreadTransport(Transport):
         # that settle() puts right (a command nobody runs is not waited for).
         self._commands[worker] = command
         kind = type(command)
-        start, stop = self.partition[worker]
-        shared = self._shared[worker] = (kind is Step or kind is GivenStep) and stop - start > 1
-        if shared:
-            ids = command.ids  # type: ignore[union-attr]
-            self._shares[worker].deal(range(stop - start) if ids is None else ids)
+        share = self._shares[worker]
+        if (kind is Step or kind is GivenStep) and share.size > 1:
+            self._shared[worker] = True
+            share.deal(command.ids)  # type: ignore[union-attr]
+        else:
+            self._shared[worker] = False
         self._sent[worker] += 1
         self._pending.append(worker)
         if self._sleepers:  # a helper looks at the queue under the lock before it sleeps
