@@ -158,6 +158,9 @@ class ThreadTransport(Transport):
         self._caller_asleep = False
         self._caller_wake: queue.SimpleQueue = queue.SimpleQueue()
         self._stopping = False
+        #: counts of commands queued and of groups finished, read by the spinning waits (an
+        #: int attribute reads without a lock; the queues' own locks would be contended)
+        self._queued = self._completed = 0
 
     # ----------------------------------------------------------------- lifecycle
     def launch(self) -> list[EnvDescription]:
@@ -221,6 +224,7 @@ class ThreadTransport(Transport):
             self._shared[worker] = False
         self._sent[worker] += 1
         self._pending.append(worker)
+        self._queued += 1
         if self._sleepers:  # a helper looks at the queue under the lock before it sleeps
             self._wake_one()
 
@@ -364,7 +368,8 @@ class ThreadTransport(Transport):
                     reply = (False, exc)
                 self._finish(w, me, reply)
                 continue
-            if self.spin and _spin_until(lambda: pending or self._stopping, self.spin):
+            queued = self._queued
+            if pending or (self.spin and _spin_until(lambda: self._queued != queued or self._stopping, self.spin)):
                 continue
             with self._lock:
                 if pending or self._stopping:
@@ -399,6 +404,7 @@ class ThreadTransport(Transport):
             self._replies[w] = reply
             self._served[w] += 1
             self._done.append(w)
+            self._completed += 1
             wake, self._caller_asleep = self._caller_asleep, False
         if wake:
             self._caller_wake.put(None)
@@ -422,7 +428,9 @@ class ThreadTransport(Transport):
     def _await_finish(self, deadline: float | None) -> None:
         """Wait until a group finishes or work is queued (or ``deadline``); a spurious return is
         harmless, the caller looks at the state again."""
-        if self.spin and _spin_until(lambda: self._done or self._pending, self.spin):
+        queued, completed = self._queued, self._completed
+        if self._done or self._pending or (self.spin and _spin_until(
+                lambda: self._completed != completed or self._queued != queued, self.spin)):
             return
         with self._lock:
             if self._done or self._pending:
