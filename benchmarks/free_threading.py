@@ -47,7 +47,7 @@ import numpy as np
 
 import vecenv
 from vecenv.bench import envs as _registers_busy  # noqa: F401  (vecenv/Busy-v0)
-from vecenv.transports.thread import gil_enabled
+from vecenv.system import gil_enabled
 
 N = 8
 CONTENDERS = {

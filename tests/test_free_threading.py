@@ -15,7 +15,7 @@ from helpers import needs_processes
 from vecenv import layout as L
 from vecenv.bench import envs as bench_envs  # noqa: F401  (registers vecenv/Busy-v0)
 from vecenv.layout import EnvProbe, MachineCosts, allowed_layouts, decide
-from vecenv.transports.thread import gil_enabled
+from vecenv.system import gil_enabled
 
 #: the 2-core VM's costs, with the thread crossing measured on 3.13t with the GIL off
 TWO_CORES_FT = MachineCosts(fixed_us=20.0, per_env_us=3.0, process_us=(80.0, 8.0), inline_us=(37.0, 8.0),

@@ -28,7 +28,7 @@ from vecenv.engine import usable_cores
 from vecenv.layout import load
 from vecenv.layout.rule import MachineCosts
 from vecenv.private_files import private_dir, read_private, write_private
-from vecenv.transports.thread import gil_enabled
+from vecenv.system import gil_enabled
 
 #: machine costs are measured again after this many days
 COSTS_MAX_AGE_S = 30 * 86400

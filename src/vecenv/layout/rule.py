@@ -13,8 +13,8 @@ from typing import Any
 
 from vecenv.engine import usable_cores
 from vecenv.layout.load import contended
+from vecenv.system import gil_enabled
 from vecenv.transports.process import unavailable as processes_unavailable
-from vecenv.transports.thread import gil_enabled
 
 #: environment variable that forces auto's choice
 FORCE_VAR = "VECENV_BACKEND"

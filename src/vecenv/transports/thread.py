@@ -9,7 +9,7 @@ Data flow of one call (``T`` threads: the caller and ``T - 1`` helpers)::
                  └────────── finished (in the order groups finish) ◄── replies[w], served[w]
 
 A step of a group is shared env by env: every thread that claims it takes the group's next env
-from one queue of env indices (:class:`_Share`) until none is left, so the core that is free
+from one queue of env indices (:class:`~vecenv.transports.work.Share`) until none is left, so the core that is free
 does more of the work (on a machine where another program holds a core part of the time, the
 other thread takes over its share). Other commands (reset, call, render, ...) run whole on one
 thread. Each env is stepped by one thread at a time and writes straight into its row of the
@@ -22,22 +22,22 @@ Python only (under the GIL a spinning thread would keep it from the others).
 
 from __future__ import annotations
 
-import os
 import queue
-import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, NamedTuple
 
 from vecenv.engine.transport import Transport
 from vecenv.errors import VecEnvError
 from vecenv.spaces import StepBuffers
+from vecenv.system import gil_enabled
+from vecenv.transports.work import Share, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
 from vecenv.worker.commands import NO_REPLY, Command, GivenStep, Step, StepReply
 
-__all__ = ["ThreadTransport", "gil_enabled"]
+__all__ = ["ThreadTransport"]
 
 #: the caller's slot (helpers have slots 1, 2, ...), as marked among a group's runners
 _CALLER = 0
@@ -48,63 +48,11 @@ _NAP = 0.1
 _EMPTY: tuple[bool, Any] = (True, None)
 
 
-def gil_enabled() -> bool:
-    """Whether this interpreter runs with the GIL (always, before free-threaded builds)."""
-    check = getattr(sys, "_is_gil_enabled", None)
-    return True if check is None else bool(check())
-
-
 class _Build(NamedTuple):
     """Build a group from its env_fns (the first command of every group)."""
 
     env_fns: Sequence[Callable[[], Any]]
     start: int
-
-
-class _Share:
-    """The envs of one group step not yet taken: one queue per thread, dealt in contiguous
-    blocks. A thread takes its own block first (the same envs on every step, so each env's
-    objects stay with one thread), then takes from the others' tails."""
-
-    __slots__ = ("queues", "size", "_blocks")
-
-    def __init__(self, threads: int, size: int) -> None:
-        self.queues: list[deque[int]] = [deque() for _ in range(threads)]
-        self.size = size  # envs in the group
-        self._blocks = self._split(range(size))  # every env's block, dealt on each whole step
-
-    def _split(self, ids: Sequence[int]) -> list[tuple[deque[int], Sequence[int]]]:
-        n, t = len(ids), len(self.queues)
-        return [(q, ids[k * n // t:(k + 1) * n // t]) for k, q in enumerate(self.queues)]
-
-    def deal(self, ids: Sequence[int] | None) -> None:
-        """Queue the envs ``ids`` (local indices; every env when None) in contiguous blocks."""
-        for q, block in self._blocks if ids is None else self._split(ids):
-            q.extend(block)
-
-    def __bool__(self) -> bool:
-        return any(self.queues)
-
-    def clear(self) -> None:
-        for q in self.queues:
-            q.clear()
-
-    def taken_by(self, slot: int) -> Iterator[int]:
-        """The envs thread ``slot`` steps, each taken by one atomic deque operation."""
-        queues = self.queues
-        take = queues[slot].popleft
-        try:
-            while True:
-                yield take()
-        except IndexError:
-            pass
-        for k in range(1, len(queues)):
-            steal = queues[(slot + k) % len(queues)].pop
-            try:
-                while True:
-                    yield steal()
-            except IndexError:
-                pass
 
 
 class _Helper:
@@ -141,7 +89,7 @@ class ThreadTransport(Transport):
         self.helpers: list[_Helper] = []
         self.groups: list[EnvGroup | None] = []
         self._commands: list[Any] = []
-        self._shares: list[_Share] = []
+        self._shares: list[Share] = []
         self._replies: list[tuple[bool, Any]] = []
         self._parts: list[list[tuple[bool, Any]]] = []  # a shared step's replies with entries, per group
         self._sent: list[int] = []  # commands given to each group
@@ -172,7 +120,7 @@ class ThreadTransport(Transport):
         threads = max(1, self.threads or 1)
         helpers = threads - 1 if self.whole_batches else threads  # see the class docstring
         self.helpers = [_Helper(self, k + 1) for k in range(helpers)]
-        self._shares = [_Share(len(self.helpers) + 1, stop - start) for start, stop in self.partition]
+        self._shares = [Share(len(self.helpers) + 1, stop - start) for start, stop in self.partition]
         for h in self.helpers:
             h.thread.start()
         for w, (start, _) in enumerate(self.partition):  # groups are built in parallel too
@@ -219,7 +167,7 @@ class ThreadTransport(Transport):
         share = self._shares[worker]
         if (kind is Step or kind is GivenStep) and share.size > 1:
             self._shared[worker] = True
-            share.deal(command.ids)  # type: ignore[union-attr]
+            share.deal(command.ids)  # type: ignore[union-attr,arg-type]
         else:
             self._shared[worker] = False
         self._sent[worker] += 1
@@ -316,20 +264,20 @@ class ThreadTransport(Transport):
     def _run(self, w: int, slot: int) -> Any:
         command = self._commands[w]
         if type(command) is _Build:
-            group = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode)
-            self.groups[w] = group
-            return group.describe()
-        group = self.groups[w]
+            built = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode)
+            return built.describe()
+        group: Any = self.groups[w]
         if not self._shared[w]:
             return command.run(group)
+        # the group iterates its envs once: a generator that takes them from the share does
         share, given = self._shares[w], command.given if type(command) is GivenStep else None
         try:
-            return group.step(share.taken_by(slot), given)  # type: ignore[union-attr]
+            return group.step(share.taken_by(slot), given)
         except Exception as exc:
             error = exc
         while share:  # the other envs are stepped all the same, as in a group of their own
             try:
-                group.step(share.taken_by(slot), given)  # type: ignore[union-attr]
+                group.step(share.taken_by(slot), given)
             except Exception:
                 pass  # the first error is the one reported
         raise error
@@ -369,7 +317,7 @@ class ThreadTransport(Transport):
                 self._finish(w, me, reply)
                 continue
             queued = self._queued
-            if pending or (self.spin and _spin_until(lambda: self._queued != queued or self._stopping, self.spin)):
+            if pending or (self.spin and spin_until(self._queue_moved(queued), self.spin)):
                 continue
             with self._lock:
                 if pending or self._stopping:
@@ -381,6 +329,9 @@ class ThreadTransport(Transport):
                 with self._lock:
                     if helper in self._sleepers:
                         self._sleepers.remove(helper)
+
+    def _queue_moved(self, queued: int) -> Callable[[], bool]:
+        return lambda: self._queued != queued or self._stopping
 
     def _finish(self, w: int, who: int, reply: tuple[bool, Any]) -> None:
         """``who`` is done with group ``w``; the last runner of a step with no env left makes
@@ -429,7 +380,7 @@ class ThreadTransport(Transport):
         """Wait until a group finishes or work is queued (or ``deadline``); a spurious return is
         harmless, the caller looks at the state again."""
         queued, completed = self._queued, self._completed
-        if self._done or self._pending or (self.spin and _spin_until(
+        if self._done or self._pending or (self.spin and spin_until(
                 lambda: self._completed != completed or self._queued != queued, self.spin)):
             return
         with self._lock:
@@ -458,18 +409,3 @@ def _joined(parts: list[tuple[bool, Any]]) -> tuple[bool, Any]:
         if not ok:
             return False, value
     return True, StepReply([entry for _, part in parts for entry in part.entries])
-
-
-#: give the core to another runnable thread, if one waits
-_yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
-
-
-def _spin_until(condition: Callable[[], Any], seconds: float) -> bool:
-    """Look at ``condition`` for up to ``seconds``, yielding the core between looks; whether it
-    came true."""
-    end = time.perf_counter() + seconds
-    while not condition():
-        if time.perf_counter() >= end:
-            return False
-        _yield()
-    return True
