@@ -46,7 +46,7 @@ PUFFERLIB = {
     "pufferlib-mp-w1": ("pufferlib-mp", 1),
     "pufferlib-async": ("pufferlib-async", None),
 }
-CONTENDERS = ("gym-sync", "gym-async", "vecenv-default", "vecenv-process", "sb3-dummy",
+CONTENDERS = ("gym-sync", "gym-async", "vecenv-default", "vecenv-thread", "vecenv-process", "sb3-dummy",
               "sb3-subproc", "vecenv-sb3-subproc", "envpool", "pufferlib-serial", "pufferlib-mp",
               "pufferlib-async")
 DEFAULTS = {"--scenario": "idle", "--envs": "HalfCheetah-v5,Pong", "--contenders": ",".join(CONTENDERS),

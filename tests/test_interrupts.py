@@ -85,7 +85,7 @@ def test_interrupt_inside_send_needs_reset_then_works(layout):
             submit(worker, command)
 
         transport.submit = flaky
-        if layout == "serial":  # one worker: interrupt it mid-command instead
+        if transport.num_workers == 1:  # one worker: interrupt it mid-command instead
             transport.submit = lambda w, c: (_ for _ in ()).throw(KeyboardInterrupt())
         with pytest.raises(KeyboardInterrupt):
             envs.step(np.zeros(4, dtype=np.int64))
@@ -299,56 +299,72 @@ def test_a_handler_raising_as_sigint_is_put_back_still_lets_it_be_put_back(monke
     assert len(calls) == 3 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-class _CutAfterPut:
-    """A worker's inbox whose ``put`` goes through and then raises, as the handler of a signal
-    other than SIGINT does when the kernel delivered it to another thread (blocking it in this
-    one defers nothing)."""
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("cut", ["after_queueing", "counted_only", "in_a_claim"])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_thread_interrupt_between_queueing_and_counting_is_healed_by_reset(cut, groups):
+    """A command queued (or only counted, or taken by the caller and never run) when an
+    interruption lands must not leave reset() waiting for a reply that can never come: reset
+    settles each group from what it really served."""
+    with vecenv.make(_cartpole, 4, backend="thread", num_workers=2, groups=groups) as envs, \
+            vecenv.make(_cartpole, 4, backend="serial") as ref:
+        envs.reset(seed=3)
+        transport = envs._transport
+        last = groups - 1
+        if cut == "in_a_claim":  # the caller took a group, then was cut before running it
+            claim = transport._claim
 
-    def __init__(self, inbox):
-        self.inbox = inbox
+            def cut_claim(who):
+                w = claim(who)
+                if w >= 0 and who == 0:
+                    raise KeyboardInterrupt
+                return w
 
-    def put(self, item):
-        self.inbox.put(item)
-        raise KeyboardInterrupt
+            transport._claim = cut_claim
+        else:
+            submit = transport.submit
 
-    def get(self):
-        return self.inbox.get()
+            def cut_submit(w, command):
+                if w != last:
+                    return submit(w, command)
+                if cut == "after_queueing":
+                    submit(w, command)
+                else:  # the count moved, the command never reached the queue
+                    transport._sent[w] += 1
+                raise KeyboardInterrupt
+
+            transport.submit = cut_submit
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(np.zeros(4, dtype=np.int64))
+        transport.__dict__.pop("submit", None)
+        transport.__dict__.pop("_claim", None)
+        assert envs._flight.state in (CallState.INTERRUPTED, CallState.WAITING_STEP)
+        assert_same(_rollout(envs, 5), _rollout(ref, 5))
+        assert not any(transport.outstanding(w) for w in range(groups))
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("cut", ["after_put", "before_put"])
-def test_thread_interrupt_between_queueing_and_counting_is_healed_by_reset(cut):
-    """A command queued but not counted (or counted but not queued) must not leave reset()
-    waiting for a reply that can never match: reset settles each worker behind a barrier."""
-    with vecenv.make(_cartpole, 4, backend="thread", num_workers=2) as envs, \
-            vecenv.make(_cartpole, 4, backend="serial") as ref:
-        envs.reset(seed=3)
-        worker = envs._transport.workers[1]
-        inbox = worker.inbox
-        if cut == "after_put":
-            worker.inbox = _CutAfterPut(inbox)
-        else:  # the count moved, the command never reached the queue
-            transport = envs._transport
-            submit = transport.submit
+def test_a_wait_resumed_after_the_caller_was_cut_out_of_a_step_says_to_reset():
+    """Ctrl-C inside an env the caller was stepping for the thread backend: waiting again
+    (instead of reset()) ends at once with an error that says to reset, never hangs."""
+    with vecenv.make(_cartpole, 4, backend="thread", num_workers=1) as envs:
+        envs.reset(seed=0)
+        group = envs._transport.groups[0]
+        env = group.envs[1]
+        step = env.step
 
-            def counted_only(w, command):
-                if w != 1:
-                    return submit(w, command)
-                transport._sent[w] = transport._sent.get(w, 0) + 1
-                raise KeyboardInterrupt
+        def interrupted(action):
+            raise KeyboardInterrupt
 
-            transport.submit = counted_only
-        served = worker.served
+        env.step = interrupted
+        envs.step_async(np.zeros(4, dtype=np.int64))
         with pytest.raises(KeyboardInterrupt):
-            envs.step(np.zeros(4, dtype=np.int64))
-        worker.inbox = inbox
-        deadline = time.monotonic() + 10  # the uncounted step is done before reset() looks
-        while cut == "after_put" and worker.served == served and time.monotonic() < deadline:
-            time.sleep(0.01)
-        envs._transport.__dict__.pop("submit", None)
-        assert envs._flight.state is CallState.INTERRUPTED
-        assert_same(_rollout(envs, 5), _rollout(ref, 5))
-        assert not any(envs._transport.outstanding(w) for w in range(2))
+            envs.step_wait()
+        env.step = step
+        with pytest.raises(vecenv.VecEnvError, match="cut short by KeyboardInterrupt.*call reset"):
+            envs.step_wait(timeout=5)
+        envs.reset(seed=0)
+        assert envs.step(np.zeros(4, dtype=np.int64))[0].shape == (4, 4)
 
 
 @pytest.mark.timeout(60)

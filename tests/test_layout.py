@@ -81,7 +81,8 @@ def test_given_num_workers_fixes_the_groups():
     ],
 )
 @needs_processes
-def test_the_arguments_narrow_the_layouts(kwargs, cores, allowed):
+def test_the_arguments_narrow_the_layouts(kwargs, cores, allowed, monkeypatch):
+    monkeypatch.setattr(L.rule, "gil_enabled", lambda: True)  # threads are free-threading's (below)
     assert allowed_layouts(kwargs, 8, cores)[0] == allowed
 
 

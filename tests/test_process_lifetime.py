@@ -266,25 +266,38 @@ class _Exits(_Base):
         raise KeyboardInterrupt
 
 
-_WORKERS = {"process": dict(backend="process", context=FAST_START), "thread": dict(backend="thread")}
-
-
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("layout", ["process", "thread"])
 @pytest.mark.parametrize(("how", "shown"), [("exit", "SystemExit"), ("interrupt", "KeyboardInterrupt")])
-def test_an_env_that_exits_is_reported_as_that_env_failing(layout, how, shown):
-    """In a worker (process or thread) no Ctrl-C lands: an exit raised there is the env's."""
+def test_an_env_that_exits_in_a_worker_process_is_reported_as_that_env_failing(how, shown):
+    """In a worker process no Ctrl-C lands: an exit raised there is the env's."""
     fns = [_Base, lambda: _Exits(how)]
-    with vecenv.make(fns, num_workers=1, **_WORKERS[layout]) as envs:
+    with vecenv.make(fns, num_workers=1, backend="process", context=FAST_START) as envs:
         envs.reset(seed=0)
         with pytest.raises(vecenv.EnvError, match=shown) as info:
             envs.step(np.zeros(2, np.int64))
         assert info.value.env_index == 1 and info.value.method == "step"
         envs.reset(seed=0)  # the worker lives on
-    with vecenv.make(fns, num_workers=1, on_error="restart", **_WORKERS[layout]) as envs:
+    with vecenv.make(fns, num_workers=1, on_error="restart", backend="process", context=FAST_START) as envs:
         envs.reset(seed=0)
         _, _, _, truncs, infos = envs.step(np.zeros(2, np.int64))
         assert truncs.tolist() == [False, True] and shown in infos["restart_reason"][1]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("how, exc", [("exit", SystemExit), ("interrupt", KeyboardInterrupt)])
+def test_an_env_that_exits_on_a_thread_exits_the_caller_as_serially(threads, how, exc):
+    """Threads step envs for the caller, whichever thread takes an env: an exit the env raises
+    is the caller's, as on the serial backend (never an env failure to restart), and the vector
+    env is usable after it."""
+    fns = [_Base, lambda: _Exits(how)]
+    for on_error in ("raise", "restart"):
+        with vecenv.make(fns, backend="thread", num_workers=threads, on_error=on_error) as envs:
+            for _ in range(3):
+                envs.reset(seed=0)
+                with pytest.raises(exc):
+                    envs.step(np.zeros(2, np.int64))
+            assert envs.reset(seed=0)[0].shape == (2, 2)
 
 
 # ---------------------------------------------------------------- interpreter exit without close()

@@ -54,22 +54,32 @@ class GateEnv(gym.Env):
         return np.full(1, float(self.t)), 1.0, False, False, {}
 
 
-def test_default_workers_and_groups_live_in_their_threads():
+def test_defaults_one_shared_group_or_one_group_per_env():
     with vecenv.ThreadVectorEnv([GateEnv] * 5) as envs:
         assert envs.backend == "thread"
-        assert envs.num_workers == min(usable_cores(), 5)
-    with vecenv.make([GateEnv] * 4, backend="thread", num_workers=2) as envs:
-        envs.reset(seed=0)
-        envs.step(np.zeros(4, int))
-        made = envs.apply(lambda env: env.unwrapped.made_in)
-        stepped = envs.apply(lambda env: sorted(env.unwrapped.stepped_in))
-        assert made == ["vecenv-thread-0"] * 2 + ["vecenv-thread-1"] * 2
-        assert stepped == [[name] for name in made]  # each env is stepped where it was made
+        assert envs.num_threads == usable_cores() and envs.num_workers == 1
+        assert len(_vecenv_threads()) == usable_cores() - 1  # the caller is one of the threads
+    with vecenv.ThreadVectorEnv([GateEnv] * 5, num_workers=3, batch_size=2) as envs:
+        assert envs.num_threads == 3 and envs.num_workers == 5  # async batches: one group per env
+        assert len(_vecenv_threads()) == 3  # and the caller steps none
+    with vecenv.ThreadVectorEnv([GateEnv] * 5, num_workers=2, groups=2) as envs:
+        assert envs.num_workers == 2
     assert not _vecenv_threads()
 
 
-def test_workers_step_concurrently():
-    """Both groups must be inside step() at once, or the barrier times out."""
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_bad_thread_counts_are_refused_before_anything_starts(bad):
+    for name in ("num_workers", "groups"):
+        with pytest.raises(ValueError, match=rf"{name}: expected an int >= 1, got {bad!r}"):
+            vecenv.ThreadVectorEnv([GateEnv] * 2, **{name: bad})
+    with pytest.raises(ValueError, match=r"spin_us: expected a number of microseconds >= 0"):
+        vecenv.ThreadVectorEnv([GateEnv] * 2, spin_us=-1)
+    assert not _vecenv_threads()
+
+
+def test_each_thread_steps_its_own_block_of_envs_at_once():
+    """Both threads must be inside step() at once, or the barrier times out; the caller steps
+    the first block, the helper the second, on every step."""
     barrier = threading.Barrier(2, timeout=10)
     with vecenv.ThreadVectorEnv([lambda: GateEnv(barrier)] * 2, num_workers=2) as envs:
         envs.reset(seed=0)
@@ -77,31 +87,44 @@ def test_workers_step_concurrently():
             obs, *_ = envs.step(np.zeros(2, int))
         assert obs[:, 0].tolist() == [3.0, 3.0]
         assert not barrier.broken
+        stepped = envs.apply(lambda env: sorted(env.unwrapped.stepped_in))
+        assert stepped == [[threading.current_thread().name], ["vecenv-thread-1"]]
+
+
+def test_a_free_thread_takes_over_the_envs_of_a_slow_one():
+    """Env 0 is slow: while the caller steps it, the helper steps every other env, its own
+    block and then the caller's."""
+    fns = [lambda: GateEnv(delay=0.2)] + [GateEnv] * 5
+    with vecenv.ThreadVectorEnv(fns, num_workers=2) as envs:
+        envs.reset(seed=0)
+        obs, *_ = envs.step(np.zeros(6, int))
+        assert obs[:, 0].tolist() == [1.0] * 6
+        stepped = envs.apply(lambda env: sorted(env.unwrapped.stepped_in))
+        me = threading.current_thread().name
+        assert stepped[0] == [me] and stepped[1:] == [["vecenv-thread-1"]] * 5
 
 
 def test_async_batches_return_the_fastest_envs_first():
-    fns = [lambda: GateEnv(delay=0.3), lambda: GateEnv()] * 2  # worker w holds envs 2w, 2w+1
-    fns = [fns[0], fns[0], fns[1], fns[1]]  # worker 0: slow envs 0,1; worker 1: fast envs 2,3
+    """While one helper steps the slow env 0, the other steps the fast envs and their batches
+    come back, round after round; the slow env's result arrives later, intact."""
+    fns = [lambda: GateEnv(delay=0.5)] + [GateEnv] * 3
     with vecenv.ThreadVectorEnv(fns, num_workers=2, batch_size=2) as envs:
-        obs, infos = envs.reset(seed=0)
-        ids = infos["env_id"]
-        fast_first = 0
+        _, infos = envs.reset(seed=0)
+        ids = [infos["env_id"], envs.recv()[-1]["env_id"]]  # the rest of the reset
+        assert sorted(np.concatenate(ids).tolist()) == [0, 1, 2, 3]
+        for part in ids:
+            envs.send(np.zeros(2, int), part)
         for _ in range(4):
-            obs, _, _, _, infos = envs.step(np.zeros(2, int), ids)
-            ids = infos["env_id"]
-            fast_first += sorted(ids.tolist()) == [2, 3]
-        assert fast_first >= 3, "the fast worker's envs must come back while the slow one steps"
-        # the slow envs' results arrive later, intact
-        envs.send(np.zeros(2, int), ids)
-        got = {}
-        deadline = time.monotonic() + 10
-        while not {0, 1} <= set(got) and time.monotonic() < deadline:
             obs, _, _, _, infos = envs.recv()
+            assert 0 not in infos["env_id"].tolist(), "the slow env held the fast ones back"
+            envs.send(np.zeros(2, int), infos["env_id"])
+        got: dict = {}
+        while 0 not in got:
+            obs, _, _, _, infos = envs.recv(timeout=10)
             got.update(zip(infos["env_id"].tolist(), obs[:, 0].tolist(), strict=True))
-            ids = infos["env_id"]
-            if not {0, 1} <= set(got):
-                envs.send(np.zeros(2, int), ids)
-        assert set(got) >= {0, 1} and got[0] == got[1] >= 1.0
+            if 0 not in got:
+                envs.send(np.zeros(2, int), infos["env_id"])
+        assert got[0] == 1.0 and min(got.values()) >= 1.0
 
 
 def test_recv_timeout_and_recovery():
@@ -123,39 +146,47 @@ def test_env_fn_error_ends_every_thread():
         raise OSError("no simulator")
 
     with pytest.raises(vecenv.EnvError, match=r"env 3 .*OSError in env_fn\(\)") as info:
-        vecenv.ThreadVectorEnv([GateEnv, GateEnv, GateEnv, broken], num_workers=2)
+        vecenv.ThreadVectorEnv([GateEnv, GateEnv, GateEnv, broken], num_workers=2, groups=2)
     assert info.value.worker == 1 and "Traceback" in info.value.remote_traceback
     time.sleep(0.05)
     assert not _vecenv_threads()
 
 
-def test_close_joins_threads_and_closes_envs_in_their_thread():
-    closed_in = []
+def test_close_joins_threads_and_closes_every_env():
+    closed = []
 
     class Closing(GateEnv):
         def close(self):
-            closed_in.append(threading.current_thread().name)
+            closed.append(self)
 
     envs = vecenv.ThreadVectorEnv([Closing] * 3, num_workers=3)
     envs.reset(seed=0)
+    envs.step(np.zeros(3, int))
     envs.close()
     envs.close()
-    assert sorted(closed_in) == ["vecenv-thread-0", "vecenv-thread-1", "vecenv-thread-2"]
+    assert len(closed) == 3 and len(set(map(id, closed))) == 3
     assert not _vecenv_threads()
     with pytest.raises(vecenv.ClosedEnvironmentError):
         envs.step(np.zeros(3, int))
 
 
 def test_close_with_a_hung_env_returns_in_bounded_time():
-    gate = threading.Event()
-    envs = vecenv.ThreadVectorEnv([lambda: GateEnv(gate), GateEnv], num_workers=2)
+    gate, entered = threading.Event(), threading.Event()
+
+    class Hung(GateEnv):
+        def step(self, action):
+            entered.set()
+            return super().step(action)
+
+    envs = vecenv.ThreadVectorEnv([lambda: Hung(gate), GateEnv], num_workers=2)
     envs.reset(seed=0)
-    envs.step_async(np.zeros(2, int))
+    envs.step_async(np.zeros(2, int))  # the helper takes both envs: the caller is not waiting
+    assert entered.wait(10)
     t0 = time.monotonic()
     envs.close(timeout=0.3)
     assert time.monotonic() - t0 < 2
     stuck = _vecenv_threads()
-    assert [t.name for t in stuck] == ["vecenv-thread-0"] and stuck[0].daemon
+    assert [t.name for t in stuck] == ["vecenv-thread-1"] and stuck[0].daemon
     gate.set()  # let the abandoned thread finish
     stuck[0].join(5)
     assert not _vecenv_threads()
@@ -193,4 +224,4 @@ def test_errors_leave_threads_serving():
             with pytest.raises(vecenv.EnvError, match=r"^planted step failure.*\n\(vecenv\) env 1 "):
                 envs.step(np.zeros(2, int))
         assert envs.get_attr("steps") == (2, 2)
-        assert len(_vecenv_threads()) == 2
+        assert len(_vecenv_threads()) == 1

@@ -3,8 +3,9 @@
 Names: ``gym-sync`` (the 1.00x reference), ``gym-async`` (gymnasium's AsyncVectorEnv),
 ``sb3-dummy`` / ``sb3-subproc`` (SB3's DummyVecEnv / SubprocVecEnv) and ``vecenv-sb3-dummy`` /
 ``vecenv-sb3-subproc`` (vecenv's, from ``vecenv.sb3``), ``vecenv-default`` (``vecenv.make(target, N)``,
-backend ``"auto"``), ``vecenv-serial``, ``vecenv-process``, ``vecenv-inline`` (process backend,
-``inline=True``, 2 workers), ``envpool`` (EnvPool's C++ vector env), ``ale-vector`` (ale_py's
+backend ``"auto"``), ``vecenv-serial``, ``vecenv-thread`` (threads sharing each step's envs; a
+default contender on a free-threaded Python with the GIL off), ``vecenv-process``,
+``vecenv-inline`` (process backend, ``inline=True``, 2 workers), ``envpool`` (EnvPool's C++ vector env), ``ale-vector`` (ale_py's
 C++ ``AtariVectorEnv``, Atari only). A ``-bK`` suffix (``vecenv-default-b4``, ``envpool-b4``,
 ``ale-vector-b4``) runs the EnvPool-style async loop: ``send`` actions to the K envs the last
 ``recv`` returned, then ``recv`` the next K that are ready.
@@ -16,6 +17,7 @@ observations, ``step(actions)`` returns the next ones, ``rows`` env steps at a t
 from __future__ import annotations
 
 import re
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -26,12 +28,12 @@ from gymnasium.vector.utils import batch_space
 
 from shared_bench.targets import Target, installed
 
-BASES = ("gym-sync", "gym-async", "vecenv-default", "vecenv-serial", "vecenv-process",
+BASES = ("gym-sync", "gym-async", "vecenv-default", "vecenv-serial", "vecenv-thread", "vecenv-process",
          "vecenv-inline", "envpool", "ale-vector", "sb3-dummy", "sb3-subproc", "vecenv-sb3-dummy",
          "vecenv-sb3-subproc")
 #: contenders of the random-action scenarios (idle, busy, two-runs) when none are named
 DEFAULT = ("gym-sync", "vecenv-default", "vecenv-serial", "vecenv-process", "vecenv-inline",
-           "envpool")
+           "envpool", *(() if getattr(sys, "_is_gil_enabled", lambda: True)() else ("vecenv-thread",)))
 #: contenders of the policy scenario when none are named
 DEFAULT_POLICY = (*DEFAULT, "vecenv-default-b4", "envpool-b4", "ale-vector-b4")
 
@@ -39,6 +41,7 @@ DEFAULT_POLICY = (*DEFAULT, "vecenv-default-b4", "envpool-b4", "ale-vector-b4")
 VECENV = {
     "vecenv-default": ("auto", {}),
     "vecenv-serial": ("serial", {}),
+    "vecenv-thread": ("thread", {}),
     "vecenv-process": ("process", {}),
     "vecenv-inline": ("process", {"inline": True, "num_workers": 2}),
 }

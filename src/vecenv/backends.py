@@ -18,6 +18,7 @@ from gymnasium.vector import AutoresetMode
 from typing_extensions import Unpack
 
 from vecenv.engine import VectorEnv
+from vecenv.engine.checks import check_count
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT
 from vecenv.errors import EnvError
@@ -98,20 +99,26 @@ class SyncVectorEnv(SerialVectorEnv):
 
 
 class ThreadVectorEnv(VectorEnv):
-    """Env groups on a pool of threads, one thread per worker, stepping in parallel.
+    """Env groups stepped by a pool of threads that share one queue of work, in parallel.
 
-    The right choice when a step releases the GIL (C/C++ simulators, numpy-heavy steps) and on
-    free-threaded Python: no process boundary, no copies. Pure-Python steps under the GIL gain
-    nothing from threads: use processes. Threads cannot be interrupted, so ``step_timeout`` is
-    refused.
+    The right choice on a free-threaded Python (3.13t, 3.14t) and when a step releases the GIL
+    (C/C++ simulators, numpy-heavy steps): no process boundary, no copies. Any free thread takes
+    the next group, the caller's own included while it waits, so a core that another program
+    holds part of the time slows nothing down. Pure-Python steps under the GIL gain nothing from
+    threads: use processes. Threads cannot be interrupted, so ``step_timeout`` is refused.
 
     Args:
         env_fns: one callable per env, each returning a fresh env.
-        num_workers: threads (env groups); default the usable cores, at most ``num_envs``.
+        num_workers: threads stepping at once, the caller's included; default the usable cores,
+            at most ``num_envs``.
+        groups: how many groups the envs are split into; default one (threads share its envs one
+            by one on every step), or one per env with async batches.
         batch_size: ``< num_envs`` for async batches (:meth:`send` / :meth:`recv`).
         copy: as in gymnasium.
         observation_mode: as in gymnasium.
         autoreset_mode: as in gymnasium.
+        spin_us: how long an idle thread looks for work before it sleeps (default: 100 on a
+            free-threaded Python, 0 under the GIL).
     """
 
     def __init__(
@@ -119,15 +126,30 @@ class ThreadVectorEnv(VectorEnv):
         env_fns: Sequence[Callable[[], gym.Env]],
         *,
         num_workers: int | None = None,
+        groups: int | None = None,
         batch_size: int | None = None,
         copy: bool = True,
         observation_mode: ObservationMode = "same",
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        spin_us: float | None = None,
         **failure: Unpack[FailureOptions],
     ) -> None:
-        super().__init__(env_fns, ThreadTransport(), num_workers=num_workers or usable_cores(),
+        env_fns = list(env_fns)
+        threads = usable_cores() if num_workers is None else check_count("num_workers", num_workers, None)
+        # a whole batch is one group whose envs the threads share; async batches return envs
+        # as they finish, so each env is a group of its own
+        whole = batch_size is None or (isinstance(batch_size, int) and batch_size >= len(env_fns))
+        n_groups = (1 if whole else len(env_fns)) if groups is None else check_count("groups", groups, None)
+        if spin_us is not None and not (isinstance(spin_us, (int, float)) and spin_us >= 0):
+            raise ValueError(f"spin_us: expected a number of microseconds >= 0, got {spin_us!r}")
+        super().__init__(env_fns, ThreadTransport(threads, spin_us, whole), num_workers=max(1, n_groups),
                          batch_size=batch_size, copy=copy, observation_mode=observation_mode,
                          autoreset_mode=autoreset_mode, **failure)
+
+    @property
+    def num_threads(self) -> int:
+        """Threads that step envs at once, the caller's included."""
+        return self._transport.threads  # type: ignore[attr-defined]
 
 
 class ProcessVectorEnv(VectorEnv):

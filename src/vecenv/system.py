@@ -1,5 +1,5 @@
-"""What vecenv asks the operating system about this process's cores and about other processes,
-one function per question, with a way for each platform.
+"""What vecenv asks the operating system about this process's cores and about other processes
+(and the interpreter about itself), one function per question, with a way for each platform.
 
 Linux answers from ``/proc``; Windows through a process handle (never ``os.kill(pid, 0)``: signal
 0 is ``CTRL_C_EVENT`` there, and CPython before 3.12 falls through to ``TerminateProcess``, so
@@ -10,8 +10,9 @@ which sends nothing.
 from __future__ import annotations
 
 import os
+import sys
 
-__all__ = ["HAS_PROC", "process_alive", "process_start_time", "usable_cores"]
+__all__ = ["HAS_PROC", "gil_enabled", "process_alive", "process_start_time", "usable_cores"]
 
 HAS_PROC = os.path.isdir("/proc/self")
 
@@ -78,3 +79,10 @@ def process_start_time(pid: int) -> str | None:
 def process_alive(pid: int) -> bool:
     """Whether process ``pid`` exists."""
     return process_start_time(pid) is not None
+
+
+def gil_enabled() -> bool:
+    """Whether this interpreter runs with the GIL (always, before free-threaded builds; on one,
+    unless started with ``PYTHON_GIL=0`` or ``-X gil=0``)."""
+    check = getattr(sys, "_is_gil_enabled", None)
+    return True if check is None else bool(check())

@@ -49,7 +49,7 @@ from vecenv.errors import (
 from vecenv.infos import InfoEntry
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
-from vecenv.worker.commands import Command, Reset, Step, with_unconverted
+from vecenv.worker.commands import Command, Reset, Step, with_given
 from vecenv.worker.restarts import truncate_rows
 
 __all__ = ["InFlight", "SETTLE_TIMEOUT"]
@@ -175,7 +175,7 @@ class InFlight:
         if self.policy.step_timeout is not None:
             self.sent_at[w] = time.monotonic()
         if type(command) is Step and self.buffers.actions.unconverted:  # actions as the caller gave them
-            command = with_unconverted(command, self.buffers.actions.unconverted, *self.partition[w])
+            command = with_given(command, self.buffers.actions.unconverted, *self.partition[w])
         self.transport.submit(w, command)
 
     def send_reset(self, ids: np.ndarray, seeds: list, options: dict | None) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 from vecenv.layout import load
 from vecenv.layout.rule import MachineCosts
 from vecenv.private_files import private_dir, read_private, write_private
-from vecenv.system import usable_cores
+from vecenv.system import gil_enabled, usable_cores
 
 #: machine costs are measured again after this many days
 COSTS_MAX_AGE_S = 30 * 86400
@@ -48,7 +48,7 @@ CHECK_LOAD_S = 0.01
 CHECK_TOLERANCE = 3.0
 CHECK_SLACK_US = 3.0
 #: the fields of MachineCosts a cache file holds
-_SAVED = ("fixed_us", "per_env_us", "process_us", "inline_us", "cores", "measured_at", "others_busy")
+_SAVED = ("fixed_us", "per_env_us", "process_us", "inline_us", "thread_us", "cores", "measured_at", "others_busy")
 
 
 class NoopEnv(gym.Env):
@@ -85,12 +85,15 @@ def _trials(envs: Any, n: int, steps: int, warmup: int) -> list[float]:
 
 def _measure_trials(kind: str, n: int, steps: int = TRIAL_STEPS, warmup: int = 50) -> list[float]:
     """The trials (µs per batched step) of ``n`` no-op envs: ``serial`` in this process,
-    ``process`` or ``inline`` with one env per group."""
-    from vecenv.backends import ProcessVectorEnv, SerialVectorEnv
+    ``thread`` on ``n`` threads, ``process`` or ``inline`` with one env per group."""
+    from vecenv.backends import ProcessVectorEnv, SerialVectorEnv, ThreadVectorEnv
 
     fns = [NoopEnv] * n
     if kind == "serial":
         with SerialVectorEnv(fns) as envs:
+            return _trials(envs, n, steps, warmup)
+    if kind == "thread":
+        with ThreadVectorEnv(fns, num_workers=n) as envs:
             return _trials(envs, n, steps, warmup)
     with ProcessVectorEnv(fns, num_workers=n, inline=kind == "inline") as envs:
         return _trials(envs, n, steps, warmup)
@@ -140,9 +143,11 @@ def measure_machine(cores: int | None = None) -> MachineCosts:
         return a, max(max(figure(kind, wide) - per_env, 0.0) - a, 0.0) / (wide - narrow)
 
     process, inline = fit("process", 1), fit("inline", 2)
+    thread = None if gil_enabled() else fit("thread", 1)  # under the GIL threads never pay off
     others = load.most(before, load.others_busy())
     why = _disturbance(cores, others, unsteady)
-    return MachineCosts(fixed, per_env, process, inline, cores, contended=bool(why), others_busy=others, note=why)
+    return MachineCosts(fixed, per_env, process, inline, cores, thread_us=thread, contended=bool(why),
+                        others_busy=others, note=why)
 
 
 def describe_costs(costs: MachineCosts, now: float | None = None) -> str:
@@ -187,7 +192,8 @@ _CACHE_LIMIT = 64 * 1024
 def _machine_file(cores: int) -> str:
     from vecenv import __version__
 
-    ident = f"{platform.node()}|{platform.machine()}|{platform.processor()}|{sys.version}|{cores}|{__version__}"
+    gil = "gil" if gil_enabled() else "nogil"  # a free-threaded build runs either way
+    ident = f"{platform.node()}|{platform.machine()}|{platform.processor()}|{sys.version}|{gil}|{cores}|{__version__}"
     digest = hashlib.sha256(ident.encode()).hexdigest()[:16]
     return os.path.join(_cache_dir(), f"machine-{digest}.json")
 
@@ -282,11 +288,14 @@ def _load(path: str) -> MachineCosts | None:
         return None
     try:
         data = json.loads(raw)
-        others = data.get("others_busy")
+        others, thread = data.get("others_busy"), data.get("thread_us")
         (pa, pb), (ia, ib) = data["process_us"], data["inline_us"]  # ValueError unless pairs
+        if thread is not None:
+            ta, tb = thread
+            thread = (float(ta), float(tb))
         costs = MachineCosts(
             float(data["fixed_us"]), float(data["per_env_us"]), (float(pa), float(pb)),
-            (float(ia), float(ib)), int(data["cores"]), float(data["measured_at"]),
+            (float(ia), float(ib)), int(data["cores"]), float(data["measured_at"]), thread_us=thread,
             source="cache", others_busy=None if others is None else float(others),
         )
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):

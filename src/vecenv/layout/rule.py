@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vecenv.layout.load import contended
-from vecenv.system import usable_cores
+from vecenv.system import gil_enabled, usable_cores
 from vecenv.transports.process import unavailable as processes_unavailable
 
 #: environment variable that forces auto's choice
@@ -29,6 +29,9 @@ CONTENDED_MARGIN = 0.2
 WAKE_US = 100.0
 #: µs one worker's reply costs when it travels as a message (a frame written, read and its wake-up)
 MESSAGE_US = 30.0
+#: how much slower an env steps while other threads of the process step theirs, on a
+#: free-threaded Python (objects shared between threads count their references atomically)
+THREAD_SLOWDOWN = 1.05
 #: backend_kwargs only the process backend takes
 _PROCESS_ONLY = {"context", "daemon", "spin_us", "yield_us", "start_timeout", "shared_memory", "mechanism"}
 
@@ -76,9 +79,13 @@ class MachineCosts:
     check_us: float | None = None
     #: why the figures are what they are, when it is not plain (busy, replaced, kept)
     note: str = ""
+    #: thread crossings ``a + b·(T - 1)`` for ``T`` threads, measured on a free-threaded Python
+    #: with the GIL off only (None: threads are not a candidate)
+    thread_us: tuple[float, float] | None = None
 
     def crossing(self, layout: str, groups: int) -> float:
-        a, b = self.process_us if layout == "process" else self.inline_us
+        pairs = {"process": self.process_us, "inline": self.inline_us, "thread": self.thread_us}
+        a, b = pairs[layout] or (0.0, 0.0)
         return a + b * (groups - 1)
 
 
@@ -192,6 +199,14 @@ def _predict(
     predicted: dict[str, float] = {}
     if "serial" in allowed and (num_workers in (None, 1)):
         predicted["serial"] = (costs.fixed_us + n * work) / share(1)
+    if "thread" in allowed and costs.thread_us is not None:
+        for t in widths:
+            if t < 2:
+                continue  # one thread is the serial layout with a hand-off
+            # threads take envs from one queue: beside busy programs they get the fair share
+            # of the cores their number earns, and no thread waits for a slower one
+            capacity = min(float(t), cores * t / (t + busy)) if busy else float(t)
+            predicted[f"thread×{t}"] = costs.crossing("thread", t) + n * work * THREAD_SLOWDOWN / capacity
     for kind in ("process", "inline"):
         for w in widths if kind in allowed else ():
             if (kind == "inline" and w < 2) or (kind == "process" and w < 2 and "serial" in predicted):
@@ -214,13 +229,14 @@ def _shape(key: str) -> tuple[str, int]:
 
 
 def _pick(predicted: dict[str, float], busy: bool) -> str:
-    """The simplest layout within :data:`TIE` of the fastest (serial, then process, then inline);
-    on a busy machine, serial unless a layout with workers beats it by :data:`CONTENDED_MARGIN`."""
+    """The simplest layout within :data:`TIE` of the fastest (serial, then thread, then process,
+    then inline); on a busy machine, serial unless a layout with workers beats it by
+    :data:`CONTENDED_MARGIN`."""
     best = min(predicted.values())
     serial = predicted.get("serial")
     if busy and serial is not None and best * (1 + CONTENDED_MARGIN) > serial:
         return "serial"
-    for kind in ("serial", "process", "inline"):
+    for kind in ("serial", "thread", "process", "inline"):
         near = [k for k, t in predicted.items() if _shape(k)[0] == kind and t <= best * (1 + TIE)]
         if near:
             return min(near, key=predicted.__getitem__)
@@ -243,6 +259,7 @@ def _reason(
         "serial": "less than a crossing to a worker saves",
         "process": f"enough for {w} worker processes to pay off on {cores} usable cores",
         "inline": f"enough to spread over {w - 1} worker process(es) and this process",
+        "thread": f"enough for {w} threads of this free-threaded Python (no GIL) to pay off on {cores} usable cores",
     }[kind]
     if busy:
         why += f", with other programs busy on {busy:.1f} of the {cores} cores"
@@ -256,8 +273,9 @@ def allowed_layouts(backend_kwargs: Mapping[str, Any], num_envs: int, cores: int
         if backend_kwargs.keys() & _PROCESS_ONLY or backend_kwargs.get("step_timeout") is not None:
             return ["process"], "the arguments need worker processes"
         return ["serial"], "only one core is usable"
+    threads = [] if gil_enabled() else ["thread"]  # a step holds the GIL: threads cannot pay off
     if backend_kwargs.get("batch_size") not in (None, num_envs):
-        return ["process"], "async batches need workers that finish independently"
+        return [*threads, "process"], "async batches need workers that finish independently"
     if backend_kwargs.get("step_timeout") is not None:
         return ["process"], "step_timeout needs every env in a worker process"
     inline = backend_kwargs.get("inline")
@@ -266,10 +284,10 @@ def allowed_layouts(backend_kwargs: Mapping[str, Any], num_envs: int, cores: int
     if inline is False or backend_kwargs.keys() & _PROCESS_ONLY:
         return ["process"], "the arguments are the process backend's"
     if backend_kwargs.get("num_workers") not in (None, 1):
-        return ["process", "inline"], "num_workers > 1"
+        return [*threads, "process", "inline"], "num_workers > 1"
     if processes_unavailable():
-        return ["serial"], "worker processes cannot run on this platform"
-    return ["serial", "process", "inline"], ""
+        return ["serial", *threads], "worker processes cannot run on this platform"
+    return ["serial", *threads, "process", "inline"], ""
 
 
 def forced(num_envs: int, backend_kwargs: Mapping[str, Any]) -> Layout | None:

@@ -1,14 +1,23 @@
-"""Thread transport: one env group per thread, writing straight into the caller's buffers.
+"""Thread transport: env groups stepped by a pool of threads that take work from one queue.
 
-Each worker thread owns one :class:`~vecenv.worker.EnvGroup`, created in that thread (so envs
-with thread-affine state, e.g. a rendering context, live where they are stepped, and groups are
-built in parallel). Commands travel through a per-worker ``queue.SimpleQueue``; finished workers
-put their index on one shared ``SimpleQueue``, so :meth:`ThreadTransport.ready` hands workers back
-in the order they finish. ``SimpleQueue`` because its round trip was the shortest of those
-measured, against a pair of ``threading.Event`` and a ``Condition`` (figures in docs/thread.md).
+Data flow of one call (``T`` threads: the caller and ``T - 1`` helpers)::
 
-The right backend when a step releases the GIL (C/C++ simulators, numpy-heavy steps) or on a
-free-threaded Python; for pure-Python steps under the GIL prefer processes.
+    engine ── submit(w, command) ──► commands[w], pending ◄── claim ── helper threads
+                                        │                             (spin a moment, then sleep)
+    engine ◄── ready(ws) / fetch(w) ── caller                         │
+                 │  claims work itself while it waits                 ▼
+                 └────────── finished (in the order groups finish) ◄── replies[w], served[w]
+
+A step of a group is shared env by env: every thread that claims it takes the group's next env
+from one queue of env indices (:class:`~vecenv.transports.work.Share`) until none is left, so the core that is free
+does more of the work (on a machine where another program holds a core part of the time, the
+other thread takes over its share). Other commands (reset, call, render, ...) run whole on one
+thread. Each env is stepped by one thread at a time and writes straight into its row of the
+caller's batch buffers; what moves between threads is a command and a small reply.
+
+The caller steps envs itself while it waits, so a step needs no wake-up when helpers are asleep
+and none when they are quick: they spin for ``spin_us`` before they sleep, on a free-threaded
+Python only (under the GIL a spinning thread would keep it from the others).
 """
 
 from __future__ import annotations
@@ -16,182 +25,388 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
-
-from gymnasium.vector import AutoresetMode
+from typing import Any, NamedTuple
 
 from vecenv.engine.transport import Transport
+from vecenv.errors import VecEnvError
+from vecenv.infos import NO_REPLY, StepReply
 from vecenv.spaces import StepBuffers
-from vecenv.transports.signals import deferred
+from vecenv.system import gil_enabled
+from vecenv.transports.work import Share, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
-from vecenv.worker.commands import Command
+from vecenv.worker.commands import Command, GivenStep, Step
 
 __all__ = ["ThreadTransport"]
 
-_STOP = None  # sentinel command: close the group and end the thread
+#: the caller's slot (helpers have slots 1, 2, ...), as marked among a group's runners
+_CALLER = 0
+#: longest a sleeping helper waits before it looks at the queue again (a backstop: every submit
+#: wakes a sleeping helper)
+_NAP = 0.1
+#: the reply slot of a group with nothing to hand over
+_EMPTY: tuple[bool, Any] = (True, None)
 
 
-class _Barrier:
-    """Queued behind everything a worker was given: once served, its inbox holds nothing older."""
+class _Build(NamedTuple):
+    """Build a group from its env_fns (the first command of every group)."""
 
-    __slots__ = ("token",)
-
-    def __init__(self, token: int) -> None:
-        self.token = token
+    env_fns: Sequence[Callable[[], Any]]
+    start: int
 
 
-class _Worker:
-    """One daemon thread running one env group; replies go to ``done`` as the worker's index."""
+class _Helper:
+    """One daemon thread serving the queue; ``wake`` gets a token when work arrives."""
 
-    def __init__(
-        self,
-        index: int,
-        env_fns: Sequence[Callable[[], Any]],
-        start: int,
-        autoreset_mode: AutoresetMode,
-        done: queue.SimpleQueue,
-    ) -> None:
-        self.index = index
-        self.inbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.done = done
-        self.group: EnvGroup | None = None
-        self.reply: tuple[bool, Any] = (True, None)
-        self.served = 0  # commands finished
-        self.passed = 0  # token of the last barrier served
-        self.thread = threading.Thread(
-            target=self._run,
-            args=(env_fns, start, autoreset_mode),
-            name=f"vecenv-thread-{index}",
-            daemon=True,  # a hung env must not block interpreter exit
-        )
-        self.thread.start()
-
-    def _run(self, env_fns: Sequence[Callable[[], Any]], start: int, mode: AutoresetMode) -> None:
-        try:
-            self.group = EnvGroup(env_fns, start, self.index, mode, contain_exits=True)  # no Ctrl-C lands here
-            self.reply = (True, self.group.describe())
-        except BaseException as exc:  # reported by the constructor
-            self.reply = (False, exc)
-            self.done.put(self.index)
-            return
-        self.done.put(self.index)
-        group, inbox, done, index = self.group, self.inbox, self.done, self.index
-        while True:
-            item = inbox.get()
-            if item is _STOP:
-                break
-            if type(item) is _Barrier:
-                self.passed = item.token
-                done.put(index)
-                continue
-            try:
-                self.reply = (True, group.run(item))
-            except BaseException as exc:  # delivered by fetch(); the thread keeps serving
-                self.reply = (False, exc)
-            self.served += 1  # the truth; the queue item below only wakes the caller
-            done.put(index)
-        group.close()
+    def __init__(self, transport: ThreadTransport, index: int) -> None:
+        self.slot = index
+        self.wake: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=transport.serve_forever, args=(self,),
+                                       name=f"vecenv-thread-{index}", daemon=True)  # a hung env must not block exit
 
 
 class ThreadTransport(Transport):
-    """Runs each env group on its own thread; groups write into the caller's buffer rows."""
+    """Steps env groups on ``threads`` threads (the caller's included) that share one queue.
+
+    ``threads``: how many threads step at once, the caller's included (default: one per usable
+    core). ``spin_us``: how long an idle helper and a waiting caller keep looking for work before
+    they sleep; ``None``: 100 µs on a free-threaded Python, 0 under the GIL.
+
+    ``whole_batches``: the engine waits for every group of a call (no async batches), so the
+    caller is one of the ``threads``: it steps envs for as long as any is queued, then waits for
+    the helpers. With async batches ``threads`` helpers step the envs and the caller none: it
+    returns a batch as soon as enough envs are done, and computes the next actions while the
+    helpers step the others (an env it stepped itself would hold its batch back).
+    """
 
     name = "thread"
 
-    def __init__(self) -> None:
-        self.workers: list[_Worker] = []
-        self._done: queue.SimpleQueue = queue.SimpleQueue()
-        self._finished: dict[int, None] = {}  # workers with a reply, in the order they finished
-        self._sent: dict[int, int] = {}  # worker -> commands sent to it
-        self._taken: dict[int, int] = {}  # worker -> replies fetched from it
-        self._barriers = 0  # barriers queued (see settle)
+    def __init__(self, threads: int | None = None, spin_us: float | None = None,
+                 whole_batches: bool = True) -> None:
+        self.threads = threads
+        self.whole_batches = whole_batches
+        self.spin = (0.0 if gil_enabled() else 100e-6) if spin_us is None else spin_us * 1e-6
+        self.helpers: list[_Helper] = []
+        self.groups: list[EnvGroup | None] = []
+        self._commands: list[Any] = []
+        self._shares: list[Share] = []
+        self._replies: list[tuple[bool, Any]] = []
+        self._parts: list[list[tuple[bool, Any]]] = []  # a shared step's replies with entries, per group
+        self._sent: list[int] = []  # commands given to each group
+        self._served: list[int] = []  # commands each group finished
+        self._taken: list[int] = []  # replies fetched
+        self._runners: list[list[int]] = []  # threads running each group's command now
+        self._shared: list[bool] = []  # whether each group's command is a step shared env by env
+        self._caller_in = -1  # the group the caller is running (-1: none)
+        self._pending: deque[int] = deque()  # groups with work no thread took yet
+        self._done: deque[int] = deque()  # groups that finished, in that order, not yet seen
+        self._finished: dict[int, None] = {}  # groups seen finished, reply not yet fetched
+        self._lock = threading.Lock()  # guards claiming and finishing, and going to sleep
+        self._sleepers: list[_Helper] = []
+        self._caller_asleep = False
+        self._caller_wake: queue.SimpleQueue = queue.SimpleQueue()
+        self._stopping = False
+        #: counts of commands queued and of groups finished, read by the spinning waits (an
+        #: int attribute reads without a lock; the queues' own locks would be contended)
+        self._queued = self._completed = 0
 
+    # ----------------------------------------------------------------- lifecycle
     def launch(self) -> list[EnvDescription]:
-        for w, (start, _) in enumerate(self.partition):
-            self.workers.append(_Worker(w, self.group_fns(w), start, self.autoreset_mode, self._done))
-        for _ in self.workers:  # every group is built (or failed) before we go on
-            self._done.get()
-        failed = [w for w in self.workers if not w.reply[0]]
+        g = self.num_workers
+        self.groups, self._commands, self._replies = [None] * g, [None] * g, [_EMPTY] * g
+        self._parts, self._runners = [[] for _ in range(g)], [[] for _ in range(g)]
+        self._shared = [False] * g
+        self._sent, self._served, self._taken = [0] * g, [0] * g, [0] * g
+        threads = max(1, self.threads or 1)
+        helpers = threads - 1 if self.whole_batches else threads  # see the class docstring
+        self.helpers = [_Helper(self, k + 1) for k in range(helpers)]
+        self._shares = [Share(len(self.helpers) + 1, stop - start) for start, stop in self.partition]
+        for h in self.helpers:
+            h.thread.start()
+        for w, (start, _) in enumerate(self.partition):  # groups are built in parallel too
+            self.submit(w, _Build(self.group_fns(w), start))  # type: ignore[arg-type]
+        results = []
+        for w in range(g):  # every group is built (or failed) before one is used
+            self.ready([w])
+            results.append(self._take(w))
+        failed = [value for ok, value in results if not ok]
         if failed:
-            raise failed[0].reply[1]
-        return [d for w in self.workers for d in w.reply[1]]
+            raise failed[0]
+        return [d for _, described in results for d in described]
 
     def attach(self, buffers: StepBuffers) -> None:
-        # The workers are idle (blocked on their inbox); the queue hand-off of the next command
-        # orders this write before the worker reads it.
-        for worker, (start, stop) in zip(self.workers, self.partition, strict=True):
-            worker.group.attach(buffers.rows(start, stop))  # type: ignore[union-attr]
+        # every group is idle; the lock taken to claim the next command orders this write before
+        # the thread that runs it reads it
+        for group, (start, stop) in zip(self.groups, self.partition, strict=True):
+            group.attach(buffers.rows(start, stop))  # type: ignore[union-attr]
 
+    def close(self, timeout: float | None = None) -> None:
+        with self._lock:
+            self._stopping = True
+            self._pending.clear()
+            for share in self._shares:
+                share.clear()
+        helpers, self.helpers = self.helpers, []
+        for h in helpers:
+            h.wake.put(None)
+        deadline = time.monotonic() + (5.0 if timeout is None else timeout)
+        for h in helpers:  # a thread stuck in a hung env is abandoned (it is a daemon)
+            h.thread.join(max(0.0, deadline - time.monotonic()))
+        groups, self.groups = self.groups, []
+        for w, group in enumerate(groups):  # not one that a thread still runs
+            if group is not None and all(r == _CALLER for r in self._runners[w]):
+                group.close()
+        self._finished.clear()
+
+    # ----------------------------------------------------------------- the engine's side
     def submit(self, worker: int, command: Command) -> None:
-        deferred(self._queue, worker, command)  # queued and counted, or neither
-
-    def _queue(self, worker: int, command: Command) -> None:
-        self.workers[worker].inbox.put(command)
-        self._sent[worker] = self._sent.get(worker, 0) + 1
+        # Counted, then queued: a signal handler that raises between the two leaves a count
+        # that settle() puts right (a command nobody runs is not waited for).
+        self._commands[worker] = command
+        kind = type(command)
+        share = self._shares[worker]
+        if (kind is Step or kind is GivenStep) and share.size > 1:
+            self._shared[worker] = True
+            share.deal(command.ids)  # type: ignore[union-attr,arg-type]
+        else:
+            self._shared[worker] = False
+        self._sent[worker] += 1
+        self._pending.append(worker)
+        self._queued += 1
+        if self._sleepers:  # a helper looks at the queue under the lock before it sleeps
+            self._wake_one()
 
     def outstanding(self, worker: int) -> bool:
-        return self._sent.get(worker, 0) != self._taken.get(worker, 0)
-
-    def _finished_now(self, wanted: set[int]) -> list[int]:
-        """Workers among ``wanted`` whose command is done, in the order they were seen finishing."""
-        found = [w for w in wanted if self.outstanding(w) and self.workers[w].served == self._sent[w]]
-        for w in found:
-            self._finished.setdefault(w, None)
-        return [w for w in self._finished if w in found]
+        return self._sent[worker] != self._taken[worker]
 
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
-        wanted = set(workers)
-        return self._wait(lambda: self._finished_now(wanted), timeout)
-
-    def _wait(self, condition: Callable[[], Any], timeout: float | None) -> Any:
-        """Re-check ``condition`` at each wake-up from the workers until it is true or ``timeout``
-        seconds have passed; its last value. A wake-up only says to look: the state is the truth."""
+        """Groups among ``workers`` with a reply, in the order they finished. The caller takes
+        queued work itself while it waits, unless the wait has a ``timeout`` and helpers can
+        do the work (nothing can cut an env's step short to keep a deadline)."""
+        if self._caller_in >= 0:  # an earlier wait was cut short inside a group's command
+            self._cut(self._caller_in, KeyboardInterrupt())
         deadline = None if timeout is None else time.monotonic() + timeout
+        wanted = workers if isinstance(workers, (set, dict)) else set(workers)
+        greedy = self.whole_batches
+        # env code cannot be bounded: under a timeout the caller steps nothing while a helper can
+        helps = not self.helpers or (self.whole_batches and timeout is None)
         while True:
-            value = condition()
-            left = None if deadline is None else deadline - time.monotonic()
-            if value or (left is not None and left <= 0):
-                return value
-            try:
-                self._finished.setdefault(self._done.get(timeout=left), None)
-            except queue.Empty:
-                pass
+            found = None if greedy and self._pending and helps else self._finished_now(wanted)
+            if found:
+                return found
+            if helps:
+                w = self._claim(_CALLER)
+                if w >= 0:
+                    self._serve_here(w)
+                    continue
+            found = self._finished_now(wanted)
+            if found or (deadline is not None and time.monotonic() >= deadline):
+                return found
+            self._await_finish(deadline)
 
     def fetch(self, worker: int) -> Any:
-        self._finished.pop(worker, None)
-        self._taken[worker] = self._sent.get(worker, 0)
-        ok, value = self.workers[worker].reply
-        self.workers[worker].reply = (True, None)
+        ok, value = self._take(worker)
         if not ok:
             raise value
         return value
 
     def settle(self, worker: int, timeout: float | None) -> bool:
-        """Let ``worker`` serve everything it was given, drop the reply, and count afresh.
+        """Let the threads running ``worker``'s command finish, drop what none started and the
+        reply, and count afresh from what the group really served.
 
-        ``deferred`` holds SIGINT back wherever it lands, but other signals only in the
-        calling thread: one the kernel delivers to another thread still runs its handler in the
-        main thread at once, so an interruption can land between queueing a command and counting
-        it. The counters may then disagree with the worker; a barrier queued behind everything
-        else says when the worker's own count is final, and both counters are set to it.
+        An interruption can land between counting a command and queueing it, or cut the caller
+        out of a group it was stepping; the group's own count and its runners are the truth.
         """
-        w = self.workers[worker]
-        self._barriers += 1
-        token = self._barriers
-        w.inbox.put(_Barrier(token))
-        if not self._wait(lambda: w.passed == token, timeout):
-            return False
-        self._sent[worker] = self._taken[worker] = w.served
-        self._finished.pop(worker, None)
-        w.reply = (True, None)
-        return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if worker in self._pending:
+                    self._pending.remove(worker)  # never started, or its envs not all taken
+                self._shares[worker].clear()
+                runners = self._runners[worker]
+                while _CALLER in runners:  # the caller was cut out of it
+                    runners.remove(_CALLER)
+                if self._caller_in == worker:
+                    self._caller_in = -1
+                if not runners:
+                    self._sent[worker] = self._taken[worker] = self._served[worker]
+                    self._replies[worker] = _EMPTY
+                    self._parts[worker].clear()
+                    self._finished.pop(worker, None)
+                    return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            self._await_finish(deadline)
 
-    def close(self, timeout: float | None = None) -> None:
-        workers, self.workers = self.workers, []
-        for w in workers:
-            w.inbox.put(_STOP)
-        deadline = time.monotonic() + (5.0 if timeout is None else timeout)
-        for w in workers:  # a hung env's thread is abandoned (it is a daemon)
-            w.thread.join(max(0.0, deadline - time.monotonic()))
-        self._finished.clear()
+    # ----------------------------------------------------------------- running commands
+    def _claim(self, who: int) -> int:
+        """A queued group for ``who`` to run (or to take envs of, for a shared step); -1 when
+        nothing is queued."""
+        if not self._pending:
+            return -1
+        with self._lock:
+            pending = self._pending
+            drop = pending.popleft
+            while pending and not self._stopping:
+                w = pending[0]
+                left = self._shares[w]
+                if self._shared[w] and not left:
+                    drop()  # a shared step whose envs are all taken
+                    continue
+                if who == _CALLER:
+                    self._caller_in = w  # first: a cut after it is put right by the next wait
+                self._runners[w].append(who)
+                if not left:
+                    drop()  # run whole by this thread
+                return w
+            return -1
+
+    def _run(self, w: int, slot: int) -> Any:
+        command = self._commands[w]
+        if type(command) is _Build:
+            built = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode)
+            return built.describe()
+        group: Any = self.groups[w]
+        if not self._shared[w]:
+            return command.run(group)
+        # the group iterates its envs once: a generator that takes them from the share does
+        share, given = self._shares[w], command.given if type(command) is GivenStep else None
+        try:
+            return group.step(share.taken_by(slot), given)
+        except Exception as exc:
+            error = exc
+        while share:  # the other envs are stepped all the same, as in a group of their own
+            try:
+                group.step(share.taken_by(slot), given)
+            except Exception:
+                pass  # the first error is the one reported
+        raise error
+
+    def _serve_here(self, w: int) -> None:
+        """Run (a share of) group ``w``'s command in the caller's thread, where a Ctrl-C must
+        get through: an exception that is not an ``Exception`` ends the wait, and the group's
+        reply says it was cut short."""
+        try:
+            reply = (True, self._run(w, _CALLER))
+        except Exception as exc:
+            reply = (False, exc)
+        except BaseException as exc:
+            self._cut(w, exc)
+            raise
+        self._finish(w, _CALLER, reply)
+
+    def _cut(self, w: int, exc: BaseException) -> None:
+        """The caller left group ``w``'s command part-way (``exc`` cut it): that is its reply."""
+        cut = VecEnvError(f"worker {w}: its {type(self._commands[w]).__name__.lower()} was cut short by "
+                          f"{type(exc).__name__} in the calling thread; call reset()")
+        self._finish(w, _CALLER, (False, cut))
+
+    def serve_forever(self, helper: _Helper) -> None:
+        """A helper thread's loop: take queued work and run it until the transport closes.
+        Whatever env code raises here, a ``SystemExit`` or ``KeyboardInterrupt`` included, is
+        raised in the caller (by :meth:`fetch`), as if the caller had stepped that env."""
+        me = helper.slot
+        pending = self._pending
+        while not self._stopping:
+            w = self._claim(me)
+            if w >= 0:
+                try:
+                    reply = (True, self._run(w, me))
+                except BaseException as exc:  # delivered by fetch(); the thread keeps serving
+                    reply = (False, exc)
+                self._finish(w, me, reply)
+                continue
+            queued = self._queued
+            if pending or (self.spin and spin_until(self._queue_moved(queued), self.spin)):
+                continue
+            with self._lock:
+                if pending or self._stopping:
+                    continue
+                self._sleepers.append(helper)
+            try:
+                helper.wake.get(timeout=_NAP)
+            except queue.Empty:
+                with self._lock:
+                    if helper in self._sleepers:
+                        self._sleepers.remove(helper)
+
+    def _queue_moved(self, queued: int) -> Callable[[], bool]:
+        return lambda: self._queued != queued or self._stopping
+
+    def _finish(self, w: int, who: int, reply: tuple[bool, Any]) -> None:
+        """``who`` is done with group ``w``; the last runner of a step with no env left makes
+        the group's reply from every runner's part."""
+        with self._lock:
+            runners = self._runners[w]
+            if who in runners:
+                runners.remove(who)
+            if who == _CALLER:
+                self._caller_in = -1
+            if self._shared[w]:
+                parts = self._parts[w]
+                if not reply[0] or reply[1] is not NO_REPLY:
+                    parts.append(reply)
+                if runners or self._shares[w]:
+                    return  # others still step this group's envs
+                reply = _joined(parts)
+                parts.clear()
+            if w in self._pending:  # a claim cut short left it queued
+                self._pending.remove(w)
+            self._replies[w] = reply
+            self._served[w] += 1
+            self._done.append(w)
+            self._completed += 1
+            wake, self._caller_asleep = self._caller_asleep, False
+        if wake:
+            self._caller_wake.put(None)
+
+    def _wake_one(self) -> None:
+        with self._lock:
+            if not self._sleepers:
+                return
+            helper = self._sleepers.pop()
+        helper.wake.put(None)
+
+    # ----------------------------------------------------------------- the caller's waits
+    def _finished_now(self, wanted: Collection[int]) -> list[int]:
+        """Groups among ``wanted`` whose command is done, in the order they finished."""
+        done, finished = self._done, self._finished
+        while done:
+            finished[done.popleft()] = None
+        sent, served, taken = self._sent, self._served, self._taken
+        return [w for w in finished if w in wanted and taken[w] < sent[w] == served[w]]
+
+    def _await_finish(self, deadline: float | None) -> None:
+        """Wait until a group finishes or work is queued (or ``deadline``); a spurious return is
+        harmless, the caller looks at the state again."""
+        queued, completed = self._queued, self._completed
+        if self._done or self._pending or (self.spin and spin_until(
+                lambda: self._completed != completed or self._queued != queued, self.spin)):
+            return
+        with self._lock:
+            if self._done or self._pending:
+                return
+            self._caller_asleep = True
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            self._caller_wake.get(timeout=left)
+        except queue.Empty:
+            pass
+
+    def _take(self, w: int) -> tuple[bool, Any]:
+        self._finished.pop(w, None)
+        self._taken[w] = self._sent[w]
+        reply, self._replies[w] = self._replies[w], _EMPTY
+        return reply
+
+
+def _joined(parts: list[tuple[bool, Any]]) -> tuple[bool, Any]:
+    """One reply from the parts of a shared step (those with something to say): its first
+    error, else every part's entries."""
+    if len(parts) < 2:
+        return parts[0] if parts else (True, NO_REPLY)
+    for ok, value in parts:
+        if not ok:
+            return False, value
+    return True, StepReply([entry for _, part in parts for entry in part.entries])

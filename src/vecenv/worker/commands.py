@@ -31,14 +31,14 @@ __all__ = [
     "Command",
     "Configure",
     "GetAttr",
-    "UnconvertedStep",
+    "GivenStep",
     "EnvIds",
     "Render",
     "Reset",
     "SetAttr",
     "STEP_ALL",
     "Step",
-    "with_unconverted",
+    "with_given",
 ]
 
 
@@ -70,24 +70,24 @@ class Step(NamedTuple):
 STEP_ALL = Step()
 
 
-class UnconvertedStep(NamedTuple):
-    """A :class:`Step` in which env ``j`` (local index) of ``unconverted`` takes ``unconverted[j]`` as its
+class GivenStep(NamedTuple):
+    """A :class:`Step` in which env ``j`` (local index) of ``given`` takes ``given[j]`` as its
     action instead of its buffer row: the action as the caller passed it, for a batch that is
     not numpy arrays of the action space's dtypes (gymnasium hands envs those as they are)."""
 
     ids: EnvIds | None
-    unconverted: dict[int, Any]
+    given: dict[int, Any]
 
     def run(self, group: EnvGroup) -> StepReply:
-        return group.step(self.ids, self.unconverted)
+        return group.step(self.ids, self.given)
 
 
-def with_unconverted(command: Step, unconverted: Mapping[int, Any], start: int, stop: int) -> Step | UnconvertedStep:
-    """``command`` for the group of envs ``start:stop``, as a :class:`UnconvertedStep` when any of its
-    envs has an action in ``unconverted`` (global env index -> action)."""
+def with_given(command: Step, given: Mapping[int, Any], start: int, stop: int) -> Step | GivenStep:
+    """``command`` for the group of envs ``start:stop``, as a :class:`GivenStep` when any of its
+    envs has an action in ``given`` (global env index -> action)."""
     ids = range(stop - start) if command.ids is None else command.ids
-    mine = {int(j): unconverted[start + int(j)] for j in ids if start + int(j) in unconverted}
-    return UnconvertedStep(command.ids, mine) if mine else command
+    mine = {int(j): given[start + int(j)] for j in ids if start + int(j) in given}
+    return GivenStep(command.ids, mine) if mine else command
 
 
 class Call(NamedTuple):
@@ -160,5 +160,5 @@ class Close(NamedTuple):
 
 
 #: every command type a group accepts
-Command = Reset | Step | UnconvertedStep | Call | GetAttr | SetAttr | Apply | Render | Configure | Close
-COMMANDS = (Reset, Step, UnconvertedStep, Call, GetAttr, SetAttr, Apply, Render, Configure, Close)
+Command = Reset | Step | GivenStep | Call | GetAttr | SetAttr | Apply | Render | Configure | Close
+COMMANDS = (Reset, Step, GivenStep, Call, GetAttr, SetAttr, Apply, Render, Configure, Close)

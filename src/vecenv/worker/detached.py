@@ -19,20 +19,20 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from vecenv.spaces import StepBuffers
-from vecenv.worker.commands import Command, Reset, Step, UnconvertedStep
+from vecenv.worker.commands import Command, GivenStep, Reset, Step
 from vecenv.worker.group import EnvDescription, EnvGroup
 
 __all__ = ["DetachedGroup", "command_inputs", "store_outputs"]
 
 
-def _rows(command: Reset | Step | UnconvertedStep) -> Any:
+def _rows(command: Reset | Step | GivenStep) -> Any:
     """The local env rows a command touches: an index array, or ``slice(None)`` for all."""
     return slice(None) if command.ids is None else np.asarray(command.ids, dtype=np.intp)
 
 
 def command_inputs(rows: StepBuffers, command: Command) -> list[np.ndarray] | None:
     """Caller side: the action rows ``command`` reads, one array per action leaf (``Step`` only)."""
-    if not isinstance(command, (Step, UnconvertedStep)):
+    if not isinstance(command, (Step, GivenStep)):
         return None
     sel = _rows(command)
     return [leaf.array[sel] for leaf in rows.actions.leaves]
@@ -80,7 +80,7 @@ class DetachedGroup:
             for leaf, values in zip(b.actions.leaves, inputs, strict=True):
                 leaf.array[sel] = values
         reply = self.group.run(command)
-        if not isinstance(command, (Reset, Step, UnconvertedStep)):
+        if not isinstance(command, (Reset, Step, GivenStep)):
             return reply, None
         sel = _rows(command)
         outputs = (

@@ -62,8 +62,8 @@ def _short(value: Any) -> str:
         return "unprintable"
 
 
-def _unconverted_or_row(unconverted: Mapping[int, Any], row: Callable[[int], Any], j: int) -> Any:
-    return unconverted[j] if j in unconverted else row(j)
+def _given_or_row(given: Mapping[int, Any], row: Callable[[int], Any], j: int) -> Any:
+    return given[j] if j in given else row(j)
 
 
 def _set_attr(env: Any, name: str, value: Any) -> None:
@@ -216,12 +216,12 @@ class EnvGroup:
         self.buffers.observations.write(j, obs)
         return info
 
-    def step(self, ids: EnvIds | None = None, unconverted: Mapping[int, Any] | None = None) -> StepReply:
+    def step(self, ids: EnvIds | None = None, given: Mapping[int, Any] | None = None) -> StepReply:
         """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer,
-        or, for the envs in ``unconverted``, with ``unconverted[j]`` (an action as the caller passed it)."""
+        or, for the envs in ``given``, with ``given[j]`` (an action as the caller passed it)."""
         b = self.buffers
         obs_buf = b.observations
-        action_of = b.actions.item if not unconverted else partial(_unconverted_or_row, unconverted, b.actions.item)
+        action_of = b.actions.item if not given else partial(_given_or_row, given, b.actions.item)
         rewards, terms, truncs = b.rewards, b.terminations, b.truncations
         needs_reset = self._needs_reset
         mode = self.autoreset_mode

@@ -28,7 +28,7 @@ from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, W
 from vecenv.transports.process.shm import aligned
 from vecenv.transports.signals import deferred, quietly_started
 from vecenv.worker import EnvDescription
-from vecenv.worker.commands import Close, Command, Step, UnconvertedStep
+from vecenv.worker.commands import Close, Command, GivenStep, Step
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport"]
 
@@ -227,7 +227,7 @@ class ProcessTransport(Transport):
             handshake.notify(ctrl.slots[worker], Slot.WORKER_SLEEPS, self.peers[worker], Wake.WORKER)
             return
         objects = None
-        if type(command) is Step or type(command) is UnconvertedStep:
+        if type(command) is Step or type(command) is GivenStep:
             start, stop = self.partition[worker]
             objects = self._buffers.actions.rows(start, stop).get_objects()
         data = wire.frame(Frame.MESSAGE, cloudpickle.dumps((command, objects), wire.PROTOCOL))

@@ -1,0 +1,213 @@
+"""The thread backend against serial and processes on one interpreter, free-threaded or not.
+
+    python benchmarks/free_threading.py                      # every scenario (~6 min on 2 cores)
+    python benchmarks/free_threading.py --scenario idle --envs CartPole-v1 --rounds 3
+
+Run it on a free-threaded Python with the GIL off (``PYTHON_GIL=0 python3.13t ...``; the
+platform harness in ../shared/platforms/pythons/ builds one) and on a GIL build, and compare each
+table's ratios: every figure is against ``serial`` *on the same interpreter*, so the slower
+single-thread speed of a build without PGO cancels out (the table states it as µs per env step).
+
+Scenarios (``--scenario``, a comma list):
+
+- ``idle``: nothing else runs.
+- ``busy``: a busy Python process (``while True: pass``) started by this script runs beside,
+  in this session: under Linux's autogroups it competes with this run's threads one thread to
+  one, so the run's two threads get 4/3 of the two cores.
+- ``busy-own-session``: the same busy process in a session of its own (``setsid``): an autogroup
+  of its own gets a whole core's weight whatever this run does, so the bound is 1.0x serial.
+- ``policy``: a policy in the loop (a numpy two-layer MLP on the observations, about as long as
+  a step of the envs); ``thread`` and ``process`` synchronous, and ``thread-b4`` /
+  ``process-b4``: async batches of 4 of the 8 envs, the policy computing one half's actions
+  while the helpers step the other half.
+
+Contenders: ``serial``, ``thread`` (default threads), ``process`` (default workers),
+``inline``. Each scenario runs ``--rounds`` interleaved rounds (every contender once per round,
+the order rotating); a measurement builds the vector env, resets it (seed 0), steps ``--warmup``
+times, counts env steps for ``--seconds``, and closes it. Medians go to the table; every round
+to ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import vecenv
+from vecenv.bench import envs as _registers_busy  # noqa: F401  (vecenv/Busy-v0)
+from vecenv.system import gil_enabled
+
+N = 8
+CONTENDERS = {
+    "serial": dict(backend="serial"),
+    "thread": dict(backend="thread"),
+    "process": dict(backend="process"),
+    "inline": dict(backend="process", inline=True, num_workers=2),
+}
+POLICY_CONTENDERS = {
+    "serial": dict(backend="serial"),
+    "thread": dict(backend="thread"),
+    "thread-b4": dict(backend="thread", batch_size=4),
+    "process": dict(backend="process"),
+    "process-b4": dict(backend="process", batch_size=4),
+}
+SCENARIOS = ("idle", "busy", "busy-own-session", "policy")
+DEFAULT_ENVS = ("CartPole-v1", "vecenv/Busy-v0", "Pendulum-v1", "Acrobot-v1", "HalfCheetah-v5")
+
+
+class Policy:
+    """A two-layer MLP in numpy, sized to cost about ``us`` µs for 8 observations."""
+
+    def __init__(self, obs_size: int, n_actions: int, us: float) -> None:
+        rng = np.random.default_rng(0)
+        self.n_actions = n_actions
+        hidden = 64
+        self.w1 = rng.standard_normal((obs_size, hidden)).astype(np.float32)
+        self.w2 = rng.standard_normal((hidden, max(n_actions, 1))).astype(np.float32)
+        self.repeat = 1
+        x = np.zeros((N, obs_size), np.float32)
+        start = time.perf_counter()
+        for _ in range(200):
+            self(x)
+        once = (time.perf_counter() - start) / 200 * 1e6
+        self.repeat = max(1, round(us / max(once, 1e-3)))
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        x = obs.reshape(len(obs), -1).astype(np.float32)
+        for _ in range(self.repeat):
+            h = np.maximum(x @ self.w1, 0.0)
+            out = h @ self.w2
+        return np.argmax(out, axis=1) % max(self.n_actions, 1)
+
+
+def _actions(envs: Any, rows: int, rng: np.random.Generator) -> Any:
+    space = envs.single_action_space
+    if isinstance(space, gym.spaces.Discrete):
+        return rng.integers(0, space.n, rows)
+    return rng.uniform(space.low, space.high, (rows, *space.shape)).astype(space.dtype)
+
+
+def measure(env_id: str, kwargs: dict, seconds: float, warmup: int, policy_us: float | None) -> float:
+    """Env steps per second of one contender."""
+    rng = np.random.default_rng(0)
+    batch = kwargs.get("batch_size")
+    with vecenv.make(env_id, N, **kwargs) as envs:
+        obs, infos = envs.reset(seed=0)
+        space = envs.single_action_space
+        policy = None
+        if policy_us is not None:
+            policy = Policy(int(np.prod(envs.single_observation_space.shape)),
+                            int(getattr(space, "n", 0)), policy_us)
+
+        def act(o: np.ndarray, rows: int) -> Any:
+            if policy is None or not isinstance(space, gym.spaces.Discrete):
+                if policy is not None:
+                    policy(o)
+                return _actions(envs, rows, rng)
+            return policy(o)
+
+        if batch:  # EnvPool's loop: send to the envs the last recv returned, recv the next ones
+            ids = infos["env_id"]
+            rest = envs.recv()[-1]["env_id"]
+            envs.send(act(obs, len(ids)), ids)
+            ids, obs = rest, obs  # the rest of the reset: act on it next
+
+            def one() -> int:
+                nonlocal ids, obs
+                envs.send(act(obs, len(ids)), ids)
+                obs, _, _, _, info = envs.recv()
+                ids = info["env_id"]
+                return len(ids)
+        else:
+            def one() -> int:
+                nonlocal obs
+                obs = envs.step(act(obs, N))[0]
+                return N
+
+        for _ in range(warmup):
+            one()
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            steps += one()
+        return steps / (time.perf_counter() - start)
+
+
+def _busy(own_session: bool) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=own_session)
+
+
+def run(args: argparse.Namespace) -> dict:
+    results: dict[str, Any] = {
+        "python": sys.version, "gil": gil_enabled(), "machine": platform.node(), "cores": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": [],
+    }
+    for scenario in args.scenario:
+        table = POLICY_CONTENDERS if scenario == "policy" else CONTENDERS
+        for env_id in args.envs:
+            try:
+                gym.make(env_id).close()
+            except Exception as exc:  # e.g. no MuJoCo wheel for this interpreter
+                print(f"{scenario:17s} {env_id:15s} skipped: {type(exc).__name__}: {exc}", flush=True)
+                continue
+            names = list(table)
+            per: dict[str, list[float]] = {k: [] for k in names}
+            for r in range(args.rounds):
+                order = names[r % len(names):] + names[:r % len(names)]
+                for name in order:
+                    busy = _busy(scenario == "busy-own-session") if scenario.startswith("busy") else None
+                    try:
+                        if busy is not None:
+                            time.sleep(0.2)
+                        per[name].append(measure(env_id, table[name], args.seconds, args.warmup,
+                                                 args.policy_us if scenario == "policy" else None))
+                    finally:
+                        if busy is not None:
+                            busy.send_signal(signal.SIGKILL)
+                            busy.wait()
+            base = statistics.median(per["serial"])
+            for name in names:
+                med = statistics.median(per[name])
+                row = {"scenario": scenario, "env": env_id, "contender": name, "steps_per_s": med,
+                       "x_serial": med / base, "us_per_env_step": 1e6 / med, "rounds": per[name]}
+                results["rows"].append(row)
+                print(f"{scenario:17s} {env_id:15s} {name:11s} {med:10,.0f} steps/s  {med / base:5.2f}x serial"
+                      f"  ({1e6 / med:7.1f} µs an env step)", flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scenario", default=",".join(SCENARIOS), type=lambda s: s.split(","))
+    parser.add_argument("--envs", default=",".join(DEFAULT_ENVS), type=lambda s: s.split(","))
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--policy-us", type=float, default=100.0,
+                        help="µs the policy takes for a batch of 8 observations")
+    parser.add_argument("--json", default=str(Path(__file__).parent / "results" / "free_threading.json"))
+    args = parser.parse_args(argv)
+    unknown = [s for s in args.scenario if s not in SCENARIOS]
+    if unknown:
+        parser.error(f"--scenario: unknown {unknown}, expected some of {list(SCENARIOS)}")
+    print(f"{sys.version.split()[0]} {'GIL' if gil_enabled() else 'free-threaded, GIL off'}, "
+          f"{os.cpu_count()} cores, N={N}", flush=True)
+    results = run(args)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
