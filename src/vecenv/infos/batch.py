@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from vecenv.infos.codec import OWN, STACK, batched_as, info_type
+from vecenv.infos.codec import OWN, STACK, batched_as
 from vecenv.infos.records import InfoColumns, InfoEntry
 
 __all__ = ["add_info", "batch_columns", "batch_infos", "columns_infos", "entries_as_columns", "per_env_infos"]
@@ -122,12 +122,14 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
     """Batched infos of ``n`` rows from column chunks that share their keys and types (in env
     order they give what :func:`batch_infos` gives for the same infos); None when they differ."""
     first = chunks[0]
-    keys, types, dtype = first.keys, first.types, first.records.dtype
-    if any(chunk.keys != keys or chunk.types != types or chunk.records.dtype != dtype for chunk in chunks):
-        return None
+    keys = first.keys
     if len(chunks) > 1:
+        types, dtype = first.types, first.records.dtype
+        for chunk in chunks:  # the same record layout: arrays of one shape too
+            if chunk.keys != keys or chunk.types != types or chunk.records.dtype != dtype:
+                return None
         chunks = sorted(chunks, key=_first_env)
-    batched = [info_type(kind).batch_dtype(kind, first.records[key]) for key, kind in zip(keys, types, strict=True)]
+    batched = first.batch_dtypes()
     if _in_env_order(chunks, n):
         present = np.empty(n, dtype=np.bool_)
         present.fill(True)

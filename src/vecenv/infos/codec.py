@@ -79,8 +79,9 @@ class InfoType:
         """A column's values, each a value of its own, of the type the env returned."""
         return list(column)
 
-    def batch_dtype(self, kind: type, column: np.ndarray) -> np.dtype:
-        """The dtype gymnasium batches a column of values of ``kind`` into."""
+    def batch_dtype(self, kind: type, field: np.dtype) -> np.dtype:
+        """The dtype gymnasium batches a column of values of ``kind`` (record field ``field``)
+        into."""
         return np.dtype(kind)
 
 
@@ -165,8 +166,8 @@ class _Array(InfoType):
     def values(self, column: np.ndarray) -> list:
         return list(column.copy())  # each env's array its own, not a view of the rows
 
-    def batch_dtype(self, kind: type, column: np.ndarray) -> np.dtype:
-        return column.dtype
+    def batch_dtype(self, kind: type, field: np.dtype) -> np.dtype:
+        return field.base
 
 
 class _Dict(InfoType):

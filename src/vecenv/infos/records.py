@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from vecenv.infos.codec import column_values, plain
+from vecenv.infos.codec import column_values, info_type, plain
 
 __all__ = ["NO_REPLY", "InfoColumns", "InfoEntry", "InfoParts", "StepReply"]
 
@@ -48,11 +48,22 @@ class InfoColumns(Sequence):
                  records: np.ndarray, all_records: np.ndarray | None = None) -> None:
         self.envs, self.keys, self.types, self.records, self.all_records = envs, keys, types, records, all_records
         self._entries: list[InfoEntry] | None = None
+        self._batch_dtypes: list[np.dtype] | None = None
 
     def reread(self) -> InfoColumns:
         """The same envs' infos read anew from the same records (a later step's values when the
         records are a view of shared memory), without this one's unpacked entries."""
-        return InfoColumns(self.envs, self.keys, self.types, self.records, self.all_records)
+        again = InfoColumns(self.envs, self.keys, self.types, self.records, self.all_records)
+        again._batch_dtypes = self._batch_dtypes
+        return again
+
+    def batch_dtypes(self) -> list[np.dtype]:
+        """The dtype gymnasium batches each column into, in the order of ``keys`` (found once)."""
+        if self._batch_dtypes is None:
+            fields = self.records.dtype
+            self._batch_dtypes = [info_type(kind).batch_dtype(kind, fields[key])
+                                  for key, kind in zip(self.keys, self.types, strict=True)]
+        return self._batch_dtypes
 
     def __len__(self) -> int:
         return len(self.envs)
