@@ -31,12 +31,11 @@ from typing import Any, NamedTuple
 
 from vecenv.engine.transport import Transport
 from vecenv.errors import VecEnvError
-from vecenv.infos import NO_REPLY, StepReply
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
 from vecenv.transports.work import Share, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
-from vecenv.worker.commands import Command, GivenStep, Step
+from vecenv.worker.commands import NO_REPLY, Command, GivenStep, Step, StepReply
 
 __all__ = ["ThreadTransport"]
 

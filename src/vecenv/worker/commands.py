@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from vecenv.infos import StepReply
+from vecenv.infos import NO_REPLY, StepReply  # what a Reset or Step returns, for the transports
 
 if TYPE_CHECKING:
     from vecenv.policy import FailurePolicy
@@ -32,12 +32,14 @@ __all__ = [
     "Configure",
     "GetAttr",
     "GivenStep",
+    "NO_REPLY",
     "EnvIds",
     "Render",
     "Reset",
     "SetAttr",
     "STEP_ALL",
     "Step",
+    "StepReply",
     "with_given",
 ]
 
