@@ -8,12 +8,13 @@ Data flow of one call (``T`` threads: the caller and ``T - 1`` helpers)::
                  │  claims work itself while it waits                 ▼
                  └────────── finished (in the order groups finish) ◄── replies[w], served[w]
 
-A step of a group is shared env by env: every thread that claims it takes the group's next env
-from one queue of env indices (:class:`~vecenv.transports.work.Share`) until none is left, so the core that is free
-does more of the work (on a machine where another program holds a core part of the time, the
-other thread takes over its share). Other commands (reset, call, render, ...) run whole on one
-thread. Each env is stepped by one thread at a time and writes straight into its row of the
-caller's batch buffers; what moves between threads is a command and a small reply.
+A step (or reset) of a group is shared env by env: every thread that claims it takes the group's
+next env from one queue of env indices (:class:`~vecenv.transports.work.Share`) until none is
+left, so the core that is free does more of the work (on a machine where another program holds
+a core part of the time, the other thread takes over its share). Other commands (call, render,
+...) run whole on one thread. Each env is stepped by one thread at a time and writes straight
+into its row of the caller's batch buffers; what moves between threads is a command and a small
+reply.
 
 The caller steps envs itself while it waits, so a step needs no wake-up when helpers are asleep
 and none when they are quick: they spin for ``spin_us`` before they sleep, on a free-threaded
@@ -27,6 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 from vecenv.engine.transport import Transport
@@ -35,7 +37,7 @@ from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
 from vecenv.transports.work import Share, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
-from vecenv.worker.commands import NO_REPLY, Command, GivenStep, Step, StepReply
+from vecenv.worker.commands import NO_REPLY, Command, GivenStep, Reset, Step, StepReply
 
 __all__ = ["ThreadTransport"]
 
@@ -165,7 +167,7 @@ class ThreadTransport(Transport):
         self._commands[worker] = command
         kind = type(command)
         share = self._shares[worker]
-        if (kind is Step or kind is GivenStep) and share.size > 1:
+        if (kind is Step or kind is GivenStep or kind is Reset) and share.size > 1:
             self._shared[worker] = True
             share.deal(command.ids)  # type: ignore[union-attr,arg-type]
         else:
@@ -270,14 +272,18 @@ class ThreadTransport(Transport):
         if not self._shared[w]:
             return command.run(group)
         # the group iterates its envs once: a generator that takes them from the share does
-        share, given = self._shares[w], command.given if type(command) is GivenStep else None
+        share = self._shares[w]
+        if type(command) is Reset:
+            run = partial(group.reset, command.seeds, command.options)
+        else:
+            run = partial(group.step, given=command.given if type(command) is GivenStep else None)
         try:
-            return group.step(share.taken_by(slot), given)
+            return run(share.taken_by(slot))
         except Exception as exc:
             error = exc
         while share:  # the other envs are stepped all the same, as in a group of their own
             try:
-                group.step(share.taken_by(slot), given)
+                run(share.taken_by(slot))
             except Exception:
                 pass  # the first error is the one reported
         raise error
