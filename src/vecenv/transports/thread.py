@@ -204,7 +204,7 @@ class ThreadTransport(Transport):
             found = self._finished_now(wanted)
             if found or (deadline is not None and time.monotonic() >= deadline):
                 return found
-            self._await_finish(deadline)
+            self._await_finish(deadline, helps)
 
     def fetch(self, worker: int) -> Any:
         ok, value = self._take(worker)
@@ -238,7 +238,7 @@ class ThreadTransport(Transport):
                     return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
-            self._await_finish(deadline)
+            self._await_finish(deadline, False)
 
     # ----------------------------------------------------------------- running commands
     def _claim(self, who: int) -> int:
@@ -382,15 +382,15 @@ class ThreadTransport(Transport):
         sent, served, taken = self._sent, self._served, self._taken
         return [w for w in finished if w in wanted and taken[w] < sent[w] == served[w]]
 
-    def _await_finish(self, deadline: float | None) -> None:
-        """Wait until a group finishes or work is queued (or ``deadline``); a spurious return is
-        harmless, the caller looks at the state again."""
+    def _await_finish(self, deadline: float | None, helps: bool) -> None:
+        """Wait until a group finishes (or, when the caller ``helps``, work is queued) or
+        ``deadline``; a spurious return is harmless, the caller looks at the state again."""
         queued, completed = self._queued, self._completed
-        if self._done or self._pending or (self.spin and spin_until(
-                lambda: self._completed != completed or self._queued != queued, self.spin)):
+        if self._done or (helps and self._pending) or (self.spin and spin_until(
+                lambda: self._completed != completed or (helps and self._queued != queued), self.spin)):
             return
         with self._lock:
-            if self._done or self._pending:
+            if self._done or (helps and self._pending):
                 return
             self._caller_asleep = True
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
