@@ -225,3 +225,23 @@ def test_errors_leave_threads_serving():
                 envs.step(np.zeros(2, int))
         assert envs.get_attr("steps") == (2, 2)
         assert len(_vecenv_threads()) == 1
+
+
+@pytest.mark.parametrize("batch_size", [2, None])
+def test_a_caller_waiting_for_helpers_sleeps(batch_size):
+    """While helpers step slow envs (async batches, or a wait with a timeout), the caller's
+    thread waits without burning its core."""
+    with vecenv.ThreadVectorEnv([lambda: GateEnv(delay=0.05)] * 4, num_workers=2, batch_size=batch_size) as envs:
+        _, infos = envs.reset(seed=0)
+        cpu, wall = time.thread_time(), time.monotonic()
+        if batch_size:
+            ids = infos["env_id"]
+            for _ in range(4):
+                envs.send(np.zeros(2, int), ids)
+                ids = envs.recv()[-1]["env_id"]
+        else:
+            for _ in range(2):
+                envs.step_async(np.zeros(4, int))
+                envs.step_wait(timeout=10)
+        cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
+        assert wall > 0.09 and cpu < 0.3 * wall, (cpu, wall)
