@@ -151,6 +151,7 @@ class ThreadTransport(Transport):
         helpers, self.helpers = self.helpers, []
         for h in helpers:
             h.wake.put(None)
+        self._caller_wake.put(None)  # a wait in another thread ends (ready() returns nothing)
         deadline = time.monotonic() + (5.0 if timeout is None else timeout)
         for h in helpers:  # a thread stuck in a hung env is abandoned (it is a daemon)
             h.thread.join(max(0.0, deadline - time.monotonic()))
@@ -202,7 +203,7 @@ class ThreadTransport(Transport):
                     self._serve_here(w)
                     continue
             found = self._finished_now(wanted)
-            if found or (deadline is not None and time.monotonic() >= deadline):
+            if found or self._stopping or (deadline is not None and time.monotonic() >= deadline):
                 return found
             self._await_finish(deadline, helps)
 
