@@ -4,10 +4,7 @@ only with the GIL off, are predicted from their measured crossing, and win where
 from __future__ import annotations
 
 import json
-import threading
-import time
 from dataclasses import replace
-from functools import partial
 
 import gymnasium as gym
 import numpy as np
@@ -197,48 +194,3 @@ def test_thread_stress_with_failures_restarts_and_interrupts(threads):
             for a, b in zip(envs.step(actions), ref.step(actions), strict=True):
                 np.testing.assert_equal(a, b)
         assert envs._guard.owner is None
-
-
-_ONE_AT_A_TIME = threading.Lock()
-
-
-class _Serialized(gym.Env):
-    """Each step holds one lock that every copy shares, for ``hold`` seconds: two copies on two
-    threads take turns, whatever the interpreter."""
-
-    observation_space = gym.spaces.Box(-1, 1, (1,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self, hold: float = 300e-6, shared: bool = True) -> None:
-        self.hold, self.shared = hold, shared
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return np.zeros(1, np.float32), {}
-
-    def step(self, action):
-        if self.shared:
-            with _ONE_AT_A_TIME:
-                time.sleep(self.hold)
-        else:
-            time.sleep(self.hold)
-        return np.zeros(1, np.float32), 0.0, False, False, {}
-
-
-@pytest.mark.timeout(60)
-def test_the_probe_measures_how_much_slower_an_env_steps_beside_another_thread():
-    """An env whose copies take turns on one lock steps about twice as slowly beside another
-    thread; one whose copies share nothing (a sleep) does not."""
-    from vecenv.layout.probe import thread_slowdown
-
-    alone = L.probe.probe_env(partial(_Serialized, shared=True)).step_us
-    assert thread_slowdown(partial(_Serialized, shared=True), alone, 0.1) > 1.5
-    alone = L.probe.probe_env(partial(_Serialized, shared=False)).step_us
-    assert thread_slowdown(partial(_Serialized, shared=False), alone, 0.1) < 1.4
-
-
-def test_a_slowdown_on_threads_makes_auto_prefer_processes():
-    allowed = ["serial", "thread", "process", "inline"]
-    numpy_heavy = replace(BUSY, thread_slowdown=1.4)
-    got = decide(numpy_heavy, TWO_CORES_FT, 8, cores=2, allowed=allowed)
-    assert got.name == "inline" and got.predicted_us["thread×2"] > got.predicted_us["inline×2"]

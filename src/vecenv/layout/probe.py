@@ -4,7 +4,6 @@ observations cost to send (:class:`~vecenv.layout.rule.EnvProbe`), remembered pe
 from __future__ import annotations
 
 import pickle
-import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -13,10 +12,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from vecenv.engine import usable_cores
 from vecenv.layout.rule import EnvProbe
 from vecenv.spaces.buffers import is_fixed_leaf
-from vecenv.system import gil_enabled
 from vecenv.transports.process.infos import (
     IN_BLOCK,
     InfoBlock,
@@ -60,11 +57,9 @@ def probe_env(env_fn: Callable[[], gym.Env], budget_s: float = PROBE_S) -> EnvPr
         pickle_us = _pickle_us(env.observation_space, obs)
         shared = bool(info) and fits_in_block(info)
         info_us = (_block_us(info) if shared else _round_trip_us(info)) if info else 0.0
+        return EnvProbe(wall * 1e6, share, _nbytes(obs), pickle_us, build_s, info_us, shared)
     finally:
         env.close()
-    # threads are a candidate only without the GIL (see rule.allowed_layouts)
-    slowdown = 1.0 if gil_enabled() or usable_cores() < 2 else thread_slowdown(env_fn, wall * 1e6, budget_s)
-    return EnvProbe(wall * 1e6, share, _nbytes(obs), pickle_us, build_s, info_us, shared, slowdown)
 
 
 def _nbytes(obs: Any) -> int:
@@ -157,40 +152,3 @@ def keep_probe(env_fn: Callable[[], gym.Env], probe: EnvProbe) -> None:
     key = env_key(env_fn)
     if key is not None:
         _PROBES[key] = probe
-
-
-def thread_slowdown(env_fn: Callable[[], gym.Env], single_us: float, budget_s: float = PROBE_S) -> float:
-    """How much slower a step of the env is while another copy steps on another thread of this
-    process, at least 1: two copies stepped at once for at most ``budget_s``, their median step
-    over ``single_us`` (a step alone). On a free-threaded Python an env whose step touches objects
-    that every copy shares (numpy's small-array calls, a module's globals) pays for counting
-    their references atomically: measured 1.0 for a pure-Python loop, more for numpy-heavy envs."""
-    envs = [env_fn() for _ in range(2)]
-    try:
-        times: list[list[float]] = [[], []]
-        start = threading.Barrier(2, timeout=10)
-
-        def run(k: int) -> None:
-            env = envs[k]
-            env.action_space.seed(k)
-            actions = [env.action_space.sample() for _ in range(16)]
-            env.reset(seed=k)
-            clock, mine = time.perf_counter, times[k]
-            start.wait()
-            end = clock() + budget_s
-            while len(mine) < PROBE_STEPS and clock() < end:
-                t = clock()
-                _, _, terminated, truncated, _ = env.step(actions[len(mine) % 16])
-                mine.append(clock() - t)
-                if terminated or truncated:
-                    env.reset()
-
-        other = threading.Thread(target=run, args=(1,), name="vecenv-probe", daemon=True)
-        other.start()
-        run(0)
-        other.join(10 + budget_s)
-        both = times[0] + times[1]
-        return max(1.0, float(np.median(both)) * 1e6 / single_us) if both and single_us > 0 else 1.0
-    finally:
-        for env in envs:
-            env.close()

@@ -50,9 +50,6 @@ class EnvProbe:
     info_us: float = 0.0
     #: the infos fit shared memory, so a worker's reply needs no message
     info_shared: bool = False
-    #: how much slower a step is while another thread steps a copy (free-threaded Python only;
-    #: :func:`vecenv.layout.probe.thread_slowdown`)
-    thread_slowdown: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -207,8 +204,7 @@ def _predict(
             # threads take envs from one queue: beside busy programs they get the fair share
             # of the cores their number earns, and no thread waits for a slower one
             capacity = min(float(t), cores * t / (t + busy)) if busy else float(t)
-            threaded = probe.step_us * probe.thread_slowdown + costs.per_env_us
-            predicted[f"thread×{t}"] = costs.crossing("thread", t) + n * threaded / capacity
+            predicted[f"thread×{t}"] = costs.crossing("thread", t) + n * work / capacity
     for kind in ("process", "inline"):
         for w in widths if kind in allowed else ():
             if (kind == "inline" and w < 2) or (kind == "process" and w < 2 and "serial" in predicted):
