@@ -4,7 +4,6 @@ thread that expects work in a moment."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -59,25 +58,28 @@ class Share:
                 pass
 
 
-#: give the core to another runnable thread, if one waits
-_yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
-
-
-#: the first seconds of a spinning wait look without yielding: the wait for another thread's
-#: last env is usually this short, and a yield on a busy core gives away a whole time slice
-KEEP_CORE_S = 20e-6
+#: a spinning wait checks this often whether its thread really runs
+CHECK_S = 20e-6
+#: ... and stops spinning when it ran less than this share of the time since it began: its core
+#: is shared with another runnable thread (often the one it waits for), and a thread that blocks
+#: is placed afresh when it is woken, where a core is free
+MIN_RUNNING = 0.5
+#: whether this platform's thread clock can tell (Windows' ticks every 15.6 ms: it cannot)
+_THREAD_CLOCK = time.get_clock_info("thread_time").resolution < 1e-5
 
 
 def spin_until(condition: Callable[[], Any], seconds: float) -> bool:
-    """Look at ``condition`` for up to ``seconds`` (the first :data:`KEEP_CORE_S` of them on
-    the core, then yielding it between looks); whether it came true."""
-    clock = time.perf_counter
+    """Look at ``condition`` for up to ``seconds`` without giving up the core; whether it came
+    true. Stops early (False) when this thread is not getting its core (:data:`MIN_RUNNING`)."""
+    clock, cpu = time.perf_counter, time.thread_time
     start = clock()
-    keep, end = start + min(KEEP_CORE_S, seconds), start + seconds
+    ran, end, check = cpu(), start + seconds, start + CHECK_S
     while not condition():
         now = clock()
         if now >= end:
             return False
-        if now >= keep:
-            _yield()
+        if now >= check:
+            if _THREAD_CLOCK and cpu() - ran < (now - start) * MIN_RUNNING:
+                return False
+            check = now + CHECK_S
     return True
