@@ -13,7 +13,7 @@ import pytest
 import vecenv
 from helpers import needs_processes
 from vecenv import layout as L
-from vecenv.bench import envs as bench_envs  # noqa: F401  (registers vecenv/Busy-v0)
+from vecenv.bench.envs import BusyEnv
 from vecenv.layout import EnvProbe, MachineCosts, allowed_layouts, decide
 from vecenv.system import gil_enabled
 
@@ -107,7 +107,7 @@ def test_on_a_free_threaded_python_auto_measures_and_picks_threads(tmp_path, mon
     monkeypatch.setattr(L, "other_runs", lambda: 0)
     if L.usable_cores() < 2:
         pytest.skip("needs two usable cores")
-    with vecenv.make("vecenv/Busy-v0", 8) as envs:
+    with vecenv.make(BusyEnv, 8) as envs:
         assert L.machine_costs().thread_us is not None
         assert envs.layout.name == "thread", envs.layout.reason
         envs.reset(seed=0)
@@ -120,7 +120,7 @@ def test_on_a_free_threaded_python_auto_measures_and_picks_threads(tmp_path, mon
 def test_under_the_gil_auto_never_picks_threads(tmp_path, monkeypatch):
     monkeypatch.setenv("VECENV_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(L.machine, "_COSTS", {})
-    with vecenv.make("vecenv/Busy-v0", 8) as envs:
+    with vecenv.make(BusyEnv, 8) as envs:
         assert envs.layout.name != "thread" and "thread×2" not in envs.layout.predicted_us
         assert L.machine_costs().thread_us is None
 
