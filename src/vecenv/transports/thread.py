@@ -37,7 +37,7 @@ from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
 from vecenv.transports.work import Share, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
-from vecenv.worker.commands import NO_REPLY, Command, GivenStep, Reset, Step, StepReply
+from vecenv.worker.commands import NO_REPLY, STEP_ALL, Command, GivenStep, Reset, Step, StepReply
 
 __all__ = ["ThreadTransport"]
 
@@ -189,7 +189,7 @@ class ThreadTransport(Transport):
         if self._caller_in >= 0:  # an earlier wait was cut short inside a group's command
             self._cut(self._caller_in, KeyboardInterrupt())
         deadline = None if timeout is None else time.monotonic() + timeout
-        wanted = workers if isinstance(workers, (set, dict)) else set(workers)
+        wanted = workers  # a handful of groups: a list is looked up as fast as a set
         greedy = self.whole_batches
         # env code cannot be bounded: under a timeout the caller steps nothing while a helper can
         helps = not self.helpers or (self.whole_batches and timeout is None)
@@ -274,14 +274,21 @@ class ThreadTransport(Transport):
             return command.run(group)
         # the group iterates its envs once: a generator that takes them from the share does
         share = self._shares[w]
-        if type(command) is Reset:
-            run = partial(group.reset, command.seeds, command.options)
+        if command is STEP_ALL:  # the common case, without building a call
+            try:
+                return group.step(share.taken_by(slot))
+            except Exception as exc:
+                error = exc
+            run = group.step
         else:
-            run = partial(group.step, given=command.given if type(command) is GivenStep else None)
-        try:
-            return run(share.taken_by(slot))
-        except Exception as exc:
-            error = exc
+            if type(command) is Reset:
+                run = partial(group.reset, command.seeds, command.options)
+            else:
+                run = partial(group.step, given=command.given if type(command) is GivenStep else None)
+            try:
+                return run(share.taken_by(slot))
+            except Exception as exc:
+                error = exc
         while share:  # the other envs are stepped all the same, as in a group of their own
             try:
                 run(share.taken_by(slot))
