@@ -35,7 +35,7 @@ from vecenv.engine.transport import Transport
 from vecenv.errors import VecEnvError
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
-from vecenv.transports.work import Share, spin_until
+from vecenv.transports.work import Share, Signal, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
 from vecenv.worker.commands import NO_REPLY, STEP_ALL, Command, GivenStep, Reset, Step, StepReply
 
@@ -108,9 +108,9 @@ class ThreadTransport(Transport):
         self._caller_asleep = False
         self._caller_wake: queue.SimpleQueue = queue.SimpleQueue()
         self._stopping = False
-        #: counts of commands queued and of groups finished, read by the spinning waits (an
-        #: int attribute reads without a lock; the queues' own locks would be contended)
-        self._queued = self._completed = 0
+        #: bumped when work is queued (or the transport closes) and when a group finishes: what
+        #: the spinning waits look at (the queues' own locks would be contended)
+        self._work, self._progress = Signal(), Signal()
 
     # ----------------------------------------------------------------- lifecycle
     def launch(self) -> list[EnvDescription]:
@@ -145,6 +145,7 @@ class ThreadTransport(Transport):
     def close(self, timeout: float | None = None) -> None:
         with self._lock:
             self._stopping = True
+            self._work.bump()  # a spinning helper looks up and sees it
             self._pending.clear()
             for share in self._shares:
                 share.clear()
@@ -175,7 +176,7 @@ class ThreadTransport(Transport):
             self._shared[worker] = False
         self._sent[worker] += 1
         self._pending.append(worker)
-        self._queued += 1
+        self._work.bump()
         if self._sleepers:  # a helper looks at the queue under the lock before it sleeps
             self._wake_one()
 
@@ -330,8 +331,8 @@ class ThreadTransport(Transport):
                     reply = (False, exc)
                 self._finish(w, me, reply)
                 continue
-            queued = self._queued
-            if pending or (self.spin and spin_until(self._queue_moved(queued), self.spin)):
+            moved = _moved(self._work)  # before looking at the queue: no bump goes unseen
+            if pending or (self.spin and spin_until(moved, self.spin)):
                 continue
             with self._lock:
                 if pending or self._stopping:
@@ -343,9 +344,6 @@ class ThreadTransport(Transport):
                 with self._lock:
                     if helper in self._sleepers:
                         self._sleepers.remove(helper)
-
-    def _queue_moved(self, queued: int) -> Callable[[], bool]:
-        return lambda: self._queued != queued or self._stopping
 
     def _finish(self, w: int, who: int, reply: tuple[bool, Any]) -> None:
         """``who`` is done with group ``w``; the last runner of a step with no env left makes
@@ -369,7 +367,7 @@ class ThreadTransport(Transport):
             self._replies[w] = reply
             self._served[w] += 1
             self._done.append(w)
-            self._completed += 1
+            self._progress.bump()
             wake, self._caller_asleep = self._caller_asleep, False
         if wake:
             self._caller_wake.put(None)
@@ -393,9 +391,10 @@ class ThreadTransport(Transport):
     def _await_finish(self, deadline: float | None, helps: bool) -> None:
         """Wait until a group finishes (or, when the caller ``helps``, work is queued) or
         ``deadline``; a spurious return is harmless, the caller looks at the state again."""
-        queued, completed = self._queued, self._completed
+        work, progress = self._work, self._progress
+        queued, completed = work.value, progress.value
         if self._done or (helps and self._pending) or (self.spin and spin_until(
-                lambda: self._completed != completed or (helps and self._queued != queued), self.spin)):
+                lambda: progress.value != completed or (helps and work.value != queued), self.spin)):
             return
         with self._lock:
             if self._done or (helps and self._pending):
@@ -423,3 +422,9 @@ def _joined(parts: list[tuple[bool, Any]]) -> tuple[bool, Any]:
         if not ok:
             return False, value
     return True, StepReply([entry for _, part in parts for entry in part.entries])
+
+
+def _moved(signal: Signal) -> Callable[[], bool]:
+    """Whether ``signal`` was bumped since this call."""
+    seen = signal.value
+    return lambda: signal.value != seen

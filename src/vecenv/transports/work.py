@@ -9,7 +9,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["Share", "spin_until"]
+__all__ = ["Share", "Signal", "spin_until"]
 
 
 class Share:
@@ -56,6 +56,21 @@ class Share:
                     yield steal()
             except IndexError:
                 pass
+
+
+class Signal:
+    """A counter that one thread bumps and others spin on. Its own object, with values among the
+    interpreter's shared small ints: on a free-threaded Python a reader that spins on it touches
+    no reference count that the writer's other work uses (reading an attribute of an object that
+    both threads use would count references to that object on every look)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def bump(self) -> None:
+        self.value = (self.value + 1) & 0xFF
 
 
 #: a spinning wait checks this often whether its thread really runs
