@@ -16,9 +16,12 @@ a core part of the time, the other thread takes over its share). Other commands 
 into its row of the caller's batch buffers; what moves between threads is a command and a small
 reply.
 
-The caller steps envs itself while it waits, so a step needs no wake-up when helpers are asleep
-and none when they are quick: they spin for ``spin_us`` before they sleep, on a free-threaded
-Python only (under the GIL a spinning thread would keep it from the others).
+With whole batches the caller steps envs itself while it waits, so a step needs no wake-up when
+helpers are asleep and none when they are quick: they spin for ``spin_us`` before they sleep, on
+a free-threaded Python only (under the GIL a spinning thread would keep it from the others), and
+stop spinning as soon as their core is taken by another thread
+(:func:`~vecenv.transports.work.spin_until`). With async batches only the helpers step, and the
+caller computes the next actions meanwhile.
 """
 
 from __future__ import annotations
@@ -362,7 +365,7 @@ class ThreadTransport(Transport):
                     return  # others still step this group's envs
                 reply = _joined(parts)
                 parts.clear()
-            if w in self._pending:  # a claim cut short left it queued
+            if w in self._pending:  # a shared step still listed, or a claim cut short
                 self._pending.remove(w)
             self._replies[w] = reply
             self._served[w] += 1
