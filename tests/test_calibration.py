@@ -110,6 +110,7 @@ class Rig:
         monkeypatch.setattr(M, "_COSTS", {})
         monkeypatch.setattr(M, "usable_cores", lambda: 2)
         monkeypatch.setattr(M, "_measure_trials", self.trials)
+        monkeypatch.setattr(M, "gil_enabled", lambda: True)  # no thread figures (test_free_threading's)
         monkeypatch.setattr(M, "_monotonic", lambda: self.now)
         monkeypatch.setattr(load, "others_busy", self.busy)
 

@@ -225,3 +225,51 @@ def test_errors_leave_threads_serving():
                 envs.step(np.zeros(2, int))
         assert envs.get_attr("steps") == (2, 2)
         assert len(_vecenv_threads()) == 1
+
+
+@pytest.mark.parametrize("batch_size", [2, None])
+def test_a_caller_waiting_for_helpers_sleeps(batch_size):
+    """While helpers step slow envs (async batches, or a wait with a timeout), the caller's
+    thread waits without burning its core."""
+    with vecenv.ThreadVectorEnv([lambda: GateEnv(delay=0.05)] * 4, num_workers=2, batch_size=batch_size) as envs:
+        _, infos = envs.reset(seed=0)
+        cpu, wall = time.thread_time(), time.monotonic()
+        if batch_size:
+            ids = infos["env_id"]
+            for _ in range(4):
+                envs.send(np.zeros(2, int), ids)
+                ids = envs.recv()[-1]["env_id"]
+        else:
+            for _ in range(2):
+                envs.step_async(np.zeros(4, int))
+                envs.step_wait(timeout=10)
+        cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
+        assert wall > 0.09 and cpu < 0.3 * wall, (cpu, wall)
+
+
+def test_close_from_another_thread_ends_a_step_waiting_on_a_hung_helper():
+    """The caller stepped its env (slow enough that the helper takes the other) and waits for
+    the helper's, which hangs: close() from another thread ends the wait
+    (ClosedEnvironmentError), and the hung helper is abandoned."""
+    gate, entered = threading.Event(), threading.Event()
+
+    class Hung(GateEnv):
+        def step(self, action):
+            entered.set()
+            return super().step(action)
+
+    envs = vecenv.ThreadVectorEnv([lambda: GateEnv(delay=0.3), lambda: Hung(gate)], num_workers=2)
+    envs.reset(seed=0)
+    closer = threading.Timer(0.3, lambda: entered.wait(10) and envs.close(timeout=0.3))
+    closer.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(vecenv.ClosedEnvironmentError):
+            envs.step(np.zeros(2, int))
+        assert time.monotonic() - t0 < 5
+    finally:
+        closer.join()
+        gate.set()
+    for t in _vecenv_threads():
+        t.join(5)
+    assert not _vecenv_threads()

@@ -23,17 +23,16 @@
 takes the least (``c`` an env's step, ``e`` vecenv's work per env, ``W`` groups)::
 
     serial             F + n·(c + e)
-    thread,  T threads X_thread(T)  + n·(c + e)·s / T    free-threaded Python, GIL off only
+    thread,  T threads X_thread(T)  + n·(c + e) / T      free-threaded Python, GIL off only
     process, W groups  X_process(W) + ⌈n/W⌉·(c + e)      W ≤ usable cores
     inline,  W groups  X_inline(W)  + ⌈n/W⌉·(c + e)      W-1 workers + the caller's process
 
 ``F`` and the crossings ``X`` come from :class:`MachineCosts` (``X_thread`` is measured only on
-a free-threaded Python with the GIL off: under the GIL threads never pay off for Python envs);
-``s`` is :data:`~vecenv.layout.rule.THREAD_SLOWDOWN`, threads take envs from one queue, so
-beside busy programs they get the share of the cores their number earns. An env whose step
-mostly waits (sleep, I/O: CPU share below :data:`WAITING_SHARE`) may have more workers than
-cores. Within :data:`TIE` of the best, the simpler layout wins: serial, then thread, then process
-(isolated), then inline.
+a free-threaded Python with the GIL off: under the GIL threads never pay off for Python envs).
+Threads take envs from one queue, so beside busy programs they get the share of the cores their
+number earns. An env whose step mostly waits (sleep, I/O: CPU share below :data:`WAITING_SHARE`)
+may have more workers than cores. Within :data:`TIE` of the best, the simpler layout wins:
+serial, then thread, then process (isolated), then inline.
 On a contended machine (other programs busy on half a core or more) each of the run's processes
 is predicted at its share of the cores, with a blocking wake-up each way, and serial stands
 unless a layout with workers beats it by :data:`~vecenv.layout.rule.CONTENDED_MARGIN`.

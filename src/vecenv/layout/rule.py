@@ -29,9 +29,6 @@ CONTENDED_MARGIN = 0.2
 WAKE_US = 100.0
 #: µs one worker's reply costs when it travels as a message (a frame written, read and its wake-up)
 MESSAGE_US = 30.0
-#: how much slower an env steps while other threads of the process step theirs, on a
-#: free-threaded Python (objects shared between threads count their references atomically)
-THREAD_SLOWDOWN = 1.05
 #: backend_kwargs only the process backend takes
 _PROCESS_ONLY = {"context", "daemon", "spin_us", "yield_us", "start_timeout", "shared_memory", "mechanism"}
 
@@ -206,7 +203,7 @@ def _predict(
             # threads take envs from one queue: beside busy programs they get the fair share
             # of the cores their number earns, and no thread waits for a slower one
             capacity = min(float(t), cores * t / (t + busy)) if busy else float(t)
-            predicted[f"thread×{t}"] = costs.crossing("thread", t) + n * work * THREAD_SLOWDOWN / capacity
+            predicted[f"thread×{t}"] = costs.crossing("thread", t) + n * work / capacity
     for kind in ("process", "inline"):
         for w in widths if kind in allowed else ():
             if (kind == "inline" and w < 2) or (kind == "process" and w < 2 and "serial" in predicted):

@@ -8,16 +8,20 @@ Data flow of one call (``T`` threads: the caller and ``T - 1`` helpers)::
                  │  claims work itself while it waits                 ▼
                  └────────── finished (in the order groups finish) ◄── replies[w], served[w]
 
-A step of a group is shared env by env: every thread that claims it takes the group's next env
-from one queue of env indices (:class:`~vecenv.transports.work.Share`) until none is left, so the core that is free
-does more of the work (on a machine where another program holds a core part of the time, the
-other thread takes over its share). Other commands (reset, call, render, ...) run whole on one
-thread. Each env is stepped by one thread at a time and writes straight into its row of the
-caller's batch buffers; what moves between threads is a command and a small reply.
+A step (or reset) of a group is shared env by env: every thread that claims it takes the group's
+next env from one queue of env indices (:class:`~vecenv.transports.work.Share`) until none is
+left, so the core that is free does more of the work (on a machine where another program holds
+a core part of the time, the other thread takes over its share). Other commands (call, render,
+...) run whole on one thread. Each env is stepped by one thread at a time and writes straight
+into its row of the caller's batch buffers; what moves between threads is a command and a small
+reply.
 
-The caller steps envs itself while it waits, so a step needs no wake-up when helpers are asleep
-and none when they are quick: they spin for ``spin_us`` before they sleep, on a free-threaded
-Python only (under the GIL a spinning thread would keep it from the others).
+With whole batches the caller steps envs itself while it waits, so a step needs no wake-up when
+helpers are asleep and none when they are quick: they spin for ``spin_us`` before they sleep, on
+a free-threaded Python only (under the GIL a spinning thread would keep it from the others), and
+stop spinning as soon as their core is taken by another thread
+(:func:`~vecenv.transports.work.spin_until`). With async batches only the helpers step, and the
+caller computes the next actions meanwhile.
 """
 
 from __future__ import annotations
@@ -27,15 +31,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 from vecenv.engine.transport import Transport
 from vecenv.errors import VecEnvError
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
-from vecenv.transports.work import Share, spin_until
+from vecenv.transports.work import Share, Signal, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
-from vecenv.worker.commands import NO_REPLY, Command, GivenStep, Step, StepReply
+from vecenv.worker.commands import NO_REPLY, STEP_ALL, Command, GivenStep, Reset, Step, StepReply
 
 __all__ = ["ThreadTransport"]
 
@@ -106,9 +111,9 @@ class ThreadTransport(Transport):
         self._caller_asleep = False
         self._caller_wake: queue.SimpleQueue = queue.SimpleQueue()
         self._stopping = False
-        #: counts of commands queued and of groups finished, read by the spinning waits (an
-        #: int attribute reads without a lock; the queues' own locks would be contended)
-        self._queued = self._completed = 0
+        #: bumped when work is queued (or the transport closes) and when a group finishes: what
+        #: the spinning waits look at (the queues' own locks would be contended)
+        self._work, self._progress = Signal(), Signal()
 
     # ----------------------------------------------------------------- lifecycle
     def launch(self) -> list[EnvDescription]:
@@ -143,12 +148,14 @@ class ThreadTransport(Transport):
     def close(self, timeout: float | None = None) -> None:
         with self._lock:
             self._stopping = True
+            self._work.bump()  # a spinning helper looks up and sees it
             self._pending.clear()
             for share in self._shares:
                 share.clear()
         helpers, self.helpers = self.helpers, []
         for h in helpers:
             h.wake.put(None)
+        self._caller_wake.put(None)  # a wait in another thread ends (ready() returns nothing)
         deadline = time.monotonic() + (5.0 if timeout is None else timeout)
         for h in helpers:  # a thread stuck in a hung env is abandoned (it is a daemon)
             h.thread.join(max(0.0, deadline - time.monotonic()))
@@ -165,14 +172,14 @@ class ThreadTransport(Transport):
         self._commands[worker] = command
         kind = type(command)
         share = self._shares[worker]
-        if (kind is Step or kind is GivenStep) and share.size > 1:
+        if (kind is Step or kind is GivenStep or kind is Reset) and share.size > 1:
             self._shared[worker] = True
             share.deal(command.ids)  # type: ignore[union-attr,arg-type]
         else:
             self._shared[worker] = False
         self._sent[worker] += 1
         self._pending.append(worker)
-        self._queued += 1
+        self._work.bump()
         if self._sleepers:  # a helper looks at the queue under the lock before it sleeps
             self._wake_one()
 
@@ -186,7 +193,7 @@ class ThreadTransport(Transport):
         if self._caller_in >= 0:  # an earlier wait was cut short inside a group's command
             self._cut(self._caller_in, KeyboardInterrupt())
         deadline = None if timeout is None else time.monotonic() + timeout
-        wanted = workers if isinstance(workers, (set, dict)) else set(workers)
+        wanted = workers  # a handful of groups: a list is looked up as fast as a set
         greedy = self.whole_batches
         # env code cannot be bounded: under a timeout the caller steps nothing while a helper can
         helps = not self.helpers or (self.whole_batches and timeout is None)
@@ -200,9 +207,9 @@ class ThreadTransport(Transport):
                     self._serve_here(w)
                     continue
             found = self._finished_now(wanted)
-            if found or (deadline is not None and time.monotonic() >= deadline):
+            if found or self._stopping or (deadline is not None and time.monotonic() >= deadline):
                 return found
-            self._await_finish(deadline)
+            self._await_finish(deadline, helps)
 
     def fetch(self, worker: int) -> Any:
         ok, value = self._take(worker)
@@ -236,7 +243,7 @@ class ThreadTransport(Transport):
                     return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
-            self._await_finish(deadline)
+            self._await_finish(deadline, False)
 
     # ----------------------------------------------------------------- running commands
     def _claim(self, who: int) -> int:
@@ -270,14 +277,25 @@ class ThreadTransport(Transport):
         if not self._shared[w]:
             return command.run(group)
         # the group iterates its envs once: a generator that takes them from the share does
-        share, given = self._shares[w], command.given if type(command) is GivenStep else None
-        try:
-            return group.step(share.taken_by(slot), given)
-        except Exception as exc:
-            error = exc
+        share = self._shares[w]
+        if command is STEP_ALL:  # the common case, without building a call
+            try:
+                return group.step(share.taken_by(slot))
+            except Exception as exc:
+                error = exc
+            run = group.step
+        else:
+            if type(command) is Reset:
+                run = partial(group.reset, command.seeds, command.options)
+            else:
+                run = partial(group.step, given=command.given if type(command) is GivenStep else None)
+            try:
+                return run(share.taken_by(slot))
+            except Exception as exc:
+                error = exc
         while share:  # the other envs are stepped all the same, as in a group of their own
             try:
-                group.step(share.taken_by(slot), given)
+                run(share.taken_by(slot))
             except Exception:
                 pass  # the first error is the one reported
         raise error
@@ -316,8 +334,8 @@ class ThreadTransport(Transport):
                     reply = (False, exc)
                 self._finish(w, me, reply)
                 continue
-            queued = self._queued
-            if pending or (self.spin and spin_until(self._queue_moved(queued), self.spin)):
+            moved = _moved(self._work)  # before looking at the queue: no bump goes unseen
+            if pending or (self.spin and spin_until(moved, self.spin)):
                 continue
             with self._lock:
                 if pending or self._stopping:
@@ -329,9 +347,6 @@ class ThreadTransport(Transport):
                 with self._lock:
                     if helper in self._sleepers:
                         self._sleepers.remove(helper)
-
-    def _queue_moved(self, queued: int) -> Callable[[], bool]:
-        return lambda: self._queued != queued or self._stopping
 
     def _finish(self, w: int, who: int, reply: tuple[bool, Any]) -> None:
         """``who`` is done with group ``w``; the last runner of a step with no env left makes
@@ -350,12 +365,12 @@ class ThreadTransport(Transport):
                     return  # others still step this group's envs
                 reply = _joined(parts)
                 parts.clear()
-            if w in self._pending:  # a claim cut short left it queued
+            if w in self._pending:  # a shared step still listed, or a claim cut short
                 self._pending.remove(w)
             self._replies[w] = reply
             self._served[w] += 1
             self._done.append(w)
-            self._completed += 1
+            self._progress.bump()
             wake, self._caller_asleep = self._caller_asleep, False
         if wake:
             self._caller_wake.put(None)
@@ -376,15 +391,16 @@ class ThreadTransport(Transport):
         sent, served, taken = self._sent, self._served, self._taken
         return [w for w in finished if w in wanted and taken[w] < sent[w] == served[w]]
 
-    def _await_finish(self, deadline: float | None) -> None:
-        """Wait until a group finishes or work is queued (or ``deadline``); a spurious return is
-        harmless, the caller looks at the state again."""
-        queued, completed = self._queued, self._completed
-        if self._done or self._pending or (self.spin and spin_until(
-                lambda: self._completed != completed or self._queued != queued, self.spin)):
+    def _await_finish(self, deadline: float | None, helps: bool) -> None:
+        """Wait until a group finishes (or, when the caller ``helps``, work is queued) or
+        ``deadline``; a spurious return is harmless, the caller looks at the state again."""
+        work, progress = self._work, self._progress
+        queued, completed = work.value, progress.value
+        if self._done or (helps and self._pending) or (self.spin and spin_until(
+                lambda: progress.value != completed or (helps and work.value != queued), self.spin)):
             return
         with self._lock:
-            if self._done or self._pending:
+            if self._done or (helps and self._pending):
                 return
             self._caller_asleep = True
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -409,3 +425,9 @@ def _joined(parts: list[tuple[bool, Any]]) -> tuple[bool, Any]:
         if not ok:
             return False, value
     return True, StepReply([entry for _, part in parts for entry in part.entries])
+
+
+def _moved(signal: Signal) -> Callable[[], bool]:
+    """Whether ``signal`` was bumped since this call."""
+    seen = signal.value
+    return lambda: signal.value != seen
