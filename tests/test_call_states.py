@@ -68,6 +68,17 @@ def waiting(state: CallState, batch_size: int | None = None):
     return f, t, calls
 
 
+def cut_after_submit(t) -> None:
+    """Each command ``t`` is given goes out, then a KeyboardInterrupt cuts the sending short."""
+    submit = t.submit
+
+    def cut(worker: int, command: object) -> None:
+        submit(worker, command)
+        raise KeyboardInterrupt
+
+    t.submit = cut
+
+
 def collect(f, calls, state: CallState):
     return calls.wait(None, "call_wait") if state is C else f.results(None, "step_wait")
 
@@ -114,13 +125,7 @@ def test_a_send_cut_after_a_command_went_out_interrupts(state: CallState) -> Non
         t.reply(0)
         f.results(None, "reset_wait")  # envs 0, 1 returned; worker 1 still resetting
     assert f.state is state
-    submit = t.submit
-
-    def cut(worker: int, command: object) -> None:
-        submit(worker, command)
-        raise KeyboardInterrupt
-
-    t.submit = cut  # type: ignore[method-assign]
+    cut_after_submit(t)
     with pytest.raises(KeyboardInterrupt):
         f.send_steps(f.check_actions(np.zeros(2, dtype=np.int64), [0, 1]))
     assert f.state is X
@@ -153,3 +158,28 @@ def test_a_reset_or_call_of_no_envs_waits_for_nothing_and_returns() -> None:
     calls = Calls(f)
     calls.send_at(np.array([], dtype=np.int64), lambda local, envs: Call("x", (), {}, local))
     assert f.state is C and calls.wait(None, "get_attr") == {} and f.state is D
+
+
+def test_a_step_cut_short_in_each_phase_of_its_one_try() -> None:
+    """``results(step=...)`` checks, sends and collects under one try: bad actions leave the
+    pending steps for reset() to drop, a cut send interrupts, a cut wait stays pending."""
+    f, t = flight(batch_size=2)
+    f.send_reset(np.arange(4), [None] * 4, None)
+    t.reply(0)
+    f.results(None, "reset_wait")
+    assert f.state is S
+    with pytest.raises(ValueError, match="still stepping"):
+        f.results(None, "step_wait", step=(np.zeros(2, dtype=np.int64), [2, 3]))
+    assert f.state is S and f.lifecycle.droppable
+    f.drop_all()
+    assert f.state is D
+    f2, t2 = flight()
+    t2.interrupt_next_wait = True
+    with pytest.raises(KeyboardInterrupt):
+        f2.results(None, "step_wait", step=(np.zeros(4, dtype=np.int64), None))
+    assert f2.state is S and f2.lifecycle.droppable and sorted(f2.in_flight) == [0, 1]
+    f3, t3 = flight()
+    cut_after_submit(t3)
+    with pytest.raises(KeyboardInterrupt):
+        f3.results(None, "step_wait", step=(np.zeros(4, dtype=np.int64), None))
+    assert f3.state is X

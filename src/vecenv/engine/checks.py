@@ -19,6 +19,7 @@ from vecenv.policy import FailureOptions, FailurePolicy
 
 __all__ = [
     "check_timeout",
+    "refuse_ended",
     "SpaceMismatchError",
     "check_spaces",
     "check_values",
@@ -235,3 +236,11 @@ def check_policy(failure: Mapping[str, Any], backend: str, can_end_workers: bool
             "interrupted or killed, so a hung step could not be ended"
         )
     return policy
+
+
+def refuse_ended(ended: np.ndarray) -> None:
+    """Refuse to step the ``ended`` envs (DISABLED autoreset) until they are reset."""
+    raise ValueError(
+        f"envs {ended.tolist()} finished their episodes and autoreset_mode is DISABLED: reset them "
+        "first with reset(options={'reset_mask': mask})"
+    )

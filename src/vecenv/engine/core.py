@@ -214,12 +214,8 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     @one_caller
     def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> StepResult:
         """Step every env (or, in async-batch mode, send to ``env_ids`` and receive a batch)."""
-        try:
-            self._send(actions, env_ids)
-            return self._recv(None)
-        except BaseException:
-            self._flight.interrupted_call()
-            raise
+        self._may_send()
+        return self._results(None, "step_wait", step=(actions, env_ids))
 
     def step_async(self, actions: Any) -> None:
         """gymnasium's AsyncVectorEnv name for :meth:`send` to every env."""
@@ -239,14 +235,17 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self._send(actions, env_ids)
 
     def _send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None) -> None:
-        flight = self._flight
-        if flight.closed:
+        self._may_send()
+        self._flight.send_steps(self._flight.check_actions(actions, env_ids))
+
+    def _may_send(self) -> None:
+        """Refuse a step that cannot be sent now (closed, a call pending, no reset yet)."""
+        if self._flight.closed:
             self._check_open()
-        if not flight.may_send_steps():
+        if not self._flight.may_send_steps():
             self._check_idle("step_async")
         if not self._has_reset and self.require_reset:
             raise gym.error.ResetNeeded("step() was called before reset(): call reset() first")
-        flight.send_steps(flight.check_actions(actions, env_ids))
 
     @one_caller
     def recv(self, timeout: float | None = None) -> StepResult:
@@ -260,9 +259,10 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
             raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.", "step")
         return self._results(timeout, "step_wait")
 
-    def _results(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
-        """Every step and reset collects its results here (a subclass may watch their errors)."""
-        return self._flight.results(timeout, method, raw)
+    def _results(self, timeout: float | None, method: str, raw: bool = False, step: tuple | None = None) -> tuple:
+        """Every step and reset collects its results here, a ``step()`` sending too (a subclass
+        may watch their errors)."""
+        return self._flight.results(timeout, method, raw, step)
 
     # The SB3 layer reads each env's report as it came (exact Python types, no batching).
     @one_caller
@@ -271,8 +271,8 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         column chunks, each naming its envs, in no set order) instead of batched infos (full
         batches only)."""
         self._require_full_batches("step_entries")
-        self._send(actions, None)
-        return self._results(None, "step_wait", raw=True)
+        self._may_send()
+        return self._results(None, "step_wait", raw=True, step=(actions, None))
 
     @one_caller
     def reset_entries(

@@ -3,17 +3,16 @@
 A :class:`~vecenv.engine.VectorEnv` holds one InFlight (one of the two collectors of
 :mod:`.batches`) and sends every command through it::
 
-    VectorEnv.step(actions)
-      -> InFlight.check_actions      actions into the shared action buffer, ids checked
-      -> InFlight.send_steps         one command per worker: Transport.submit, or deferred
+    VectorEnv.step(actions) -> InFlight.results(step=...): one try around the whole step
+      -> check_actions               actions into the shared action buffer, ids checked
+      -> put_steps                   one command per worker: Transport.submit, or deferred
                                      while that worker is busy (async batches)
-    VectorEnv.recv() / step_wait()
-      -> InFlight.results -> collect FullBatches: every reply; AsyncBatches: the first
-                                     batch_size envs ready
-                        -> gather    Transport.ready / fetch, in the order workers finish;
-                                     a worker that died or overran step_timeout goes to
-                                     worker_failed: a Recovery plan applied, or fail()
-                        -> accept    rows are in the buffers already; infos held per env
+      -> collect                     FullBatches: every reply; AsyncBatches: the first
+                                     batch_size envs ready (send() and recv() alone:
+                                     send_steps and results, each its half)
+        -> gather    Transport.ready / fetch, in the order workers finish; a worker that died
+                     or overran step_timeout goes to worker_failed: a Recovery plan, or fail()
+        -> accept    rows are in the buffers already; infos held per env
 
 The call state (:mod:`.state`) moves only by the events the methods here fire: a command sent,
 results returned, an interruption while sending or collecting, in-flight work dropped.
@@ -33,7 +32,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from vecenv.engine.checks import check_env_ids
+from vecenv.engine.checks import check_env_ids, refuse_ended
 from vecenv.engine.partition import Partition
 from vecenv.engine.recovery import Recovery, Restart
 from vecenv.engine.state import CallLifecycle, CallState, Event
@@ -56,6 +55,8 @@ __all__ = ["InFlight", "SETTLE_TIMEOUT"]
 
 #: longest wait for a worker to finish its command when the env settles after an interruption
 SETTLE_TIMEOUT = 30.0
+
+_CHECKING, _SENDING, _COLLECTING = "checking", "sending", "collecting"  # where a step was cut short
 
 #: ``overdue(worker, its envs, method)``: what becomes of a worker that overran ``step_timeout``
 Overdue = Callable[[int, np.ndarray, str], None]
@@ -114,15 +115,13 @@ class InFlight:
 
     def interrupted_collect(self) -> None:
         """Collecting was cut short. An exception in the wait itself (a ``KeyboardInterrupt``)
-        leaves the call pending, to wait again or to reset; one that leaves replies half taken
-        makes the env INTERRUPTED. (A caller's timeout is not an interruption: the call stays
-        pending.)"""
+        leaves the call pending, to wait again or to reset (so does a caller's timeout); one
+        that leaves replies half taken makes the env INTERRUPTED."""
         if not self.lifecycle.droppable and (self.in_flight or self.state is not CallState.DEFAULT):
             self.lifecycle.fire(Event.COLLECT_CUT)
 
     @contextmanager
-    def sending(self, event: Event) -> Iterator[None]:
-        """Send a reset or a call (``event``)."""
+    def sending(self, event: Event) -> Iterator[None]:  # a reset or a call
         previous = self.state
         try:
             self.lifecycle.fire(event)
@@ -197,7 +196,7 @@ class InFlight:
             self.check_all_envs()
             self.buffers.actions.assign(actions, None, "actions")
             if disabled and self.needs_reset.any():
-                _refuse_ended(np.flatnonzero(self.needs_reset))
+                refuse_ended(np.flatnonzero(self.needs_reset))
             return None
         ids = check_env_ids(env_ids, n)
         busy = ids[self.busy[ids]]
@@ -207,7 +206,7 @@ class InFlight:
                 "received; send actions only to envs returned by recv()"
             )
         if disabled and self.needs_reset[ids].any():
-            _refuse_ended(ids[self.needs_reset[ids]])
+            refuse_ended(ids[self.needs_reset[ids]])
         self.buffers.actions.assign(actions, ids, "actions")
         return ids
 
@@ -218,29 +217,32 @@ class InFlight:
         """The envs ``ids`` are about to be stepped."""
 
     def send_steps(self, ids: np.ndarray | None) -> None:
-        """Step the envs ``ids`` (all when None) with the actions in the buffer: each worker's
-        share goes now, or once its worker is free; an env whose worker was restarted while it
-        waited comes back truncated instead."""
-        restarted = [i for i in ids.tolist() if i in self.restarted] if self.restarted and ids is not None else None
+        """Step the envs ``ids`` (all when None) with the actions in the buffer (:meth:`put_steps`)."""
         previous = self.state
         try:  # what sending() does, inline on the step path
-            self.lifecycle.fire(Event.SEND_STEP)
-            if ids is None:
-                commands = self.partition.whole_steps
-            else:
-                self.stepping(ids)
-                stepping = ids[~np.isin(ids, restarted)] if restarted else ids
-                commands = [(w, Step(local), envs) for w, local, envs in self.partition.by_worker(stepping)]
-            for w, command, envs in commands:
-                if w in self.in_flight:
-                    self.deferred.setdefault(w, []).extend(envs.tolist())
-                else:
-                    self.submit(w, command, envs)
-            if restarted:
-                self.return_restarted(restarted)
+            self.put_steps(ids)
         except BaseException:
             self.interrupted_send(previous)
             raise
+
+    def put_steps(self, ids: np.ndarray | None) -> None:
+        """Send the steps of the envs ``ids``: each worker's share goes now, or once its worker is
+        free; an env whose worker was restarted while it waited comes back truncated instead."""
+        restarted = [i for i in ids.tolist() if i in self.restarted] if self.restarted and ids is not None else None
+        self.lifecycle.fire(Event.SEND_STEP)
+        if ids is None:
+            commands = self.partition.whole_steps
+        else:
+            self.stepping(ids)
+            stepping = ids[~np.isin(ids, restarted)] if restarted else ids
+            commands = [(w, Step(local), envs) for w, local, envs in self.partition.by_worker(stepping)]
+        for w, command, envs in commands:
+            if w in self.in_flight:
+                self.deferred.setdefault(w, []).extend(envs.tolist())
+            else:
+                self.submit(w, command, envs)
+        if restarted:
+            self.return_restarted(restarted)
 
     def return_restarted(self, ids: list[int]) -> None:
         """Return the envs ``ids``, whose worker was restarted while they waited, as truncated.
@@ -350,16 +352,28 @@ class InFlight:
         return self.transport.fetch(w)
 
     # ================================================================ results
-    def results(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
+    def results(self, timeout: float | None, method: str, raw: bool = False, step: tuple | None = None) -> tuple:
         """Wait for the pending step or reset: ``(obs, rewards, terminations, truncations,
         infos)`` of every env, or of the first ``batch_size`` ready (``raw``: the per-env info
-        entries instead of batched infos)."""
-        try:  # what collecting() does, inline on the step path
+        entries instead of batched infos). ``step``: ``(actions, env_ids)`` to check and send
+        first, the whole of one ``step()`` (the fast path) under this one try."""
+        previous, phase = self.state, _CHECKING if step is not None else _COLLECTING
+        try:
+            if step is not None:
+                ids = self.check_actions(*step)
+                phase = _SENDING
+                self.put_steps(ids)
+                phase = _COLLECTING
             return self.collect(timeout, method, raw)
         except multiprocessing.TimeoutError:
             raise
         except BaseException:
-            self.interrupted_collect()
+            if phase is _SENDING:
+                self.interrupted_send(previous)
+            elif phase is _COLLECTING:
+                self.interrupted_collect()
+            if step is not None:  # a step() cut short anywhere: see interrupted_call
+                self.interrupted_call()
             raise
 
     def collect(self, timeout: float | None, method: str, raw: bool) -> tuple:
@@ -433,10 +447,3 @@ class InFlight:
             if pending:
                 pending.clear()
         self.lifecycle.fire(event)
-
-
-def _refuse_ended(ended: np.ndarray) -> None:
-    raise ValueError(
-        f"envs {ended.tolist()} finished their episodes and autoreset_mode is DISABLED: reset them "
-        "first with reset(options={'reset_mask': mask})"
-    )
