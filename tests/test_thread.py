@@ -273,3 +273,35 @@ def test_close_from_another_thread_ends_a_step_waiting_on_a_hung_helper():
     for t in _vecenv_threads():
         t.join(5)
     assert not _vecenv_threads()
+
+
+class _RaisingAsAcquired:
+    """A lock whose acquire raises once it holds the lock, as a signal handler can when it runs
+    the moment ``acquire`` (or ``__enter__``) returns."""
+
+    def __init__(self) -> None:
+        self.inner = threading.RLock()
+
+    def acquire(self) -> None:
+        self.inner.acquire()
+        raise KeyboardInterrupt
+
+    def release(self) -> None:
+        self.inner.release()
+
+    def _is_owned(self) -> bool:
+        return self.inner._is_owned()
+
+
+def test_a_lock_taken_through_locked_is_released_wherever_an_interrupt_lands():
+    from vecenv.transports.work import locked
+
+    lock = _RaisingAsAcquired()
+    with pytest.raises(KeyboardInterrupt):
+        locked(lock, lambda: None)
+    assert not lock._is_owned()
+    plain = threading.RLock()
+    with pytest.raises(KeyboardInterrupt):
+        locked(plain, lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
+    assert plain.acquire(blocking=False)
+    plain.release()

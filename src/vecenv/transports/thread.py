@@ -36,11 +36,12 @@ from typing import Any, NamedTuple
 
 from vecenv.engine.transport import Transport
 from vecenv.errors import VecEnvError
+from vecenv.infos import NO_REPLY
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
-from vecenv.transports.work import Share, Signal, spin_until
+from vecenv.transports.work import Share, Signal, joined, locked, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
-from vecenv.worker.commands import NO_REPLY, STEP_ALL, Command, GivenStep, Reset, Step, StepReply
+from vecenv.worker.commands import STEP_ALL, Command, GivenStep, Reset, Step
 
 __all__ = ["ThreadTransport"]
 
@@ -106,7 +107,9 @@ class ThreadTransport(Transport):
         self._pending: deque[int] = deque()  # groups with work no thread took yet
         self._done: deque[int] = deque()  # groups that finished, in that order, not yet seen
         self._finished: dict[int, None] = {}  # groups seen finished, reply not yet fetched
-        self._lock = threading.Lock()  # guards claiming and finishing, and going to sleep
+        #: guards claiming and finishing work, and going to sleep; taken through :func:`locked`
+        #: wherever the caller's thread takes it (a Ctrl-C must not leave it held)
+        self._lock = threading.RLock()
         self._sleepers: list[_Helper] = []
         self._caller_asleep = False
         self._caller_wake: queue.SimpleQueue = queue.SimpleQueue()
@@ -146,12 +149,7 @@ class ThreadTransport(Transport):
             group.attach(buffers.rows(start, stop))  # type: ignore[union-attr]
 
     def close(self, timeout: float | None = None) -> None:
-        with self._lock:
-            self._stopping = True
-            self._work.bump()  # a spinning helper looks up and sees it
-            self._pending.clear()
-            for share in self._shares:
-                share.clear()
+        locked(self._lock, self._stop)
         helpers, self.helpers = self.helpers, []
         for h in helpers:
             h.wake.put(None)
@@ -164,6 +162,13 @@ class ThreadTransport(Transport):
             if group is not None and all(r == _CALLER for r in self._runners[w]):
                 group.close()
         self._finished.clear()
+
+    def _stop(self) -> None:
+        self._stopping = True
+        self._work.bump()  # a spinning helper looks up and sees it
+        self._pending.clear()
+        for share in self._shares:
+            share.clear()
 
     # ----------------------------------------------------------------- the engine's side
     def submit(self, worker: int, command: Command) -> None:
@@ -226,24 +231,30 @@ class ThreadTransport(Transport):
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            with self._lock:
-                if worker in self._pending:
-                    self._pending.remove(worker)  # never started, or its envs not all taken
-                self._shares[worker].clear()
-                runners = self._runners[worker]
-                while _CALLER in runners:  # the caller was cut out of it
-                    runners.remove(_CALLER)
-                if self._caller_in == worker:
-                    self._caller_in = -1
-                if not runners:
-                    self._sent[worker] = self._taken[worker] = self._served[worker]
-                    self._replies[worker] = _EMPTY
-                    self._parts[worker].clear()
-                    self._finished.pop(worker, None)
-                    return True
+            if locked(self._lock, self._settled, worker):
+                return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             self._await_finish(deadline, False)
+
+    def _settled(self, worker: int) -> bool:
+        """Drop what no thread started of ``worker``'s command; when no thread runs it any more,
+        count afresh from what it served (True)."""
+        if worker in self._pending:
+            self._pending.remove(worker)  # never started, or its envs not all taken
+        self._shares[worker].clear()
+        runners = self._runners[worker]
+        while _CALLER in runners:  # the caller was cut out of it
+            runners.remove(_CALLER)
+        if self._caller_in == worker:
+            self._caller_in = -1
+        if runners:
+            return False
+        self._sent[worker] = self._taken[worker] = self._served[worker]
+        self._replies[worker] = _EMPTY
+        self._parts[worker].clear()
+        self._finished.pop(worker, None)
+        return True
 
     # ----------------------------------------------------------------- running commands
     def _claim(self, who: int) -> int:
@@ -251,22 +262,24 @@ class ThreadTransport(Transport):
         nothing is queued."""
         if not self._pending:
             return -1
-        with self._lock:
-            pending = self._pending
-            drop = pending.popleft
-            while pending and not self._stopping:
-                w = pending[0]
-                left = self._shares[w]
-                if self._shared[w] and not left:
-                    drop()  # a shared step whose envs are all taken
-                    continue
-                if who == _CALLER:
-                    self._caller_in = w  # first: a cut after it is put right by the next wait
-                self._runners[w].append(who)
-                if not left:
-                    drop()  # run whole by this thread
-                return w
-            return -1
+        return locked(self._lock, self._claim_next, who)
+
+    def _claim_next(self, who: int) -> int:
+        pending = self._pending
+        drop = pending.popleft
+        while pending and not self._stopping:
+            w = pending[0]
+            left = self._shares[w]
+            if self._shared[w] and not left:
+                drop()  # a shared step whose envs are all taken
+                continue
+            if who == _CALLER:
+                self._caller_in = w  # first: a cut after it is put right by the next wait
+            self._runners[w].append(who)
+            if not left:
+                drop()  # run whole by this thread
+            return w
+        return -1
 
     def _run(self, w: int, slot: int) -> Any:
         command = self._commands[w]
@@ -337,7 +350,7 @@ class ThreadTransport(Transport):
             moved = _moved(self._work)  # before looking at the queue: no bump goes unseen
             if pending or (self.spin and spin_until(moved, self.spin)):
                 continue
-            with self._lock:
+            with self._lock:  # a helper: no signal handler runs in its thread
                 if pending or self._stopping:
                     continue
                 self._sleepers.append(helper)
@@ -351,36 +364,40 @@ class ThreadTransport(Transport):
     def _finish(self, w: int, who: int, reply: tuple[bool, Any]) -> None:
         """``who`` is done with group ``w``; the last runner of a step with no env left makes
         the group's reply from every runner's part."""
-        with self._lock:
-            runners = self._runners[w]
-            if who in runners:
-                runners.remove(who)
-            if who == _CALLER:
-                self._caller_in = -1
-            if self._shared[w]:
-                parts = self._parts[w]
-                if not reply[0] or reply[1] is not NO_REPLY:
-                    parts.append(reply)
-                if runners or self._shares[w]:
-                    return  # others still step this group's envs
-                reply = _joined(parts)
-                parts.clear()
-            if w in self._pending:  # a shared step still listed, or a claim cut short
-                self._pending.remove(w)
-            self._replies[w] = reply
-            self._served[w] += 1
-            self._done.append(w)
-            self._progress.bump()
-            wake, self._caller_asleep = self._caller_asleep, False
-        if wake:
+        if locked(self._lock, self._finished_by, w, who, reply):
             self._caller_wake.put(None)
 
+    def _finished_by(self, w: int, who: int, reply: tuple[bool, Any]) -> bool:
+        """:meth:`_finish` under the lock; whether the caller sleeps and must be woken."""
+        runners = self._runners[w]
+        if who in runners:
+            runners.remove(who)
+        if who == _CALLER:
+            self._caller_in = -1
+        if self._shared[w]:
+            parts = self._parts[w]
+            if not reply[0] or reply[1] is not NO_REPLY:
+                parts.append(reply)
+            if runners or self._shares[w]:
+                return False  # others still step this group's envs
+            reply = joined(parts)
+            parts.clear()
+        if w in self._pending:  # a shared step still listed, or a claim cut short
+            self._pending.remove(w)
+        self._replies[w] = reply
+        self._served[w] += 1
+        self._done.append(w)
+        self._progress.bump()
+        wake, self._caller_asleep = self._caller_asleep, False
+        return wake
+
     def _wake_one(self) -> None:
-        with self._lock:
-            if not self._sleepers:
-                return
-            helper = self._sleepers.pop()
-        helper.wake.put(None)
+        helper = locked(self._lock, self._pop_sleeper)
+        if helper is not None:
+            helper.wake.put(None)
+
+    def _pop_sleeper(self) -> _Helper | None:
+        return self._sleepers.pop() if self._sleepers else None
 
     # ----------------------------------------------------------------- the caller's waits
     def _finished_now(self, wanted: Collection[int]) -> list[int]:
@@ -399,32 +416,26 @@ class ThreadTransport(Transport):
         if self._done or (helps and self._pending) or (self.spin and spin_until(
                 lambda: progress.value != completed or (helps and work.value != queued), self.spin)):
             return
-        with self._lock:
-            if self._done or (helps and self._pending):
-                return
-            self._caller_asleep = True
+        if not locked(self._lock, self._sleep_as_caller, helps):
+            return
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
             self._caller_wake.get(timeout=left)
         except queue.Empty:
             pass
 
+    def _sleep_as_caller(self, helps: bool) -> bool:
+        """Mark the caller asleep unless there is something to look at (then False)."""
+        if self._done or (helps and self._pending):
+            return False
+        self._caller_asleep = True
+        return True
+
     def _take(self, w: int) -> tuple[bool, Any]:
         self._finished.pop(w, None)
         self._taken[w] = self._sent[w]
         reply, self._replies[w] = self._replies[w], _EMPTY
         return reply
-
-
-def _joined(parts: list[tuple[bool, Any]]) -> tuple[bool, Any]:
-    """One reply from the parts of a shared step (those with something to say): its first
-    error, else every part's entries."""
-    if len(parts) < 2:
-        return parts[0] if parts else (True, NO_REPLY)
-    for ok, value in parts:
-        if not ok:
-            return False, value
-    return True, StepReply([entry for _, part in parts for entry in part.entries])
 
 
 def _moved(signal: Signal) -> Callable[[], bool]:

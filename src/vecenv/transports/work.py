@@ -7,9 +7,13 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["Share", "Signal", "spin_until"]
+from vecenv.infos import NO_REPLY, StepReply
+
+T = TypeVar("T")
+
+__all__ = ["Share", "Signal", "joined", "locked", "spin_until"]
 
 
 class Share:
@@ -98,3 +102,32 @@ def spin_until(condition: Callable[[], Any], seconds: float) -> bool:
                 return False
             check = now + CHECK_S
     return True
+
+
+def locked(lock: Any, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` holding ``lock`` (a ``threading.RLock``), released wherever an exception
+    that a signal handler raises lands, as it can in the main thread: a ``with`` block is not
+    enough, since the handler can run as ``__enter__`` returns, before the block that releases
+    the lock begins (CPython 3.14 checks for signals right after the call). So the acquire is
+    inside the ``try``, and two nested ``finally`` clauses release what this thread holds."""
+    try:
+        try:
+            lock.acquire()
+            return fn(*args)
+        finally:
+            if lock._is_owned():
+                lock.release()
+    finally:
+        if lock._is_owned():
+            lock.release()
+
+
+def joined(parts: list[tuple[bool, Any]]) -> tuple[bool, Any]:
+    """One reply from the parts of a shared step (those with something to say): its first
+    error, else every part's entries."""
+    if len(parts) < 2:
+        return parts[0] if parts else (True, NO_REPLY)
+    for ok, value in parts:
+        if not ok:
+            return False, value
+    return True, StepReply([entry for _, part in parts for entry in part.entries])
