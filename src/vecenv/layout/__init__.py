@@ -29,10 +29,10 @@ takes the least (``c`` an env's step, ``e`` vecenv's work per env, ``W`` groups)
 
 ``F`` and the crossings ``X`` come from :class:`MachineCosts` (``X_thread`` is measured only on
 a free-threaded Python with the GIL off: under the GIL threads never pay off for Python envs).
-Threads take envs from one queue, so beside busy programs they get the share of the cores their
-number earns. An env whose step mostly waits (sleep, I/O: CPU share below :data:`WAITING_SHARE`)
-may have more workers than cores. Within :data:`TIE` of the best, the simpler layout wins:
-serial, then thread, then process (isolated), then inline.
+Beside busy programs threads share what those leave, as processes do. An env whose step mostly
+waits (sleep, I/O: CPU share below :data:`WAITING_SHARE`) may have more workers than cores.
+Within :data:`TIE` of the best, the simpler layout wins: serial, then thread, then process
+(isolated), then inline.
 On a contended machine (other programs busy on half a core or more) each of the run's processes
 is predicted at its share of the cores, with a blocking wake-up each way, and serial stands
 unless a layout with workers beats it by :data:`~vecenv.layout.rule.CONTENDED_MARGIN`.

@@ -200,9 +200,10 @@ def _predict(
         for t in widths:
             if t < 2:
                 continue  # one thread is the serial layout with a hand-off
-            # threads take envs from one queue: beside busy programs they get the fair share
-            # of the cores their number earns, and no thread waits for a slower one
-            capacity = min(float(t), cores * t / (t + busy)) if busy else float(t)
+            # beside busy programs the scheduler leaves them their cores and the run's threads
+            # share the rest (measured: the busy env 1.01x serial beside one busy process on 2
+            # cores), however many threads there are; no thread waits for a slower one
+            capacity = min(float(t), max(cores - busy, cores / (1.0 + busy))) if busy else float(t)
             predicted[f"thread×{t}"] = costs.crossing("thread", t) + n * work / capacity
     for kind in ("process", "inline"):
         for w in widths if kind in allowed else ():
