@@ -12,7 +12,7 @@ Scenarios (``--scenario``, a comma list):
 
 - ``idle``: nothing else runs.
 - ``busy``: a busy Python process (``while True: pass``) started by this script runs beside,
-  in this session: under Linux's autogroups it competes with this run's threads one thread to
+  in the benchmark's Linux session: under Linux's autogroups it competes with this run's threads one thread to
   one, so the run's two threads get 4/3 of the two cores.
 - ``busy-own-session``: the same busy process in a session of its own (``setsid``): an autogroup
   of its own gets a whole core's weight whatever this run does, so the bound is 1.0x serial.
