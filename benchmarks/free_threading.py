@@ -12,8 +12,9 @@ Scenarios (``--scenario``, a comma list):
 
 - ``idle``: nothing else runs.
 - ``busy``: a busy Python process (``while True: pass``) started by this script runs beside,
-  in the benchmark's Linux session: under Linux's autogroups it competes with this run's threads one thread to
-  one, so the run's two threads get 4/3 of the two cores.
+  in the benchmark's Linux session: under Linux's autogroups it competes with this run's threads
+  one thread to one (a fair split would give the run's two threads 4/3 of the two cores; the
+  scheduler tends to leave the busy process a core of its own instead).
 - ``busy-own-session``: the same busy process in a session of its own (``setsid``): an autogroup
   of its own gets a whole core's weight whatever this run does, so the bound is 1.0x serial.
 - ``policy``: a policy in the loop (a numpy two-layer MLP on the observations, about as long as
