@@ -1,6 +1,8 @@
-"""The work a pool of threads shares: the envs of one step, dealt in blocks that a thread takes
-from its own end first and from the others' when it is done, and the bounded spinning wait of a
-thread that expects work in a moment."""
+"""What the thread backend's threads share: the envs of one step, dealt in blocks that a thread
+takes from its own end first and from the others' when it is done (:class:`Share`), the replies
+of a shared step joined into one (:func:`joined`), a counter to spin on (:class:`Signal`) and the
+bounded spinning wait (:func:`spin_until`), and a lock section that an interrupt in the main
+thread cannot leave held (:func:`locked`)."""
 
 from __future__ import annotations
 
