@@ -177,13 +177,14 @@ def _predict(
     """Predicted µs per batched step of each candidate layout (keys ``serial``, ``process×W``,
     ``inline×W``)."""
     work = probe.step_us + costs.per_env_us
+    # the busy programs keep their cores: this run's processes or threads share what is left, or
+    # at least one process's fair share
+    left = max(cores - busy, cores / (1.0 + busy)) if busy else math.inf
 
     def share(processes: int) -> float:  # of a core, for each of this run's busy processes
         if not busy:
             return 1.0
-        # the busy programs keep their cores: this run's processes share what is left, or at
-        # least one process's fair share (a sync step waits whenever one of them falls behind)
-        left = max(cores - busy, cores / (1.0 + busy))
+        # a sync step waits whenever one of them falls behind
         return min(1.0, left / max(1.0, processes * probe.cpu_share))
 
     if num_workers is not None:
@@ -200,11 +201,9 @@ def _predict(
         for t in widths:
             if t < 2:
                 continue  # one thread is the serial layout with a hand-off
-            # beside busy programs the scheduler leaves them their cores and the run's threads
-            # share the rest (measured: the busy env 1.01x serial beside one busy process on 2
-            # cores), however many threads there are; no thread waits for a slower one
-            capacity = min(float(t), max(cores - busy, cores / (1.0 + busy))) if busy else float(t)
-            predicted[f"thread×{t}"] = costs.crossing("thread", t) + n * work / capacity
+            # beside busy programs the run's threads get what is left too (measured: the busy
+            # env 1.01x serial beside one busy process on 2 cores); none waits for a slower one
+            predicted[f"thread×{t}"] = costs.crossing("thread", t) + n * work / min(float(t), left)
     for kind in ("process", "inline"):
         for w in widths if kind in allowed else ():
             if (kind == "inline" and w < 2) or (kind == "process" and w < 2 and "serial" in predicted):

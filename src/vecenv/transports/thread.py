@@ -41,7 +41,7 @@ from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
 from vecenv.transports.work import Share, Signal, joined, locked, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
-from vecenv.worker.commands import STEP_ALL, Command, GivenStep, Reset, Step
+from vecenv.worker.commands import Command, GivenStep, Reset, Step
 
 __all__ = ["ThreadTransport"]
 
@@ -291,21 +291,16 @@ class ThreadTransport(Transport):
             return command.run(group)
         # the group iterates its envs once: a generator that takes them from the share does
         share = self._shares[w]
-        if command is STEP_ALL:  # the common case, without building a call
-            try:
-                return group.step(share.taken_by(slot))
-            except Exception as exc:
-                error = exc
+        if type(command) is Reset:
+            run = partial(group.reset, command.seeds, command.options)
+        elif type(command) is GivenStep:
+            run = partial(group.step, given=command.given)
+        else:  # a Step: which envs is what the share was dealt
             run = group.step
-        else:
-            if type(command) is Reset:
-                run = partial(group.reset, command.seeds, command.options)
-            else:
-                run = partial(group.step, given=command.given if type(command) is GivenStep else None)
-            try:
-                return run(share.taken_by(slot))
-            except Exception as exc:
-                error = exc
+        try:
+            return run(share.taken_by(slot))
+        except Exception as exc:
+            error = exc
         while share:  # the other envs are stepped all the same, as in a group of their own
             try:
                 run(share.taken_by(slot))
@@ -411,10 +406,8 @@ class ThreadTransport(Transport):
     def _await_finish(self, deadline: float | None, helps: bool) -> None:
         """Wait until a group finishes (or, when the caller ``helps``, work is queued) or
         ``deadline``; a spurious return is harmless, the caller looks at the state again."""
-        work, progress = self._work, self._progress
-        queued, completed = work.value, progress.value
-        if self._done or (helps and self._pending) or (self.spin and spin_until(
-                lambda: progress.value != completed or (helps and work.value != queued), self.spin)):
+        moved = _moved(self._progress, self._work) if helps else _moved(self._progress)
+        if self._done or (helps and self._pending) or (self.spin and spin_until(moved, self.spin)):
             return
         if not locked(self._lock, self._sleep_as_caller, helps):
             return
@@ -438,7 +431,10 @@ class ThreadTransport(Transport):
         return reply
 
 
-def _moved(signal: Signal) -> Callable[[], bool]:
-    """Whether ``signal`` was bumped since this call."""
-    seen = signal.value
-    return lambda: signal.value != seen
+def _moved(*signals: Signal) -> Callable[[], bool]:
+    """Whether any of ``signals`` was bumped since this call."""
+    seen = [s.value for s in signals]
+    if len(signals) == 1:
+        (signal,), (value,) = signals, seen
+        return lambda: signal.value != value
+    return lambda: any(s.value != v for s, v in zip(signals, seen, strict=True))
