@@ -11,12 +11,12 @@ single-thread speed of a build without PGO cancels out (the table states it as Â
 Scenarios (``--scenario``, a comma list):
 
 - ``idle``: nothing else runs.
-- ``busy``: a busy Python process (``while True: pass``) started by this script runs beside,
-  in the benchmark's Linux session: under Linux's autogroups it competes with this run's threads
-  one thread to one (a fair split would give the run's two threads 4/3 of the two cores; the
-  scheduler tends to leave the busy process a core of its own instead).
-- ``busy-own-session``: the same busy process in a session of its own (``setsid``): an autogroup
-  of its own gets a whole core's weight whatever this run does, so the bound is 1.0x serial.
+- ``busy``: a busy Python process (``while True: pass``) started by this script runs beside, in
+  this run's autogroup: it competes with the run's threads one thread to one (a fair split would
+  give the run's two threads 4/3 of the two cores; the scheduler tends to leave the busy process
+  a core of its own instead).
+- ``busy-setsid``: the same busy process started with ``setsid``, so in an autogroup of its own,
+  which gets a whole core's weight whatever this run does: the bound is 1.0x serial.
 - ``policy``: a policy in the loop (a numpy two-layer MLP on the observations, about as long as
   a step of the envs); ``thread`` and ``process`` synchronous, and ``thread-b4`` /
   ``process-b4``: async batches of 4 of the 8 envs, the policy computing one half's actions
@@ -64,7 +64,7 @@ POLICY_CONTENDERS = {
     "process": dict(backend="process"),
     "process-b4": dict(backend="process", batch_size=4),
 }
-SCENARIOS = ("idle", "busy", "busy-own-session", "policy")
+SCENARIOS = ("idle", "busy", "busy-setsid", "policy")
 DEFAULT_ENVS = ("CartPole-v1", "vecenv/Busy-v0", "Pendulum-v1", "Acrobot-v1", "HalfCheetah-v5")
 
 
@@ -145,8 +145,8 @@ def measure(env_id: str, kwargs: dict, seconds: float, warmup: int, policy_us: f
         return steps / (time.perf_counter() - start)
 
 
-def _busy(own_session: bool) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=own_session)
+def _busy(setsid: bool) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=setsid)
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -167,7 +167,7 @@ def run(args: argparse.Namespace) -> dict:
             for r in range(args.rounds):
                 order = names[r % len(names):] + names[:r % len(names)]
                 for name in order:
-                    busy = _busy(scenario == "busy-own-session") if scenario.startswith("busy") else None
+                    busy = _busy(scenario == "busy-setsid") if scenario.startswith("busy") else None
                     try:
                         if busy is not None:
                             time.sleep(0.2)
