@@ -300,27 +300,27 @@ def test_a_handler_raising_as_sigint_is_put_back_still_lets_it_be_put_back(monke
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("cut", ["after_queueing", "counted_only", "in_a_claim"])
-@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("cut", ["after_queueing", "counted_only", "handed_to_no_helper", "before_its_part"])
+@pytest.mark.parametrize("groups", [1, 2, 4])
 def test_thread_interrupt_between_queueing_and_counting_is_healed_by_reset(cut, groups):
-    """A command queued (or only counted, or taken by the caller and never run) when an
-    interruption lands must not leave reset() waiting for a reply that can never come: reset
-    settles each group from what it really served."""
+    """A command queued (or only counted, or a shared step opened but handed to no helper, or
+    one the caller was cut from before stepping its part) when an interruption lands must not
+    leave reset() waiting for a reply that can never come: reset settles each group from what it
+    really served. ``groups=1, 2``: steps shared by the threads; ``4``: one env a group, queued."""
     with vecenv.make(_cartpole, 4, backend="thread", num_workers=2, groups=groups) as envs, \
             vecenv.make(_cartpole, 4, backend="serial") as ref:
         envs.reset(seed=3)
         transport = envs._transport
         last = groups - 1
-        if cut == "in_a_claim":  # the caller took a group, then was cut before running it
-            claim = transport._claim
+        if cut == "before_its_part":
+            run = transport._run
 
-            def cut_claim(who):
-                w = claim(who)
-                if w >= 0 and who == 0:
+            def cut_run(w, slot):
+                if slot == 0:
                     raise KeyboardInterrupt
-                return w
+                return run(w, slot)
 
-            transport._claim = cut_claim
+            transport._run = cut_run
         else:
             submit = transport.submit
 
@@ -329,6 +329,12 @@ def test_thread_interrupt_between_queueing_and_counting_is_healed_by_reset(cut, 
                     return submit(w, command)
                 if cut == "after_queueing":
                     submit(w, command)
+                elif cut == "handed_to_no_helper" and transport._shares[w].size > 1:
+                    transport._commands[w] = command  # submit() up to handing the step out
+                    transport._shared[w] = True
+                    transport._shares[w].deal(command.ids)
+                    transport._sent[w] += 1
+                    transport._crew[w] = []
                 else:  # the count moved, the command never reached the queue
                     transport._sent[w] += 1
                 raise KeyboardInterrupt
@@ -337,7 +343,7 @@ def test_thread_interrupt_between_queueing_and_counting_is_healed_by_reset(cut, 
         with pytest.raises(KeyboardInterrupt):
             envs.step(np.zeros(4, dtype=np.int64))
         transport.__dict__.pop("submit", None)
-        transport.__dict__.pop("_claim", None)
+        transport.__dict__.pop("_run", None)
         assert envs._flight.state in (CallState.INTERRUPTED, CallState.WAITING_STEP)
         assert_same(_rollout(envs, 5), _rollout(ref, 5))
         assert not any(transport.outstanding(w) for w in range(groups))

@@ -227,6 +227,45 @@ def test_errors_leave_threads_serving():
         assert len(_vecenv_threads()) == 1
 
 
+class _Held(GateEnv):
+    """Steps meet at ``barrier`` (so two threads are inside at once), then wait for ``release``."""
+
+    def __init__(self, barrier: threading.Barrier, release: threading.Event) -> None:
+        super().__init__(barrier)
+        self.release = release
+
+    def step(self, action):
+        result = super().step(action)
+        self.release.wait(10)
+        return result
+
+
+def test_a_step_a_busy_helper_has_not_started_is_taken_back():
+    """Two groups of two envs: the helper is held inside group 0's second env, so it cannot
+    start group 1's step, which waits in its mailbox; the caller steps all of group 1 itself and
+    takes the job back, then waits only for the helper's part of group 0."""
+    barrier, release = threading.Barrier(2, timeout=10), threading.Event()
+    fns = [lambda: GateEnv(barrier), lambda: _Held(barrier, release), GateEnv, GateEnv]
+    with vecenv.ThreadVectorEnv(fns, num_workers=2, groups=2) as envs:
+        envs.reset(seed=0)
+        timer = threading.Timer(0.3, release.set)
+        timer.start()
+        try:
+            obs, *_ = envs.step(np.zeros(4, int))
+        finally:
+            timer.cancel()
+            release.set()
+        assert obs[:, 0].tolist() == [1.0] * 4
+        me = threading.current_thread().name
+        stepped = envs.apply(lambda env: sorted(env.unwrapped.stepped_in))
+        assert stepped == [[me], ["vecenv-thread-1"], [me], [me]]
+        helper = envs._transport.helpers[0]
+        assert not helper.jobs and not helper.parts and helper.current == -1
+        for _ in range(20):  # and the groups go on as usual
+            obs, *_ = envs.step(np.zeros(4, int))
+        assert obs[:, 0].tolist() == [21.0] * 4
+
+
 @pytest.mark.parametrize("batch_size", [2, None])
 def test_a_caller_waiting_for_helpers_sleeps(batch_size):
     """While helpers step slow envs (async batches, or a wait with a timeout), the caller's

@@ -1,27 +1,39 @@
-"""Thread transport: env groups stepped by a pool of threads that take work from one queue.
+"""Thread transport: env groups stepped by a pool of threads.
 
 Data flow of one call (``T`` threads: the caller and ``T - 1`` helpers)::
 
+    whole-batch step or reset of a group (shared env by env):
+    engine ── submit(w, step) ──► share[w] (envs dealt in blocks) ──► helper.jobs (one each)
+                                       ▲  ▲                                │ the helper takes w
+    caller ── ready(ws): its part ─────┘  └──────── its part ◄─────────────┘
+       │      then waits for each helper's part, or takes back a job not started
+       └──► reply = every part joined
+
+    any other command (call, render, ... or async batches: one env a group):
     engine ── submit(w, command) ──► commands[w], pending ◄── claim ── helper threads
-                                        │                             (spin a moment, then sleep)
-    engine ◄── ready(ws) / fetch(w) ── caller                         │
-                 │  claims work itself while it waits                 ▼
+    engine ◄── ready(ws) / fetch(w) ── caller (claims work too while it waits)
                  └────────── finished (in the order groups finish) ◄── replies[w], served[w]
 
-A step (or reset) of a group is shared env by env: every thread that claims it takes the group's
-next env from one queue of env indices (:class:`~vecenv.transports.work.Share`) until none is
-left, so the core that is free does more of the work (on a machine where another program holds
-a core part of the time, the other thread takes over its share). Other commands (call, render,
-...) run whole on one thread. Each env is stepped by one thread at a time and writes straight
-into its row of the caller's batch buffers; what moves between threads is a command and a small
-reply.
+A step (or reset) of a group is shared env by env: every thread that takes part takes the
+group's next env from :class:`~vecenv.transports.work.Share` until none is left, its own block
+first, so the core that is free does more of the work (on a machine where another program holds
+a core part of the time, the other thread takes over its share). Each env is stepped by one
+thread at a time and writes straight into its row of the caller's batch buffers; what moves
+between threads is a group index and a small reply.
 
-With whole batches the caller steps envs itself while it waits, so a step needs no wake-up when
-helpers are asleep and none when they are quick: they spin for ``spin_us`` before they sleep, on
-a free-threaded Python only (under the GIL a spinning thread would keep it from the others), and
-stop spinning as soon as their core is taken by another thread
-(:func:`~vecenv.transports.work.spin_until`). With async batches only the helpers step, and the
-caller computes the next actions meanwhile.
+With whole batches (the engine waits for every group) such a step is handed to every helper in a
+mailbox of its own (``jobs``), and the caller steps envs of it too. No lock is taken on that
+path: on a free-threaded Python a lock that two threads take at once is handed over through
+the kernel, which costs more than a cheap env's step. A helper marks the job it takes as
+``current`` before it removes it from its mailbox, and posts its part when done; the caller,
+once no env is left, waits for each helper that took the job and takes back (atomically, from
+the mailbox) one that a helper has not started. Other commands go through one queue under a
+lock (``pending``), run whole by whichever thread claims them.
+
+Helpers spin for ``spin_us`` before they sleep, on a free-threaded Python only (under the GIL a
+spinning thread would keep it from the others), and stop spinning as soon as their core is taken
+by another thread (:func:`~vecenv.transports.work.spin_until`). With async batches only the
+helpers step, and the caller computes the next actions meanwhile.
 """
 
 from __future__ import annotations
@@ -52,6 +64,8 @@ _CALLER = 0
 _NAP = 0.1
 #: the reply slot of a group with nothing to hand over
 _EMPTY: tuple[bool, Any] = (True, None)
+#: a helper's part of a shared step it never started (the caller took the job back)
+_NOTHING: tuple[bool, Any] = (True, NO_REPLY)
 
 
 class _Build(NamedTuple):
@@ -67,6 +81,13 @@ class _Helper:
     def __init__(self, transport: ThreadTransport, index: int) -> None:
         self.slot = index
         self.wake: queue.SimpleQueue = queue.SimpleQueue()
+        #: shared steps handed to this helper (group indices), taken in order; the caller takes
+        #: back one the helper has not started (deque operations are atomic: no lock)
+        self.jobs: deque[int] = deque()
+        #: this helper's part of each shared step it took, by group
+        self.parts: dict[int, tuple[bool, Any]] = {}
+        #: the group whose shared step this helper is running now (-1: none)
+        self.current = -1
         self.thread = threading.Thread(target=transport.serve_forever, args=(self,),
                                        name=f"vecenv-thread-{index}", daemon=True)  # a hung env must not block exit
 
@@ -103,6 +124,10 @@ class ThreadTransport(Transport):
         self._taken: list[int] = []  # replies fetched
         self._runners: list[list[int]] = []  # threads running each group's command now
         self._shared: list[bool] = []  # whether each group's command is a step shared env by env
+        #: per group, while a shared step handed to every helper is open: the caller's parts
+        #: of it (None: no such step)
+        self._crew: list[list[tuple[bool, Any]] | None] = []
+        self._posted = False  # a helper posted its part of a shared step since the caller looked
         self._caller_in = -1  # the group the caller is running (-1: none)
         self._pending: deque[int] = deque()  # groups with work no thread took yet
         self._done: deque[int] = deque()  # groups that finished, in that order, not yet seen
@@ -124,6 +149,7 @@ class ThreadTransport(Transport):
         self.groups, self._commands, self._replies = [None] * g, [None] * g, [_EMPTY] * g
         self._parts, self._runners = [[] for _ in range(g)], [[] for _ in range(g)]
         self._shared = [False] * g
+        self._crew = [None] * g
         self._sent, self._served, self._taken = [0] * g, [0] * g, [0] * g
         threads = max(1, self.threads or 1)
         helpers = threads - 1 if self.whole_batches else threads  # see the class docstring
@@ -152,6 +178,7 @@ class ThreadTransport(Transport):
         locked(self._lock, self._stop)
         helpers, self.helpers = self.helpers, []
         for h in helpers:
+            h.jobs.clear()
             h.wake.put(None)
         self._caller_wake.put(None)  # a wait in another thread ends (ready() returns nothing)
         deadline = time.monotonic() + (5.0 if timeout is None else timeout)
@@ -159,7 +186,8 @@ class ThreadTransport(Transport):
             h.thread.join(max(0.0, deadline - time.monotonic()))
         groups, self.groups = self.groups, []
         for w, group in enumerate(groups):  # not one that a thread still runs
-            if group is not None and all(r == _CALLER for r in self._runners[w]):
+            if (group is not None and all(r == _CALLER for r in self._runners[w])
+                    and all(h.current != w for h in helpers)):
                 group.close()
         self._finished.clear()
 
@@ -183,6 +211,13 @@ class ThreadTransport(Transport):
         else:
             self._shared[worker] = False
         self._sent[worker] += 1
+        if self._shared[worker] and self.whole_batches:
+            self._crew[worker] = []
+            for h in self.helpers:
+                h.jobs.append(worker)
+            if self._sleepers:
+                self._wake_all()
+            return
         self._pending.append(worker)
         self._work.bump()
         if self._sleepers:  # a helper looks at the queue under the lock before it sleeps
@@ -202,6 +237,9 @@ class ThreadTransport(Transport):
         greedy = self.whole_batches
         # env code cannot be bounded: under a timeout the caller steps nothing while a helper can
         helps = not self.helpers or (self.whole_batches and timeout is None)
+        crew = self._crew
+        if any(crew[w] is not None for w in wanted):
+            self._serve_crews(wanted, helps, deadline)
         while True:
             found = None if greedy and self._pending and helps else self._finished_now(wanted)
             if found:
@@ -215,6 +253,71 @@ class ThreadTransport(Transport):
             if found or self._stopping or (deadline is not None and time.monotonic() >= deadline):
                 return found
             self._await_finish(deadline, helps)
+
+    def _serve_crews(self, wanted: Collection[int], helps: bool, deadline: float | None) -> None:
+        """Take part in the shared steps among ``wanted`` handed to every helper (when the
+        caller ``helps``), then wait until each is complete (or ``deadline``)."""
+        crew = self._crew
+        for w in wanted:
+            if helps and crew[w] is not None and self._shares[w]:
+                self._caller_part(w)
+        while True:
+            moved = _moved(self._progress)  # before looking: no post goes unseen
+            waiting = False
+            for w in wanted:
+                if crew[w] is not None and not self._crew_complete(w):
+                    waiting = True
+            if not waiting or self._stopping or (deadline is not None and time.monotonic() >= deadline):
+                return
+            self._finished_now(())  # what general work finished meanwhile is seen, not waited on
+            self._await_finish(deadline, False, moved)
+
+    def _caller_part(self, w: int) -> None:
+        """The caller steps envs of group ``w``'s shared step until none is left; a Ctrl-C
+        makes its part say the step was cut short, and gets through."""
+        parts = self._crew[w]
+        try:
+            parts.append((True, self._run(w, _CALLER)))  # type: ignore[union-attr]
+        except Exception as exc:
+            parts.append((False, exc))  # type: ignore[union-attr]
+        except BaseException as exc:
+            parts.append((False, self._cut_error(w, exc)))  # type: ignore[union-attr]
+            raise
+
+    def _crew_complete(self, w: int) -> bool:
+        """Whether group ``w``'s shared step is done: no env left to take, and every helper
+        either posted its part or never started (then the caller takes the job back). When it
+        is, its reply is made from every part and the group is finished."""
+        if self._shares[w]:
+            return False
+        helpers = self.helpers
+        for h in helpers:
+            if w in h.parts:
+                continue
+            try:
+                h.jobs.remove(w)  # atomic: either the helper takes the job or the caller does
+            except ValueError:
+                # the helper took it (and marked it current before), or an interruption in
+                # submit() left it unhanded; a part posted meanwhile is posted before current
+                # is cleared
+                if h.current == w:
+                    return False
+                if w in h.parts:
+                    continue
+            h.parts[w] = _NOTHING
+        parts = self._crew[w]
+        assert parts is not None
+        for h in helpers:
+            parts.append(h.parts.pop(w))
+        self._crew[w] = None
+        self._complete(w, joined([p for p in parts if not p[0] or p[1] is not NO_REPLY]))
+        return True
+
+    def _complete(self, w: int, reply: tuple[bool, Any]) -> None:
+        """Group ``w``'s command is done with ``reply``."""
+        self._replies[w] = reply
+        self._served[w] += 1
+        self._done.append(w)
 
     def fetch(self, worker: int) -> Any:
         ok, value = self._take(worker)
@@ -231,11 +334,22 @@ class ThreadTransport(Transport):
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
+            if self._crew[worker] is not None and not self._crew_dropped(worker):
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                self._await_finish(deadline, False)
+                continue
             if locked(self._lock, self._settled, worker):
                 return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             self._await_finish(deadline, False)
+
+    def _crew_dropped(self, w: int) -> bool:
+        """Drop what no thread took of group ``w``'s shared step; whether every helper is done
+        with it (then the step is finished, its reply to be dropped by :meth:`_settled`)."""
+        self._shares[w].clear()
+        return self._crew_complete(w)
 
     def _settled(self, worker: int) -> bool:
         """Drop what no thread started of ``worker``'s command; when no thread runs it any more,
@@ -323,17 +437,37 @@ class ThreadTransport(Transport):
 
     def _cut(self, w: int, exc: BaseException) -> None:
         """The caller left group ``w``'s command part-way (``exc`` cut it): that is its reply."""
-        cut = VecEnvError(f"worker {w}: its {type(self._commands[w]).__name__.lower()} was cut short by "
-                          f"{type(exc).__name__} in the calling thread; call reset()")
-        self._finish(w, _CALLER, (False, cut))
+        self._finish(w, _CALLER, (False, self._cut_error(w, exc)))
+
+    def _cut_error(self, w: int, exc: BaseException) -> VecEnvError:
+        return VecEnvError(f"worker {w}: its {type(self._commands[w]).__name__.lower()} was cut short by "
+                           f"{type(exc).__name__} in the calling thread; call reset()")
 
     def serve_forever(self, helper: _Helper) -> None:
         """A helper thread's loop: take queued work and run it until the transport closes.
         Whatever env code raises here, a ``SystemExit`` or ``KeyboardInterrupt`` included, is
         raised in the caller (by :meth:`fetch`), as if the caller had stepped that env."""
         me = helper.slot
-        pending = self._pending
+        pending, jobs = self._pending, helper.jobs
         while not self._stopping:
+            if jobs:
+                try:
+                    w = jobs[0]
+                    helper.current = w  # before the job leaves the mailbox (see _crew_complete)
+                    jobs.remove(w)
+                except (IndexError, ValueError):
+                    helper.current = -1
+                    continue  # the caller took it back
+                try:
+                    reply = (True, self._run(w, me))
+                except BaseException as exc:  # delivered by fetch(); the thread keeps serving
+                    reply = (False, exc)
+                with self._lock:
+                    wake = self._posted_by(helper, w, reply)
+                    helper.current = -1
+                if wake:
+                    self._caller_wake.put(None)
+                continue
             w = self._claim(me)
             if w >= 0:
                 try:
@@ -343,10 +477,10 @@ class ThreadTransport(Transport):
                 self._finish(w, me, reply)
                 continue
             moved = _moved(self._work)  # before looking at the queue: no bump goes unseen
-            if pending or (self.spin and spin_until(moved, self.spin)):
+            if pending or jobs or (self.spin and spin_until(lambda moved=moved: jobs or moved(), self.spin)):
                 continue
             with self._lock:  # a helper: no signal handler runs in its thread
-                if pending or self._stopping:
+                if pending or jobs or self._stopping:
                     continue
                 self._sleepers.append(helper)
             try:
@@ -386,6 +520,23 @@ class ThreadTransport(Transport):
         wake, self._caller_asleep = self._caller_asleep, False
         return wake
 
+    def _posted_by(self, helper: _Helper, w: int, reply: tuple[bool, Any]) -> bool:
+        """``helper`` posts its part of group ``w``'s shared step (under the lock); whether the
+        caller sleeps and must be woken."""
+        helper.parts[w] = reply
+        self._posted = True
+        self._progress.bump()
+        wake, self._caller_asleep = self._caller_asleep, False
+        return wake
+
+    def _wake_all(self) -> None:
+        for helper in locked(self._lock, self._pop_sleepers):
+            helper.wake.put(None)
+
+    def _pop_sleepers(self) -> list[_Helper]:
+        sleepers, self._sleepers = self._sleepers, []
+        return sleepers
+
     def _wake_one(self) -> None:
         helper = locked(self._lock, self._pop_sleeper)
         if helper is not None:
@@ -403,23 +554,28 @@ class ThreadTransport(Transport):
         sent, served, taken = self._sent, self._served, self._taken
         return [w for w in finished if w in wanted and taken[w] < sent[w] == served[w]]
 
-    def _await_finish(self, deadline: float | None, helps: bool) -> None:
-        """Wait until a group finishes (or, when the caller ``helps``, work is queued) or
-        ``deadline``; a spurious return is harmless, the caller looks at the state again."""
-        moved = _moved(self._progress, self._work) if helps else _moved(self._progress)
+    def _await_finish(self, deadline: float | None, helps: bool,
+                      moved: Callable[[], bool] | None = None) -> None:
+        """Wait until a group finishes or a helper posts its part of a shared step (or, when
+        the caller ``helps``, work is queued) or ``deadline``; a spurious return is harmless,
+        the caller looks at the state again. ``moved``: whether there was progress since the
+        caller last looked (default: since now)."""
+        if moved is None:
+            moved = _moved(self._progress, self._work) if helps else _moved(self._progress)
         if self._done or (helps and self._pending) or (self.spin and spin_until(moved, self.spin)):
             return
         if not locked(self._lock, self._sleep_as_caller, helps):
             return
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        left = _NAP if deadline is None else min(_NAP, max(0.0, deadline - time.monotonic()))
         try:
-            self._caller_wake.get(timeout=left)
+            self._caller_wake.get(timeout=left)  # every wake-up is posted; _NAP is a backstop
         except queue.Empty:
             pass
 
     def _sleep_as_caller(self, helps: bool) -> bool:
         """Mark the caller asleep unless there is something to look at (then False)."""
-        if self._done or (helps and self._pending):
+        if self._done or self._posted or (helps and self._pending):
+            self._posted = False
             return False
         self._caller_asleep = True
         return True
