@@ -215,6 +215,7 @@ class ThreadTransport(Transport):
             self._crew[worker] = []
             for h in self.helpers:
                 h.jobs.append(worker)
+            self._work.bump()  # what a spinning helper looks at
             if self._sleepers:
                 self._wake_all()
             return
@@ -477,7 +478,7 @@ class ThreadTransport(Transport):
                 self._finish(w, me, reply)
                 continue
             moved = _moved(self._work)  # before looking at the queue: no bump goes unseen
-            if pending or jobs or (self.spin and spin_until(lambda moved=moved: jobs or moved(), self.spin)):
+            if pending or jobs or (self.spin and spin_until(moved, self.spin)):
                 continue
             with self._lock:  # a helper: no signal handler runs in its thread
                 if pending or jobs or self._stopping:
