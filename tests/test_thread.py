@@ -152,6 +152,59 @@ def test_env_fn_error_ends_every_thread():
     assert not _vecenv_threads()
 
 
+class _Closing(GateEnv):
+    made: list[int] = []
+    closed: list[int] = []
+
+    def __init__(self, index: int, barrier: threading.Barrier) -> None:
+        barrier.wait()  # the two threads make envs at once
+        super().__init__()
+        self.index = index
+        _Closing.made.append(index)
+
+    def close(self) -> None:
+        _Closing.closed.append(self.index)
+
+
+def test_each_env_is_made_by_the_thread_that_steps_it():
+    """A shared group's envs are made by the threads that step them (each thread's block; the
+    barrier in the env_fn makes both threads make one at once), so their objects are that
+    thread's own."""
+    barrier, steps = threading.Barrier(2, timeout=10), threading.Barrier(2, timeout=10)
+
+    def make():
+        barrier.wait()
+        return GateEnv(steps)
+
+    with vecenv.ThreadVectorEnv([make] * 2, num_workers=2) as envs:
+        envs.reset(seed=0)
+        envs.step(np.zeros(2, int))
+        made = envs.apply(lambda env: env.unwrapped.made_in)
+        stepped = envs.apply(lambda env: sorted(env.unwrapped.stepped_in))
+        assert made == [threading.current_thread().name, "vecenv-thread-1"]
+        assert stepped == [[made[0]], [made[1]]]
+
+
+def test_an_env_fn_failing_in_a_shared_group_closes_the_envs_made_by_every_thread():
+    """Env 2 of 4 fails while both threads make envs (env 0 in your thread, env 2 in the
+    helper's, at once): the error names env 2 and env_fn(), as serial's would, no env is made
+    after it, and the envs made are closed."""
+    _Closing.made, _Closing.closed = [], []
+    barrier = threading.Barrier(2, timeout=10)
+
+    def broken():
+        barrier.wait()
+        raise OSError("no simulator")
+
+    fns = [lambda: _Closing(0, barrier), lambda: _Closing(1, barrier), broken, lambda: _Closing(3, barrier)]
+    with pytest.raises(vecenv.EnvError, match=r"env 2 .*OSError in env_fn\(\)") as info:
+        vecenv.ThreadVectorEnv(fns, num_workers=2)
+    assert info.value.worker == 0
+    assert _Closing.made == [0] and _Closing.closed == [0]
+    time.sleep(0.05)
+    assert not _vecenv_threads()
+
+
 def test_close_joins_threads_and_closes_every_env():
     closed = []
 

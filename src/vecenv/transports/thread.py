@@ -47,13 +47,14 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from vecenv.engine.transport import Transport
-from vecenv.errors import VecEnvError
+from vecenv.errors import EnvError, VecEnvError
 from vecenv.infos import NO_REPLY
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
 from vecenv.transports.work import Share, Signal, joined, locked, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
 from vecenv.worker.commands import Command, GivenStep, Reset, Step
+from vecenv.worker.group import built
 
 __all__ = ["ThreadTransport"]
 
@@ -73,6 +74,14 @@ class _Build(NamedTuple):
 
     env_fns: Sequence[Callable[[], Any]]
     start: int
+
+
+class _Made(NamedTuple):
+    """One thread's part of building a shared group: the envs it made, by local index, and the
+    first env_fn that failed (its index and exception), if one did."""
+
+    envs: dict[int, Any]
+    failure: tuple[int, Exception] | None
 
 
 class _Helper:
@@ -208,6 +217,9 @@ class ThreadTransport(Transport):
         if (kind is Step or kind is GivenStep or kind is Reset) and share.size > 1:
             self._shared[worker] = True
             share.deal(command.ids)  # type: ignore[union-attr,arg-type]
+        elif kind is _Build and share.size > 1 and self.whole_batches:
+            self._shared[worker] = True  # each env made by the thread that will step it
+            share.deal(None)
         else:
             self._shared[worker] = False
         self._sent[worker] += 1
@@ -239,8 +251,10 @@ class ThreadTransport(Transport):
         # env code cannot be bounded: under a timeout the caller steps nothing while a helper can
         helps = not self.helpers or (self.whole_batches and timeout is None)
         crew = self._crew
-        if any(crew[w] is not None for w in wanted):
-            self._serve_crews(wanted, helps, deadline)
+        for w in wanted:
+            if crew[w] is not None:
+                self._serve_crews(wanted, helps, deadline)
+                break
         while True:
             found = None if greedy and self._pending and helps else self._finished_now(wanted)
             if found:
@@ -296,6 +310,8 @@ class ThreadTransport(Transport):
             if w in h.parts:
                 continue
             try:
+                if w not in h.jobs:  # (looked at first: a failed remove raises, which is slow)
+                    raise ValueError
                 h.jobs.remove(w)  # atomic: either the helper takes the job or the caller does
             except ValueError:
                 # the helper took it (and marked it current before), or an interruption in
@@ -311,7 +327,10 @@ class ThreadTransport(Transport):
         for h in helpers:
             parts.append(h.parts.pop(w))
         self._crew[w] = None
-        self._complete(w, joined([p for p in parts if not p[0] or p[1] is not NO_REPLY]))
+        if type(self._commands[w]) is _Build:
+            self._complete(w, self._made_group(w, parts))
+        else:
+            self._complete(w, joined([p for p in parts if not p[0] or p[1] is not NO_REPLY]))
         return True
 
     def _complete(self, w: int, reply: tuple[bool, Any]) -> None:
@@ -399,8 +418,10 @@ class ThreadTransport(Transport):
     def _run(self, w: int, slot: int) -> Any:
         command = self._commands[w]
         if type(command) is _Build:
-            built = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode)
-            return built.describe()
+            if self._shared[w]:
+                return self._make_part(w, command, slot)
+            made = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode)
+            return made.describe()
         group: Any = self.groups[w]
         if not self._shared[w]:
             return command.run(group)
@@ -422,6 +443,48 @@ class ThreadTransport(Transport):
             except Exception:
                 pass  # the first error is the one reported
         raise error
+
+    def _make_part(self, w: int, command: _Build, slot: int) -> _Made:
+        """Thread ``slot`` makes the envs of group ``w`` it takes from the share (its own block
+        first: the envs it will step), until none is left or an env_fn fails."""
+        share, made = self._shares[w], {}
+        for j in share.taken_by(slot):
+            try:
+                made[j] = built(command.env_fns[j]())
+            except Exception as exc:
+                share.clear()  # the group cannot be built: the others stop making envs
+                return _Made(made, (j, exc))
+        return _Made(made, None)
+
+    def _made_group(self, w: int, parts: list[tuple[bool, Any]]) -> tuple[bool, Any]:
+        """Group ``w`` from every thread's part of making its envs: its envs' descriptions, or
+        the first error (an env_fn's, named as :class:`EnvGroup` names it) with every env made
+        closed again."""
+        command = self._commands[w]
+        made: dict[int, Any] = {}
+        failures, errors = [], []
+        for ok, part in parts:
+            if not ok:
+                errors.append(part)
+            elif part is not NO_REPLY:
+                made.update(part.envs)
+                if part.failure is not None:
+                    failures.append(part.failure)
+        if not errors and not failures:
+            group = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode,
+                                              envs=[made[j] for j in range(len(command.env_fns))])
+            return True, group.describe()
+        for env in made.values():
+            try:
+                env.close()
+            except Exception:
+                pass
+        if errors:
+            return False, errors[0]
+        j, exc = min(failures, key=lambda failure: failure[0])  # the one serial would meet first
+        error = EnvError.from_exception(exc, command.start + j, w, "env_fn()")
+        error.__cause__ = exc
+        return False, error
 
     def _serve_here(self, w: int) -> None:
         """Run (a share of) group ``w``'s command in the caller's thread, where a Ctrl-C must

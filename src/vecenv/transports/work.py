@@ -47,21 +47,19 @@ class Share:
             q.clear()
 
     def taken_by(self, slot: int) -> Iterator[int]:
-        """The envs thread ``slot`` steps, each taken by one atomic deque operation."""
+        """The envs thread ``slot`` steps, each taken by one atomic deque operation (another
+        thread may take the last one between looking and taking: then that queue is done)."""
         queues = self.queues
-        take = queues[slot].popleft
-        try:
-            while True:
-                yield take()
-        except IndexError:
-            pass
-        for k in range(1, len(queues)):
-            steal = queues[(slot + k) % len(queues)].pop
-            try:
-                while True:
-                    yield steal()
-            except IndexError:
-                pass
+        count = len(queues)
+        for k in range(count):
+            q = queues[(slot + k) % count]
+            take = q.pop if k else q.popleft  # its own block from the front, others' from the back
+            while q:
+                try:
+                    j = take()
+                except IndexError:
+                    break
+                yield j
 
 
 class Signal:

@@ -22,7 +22,7 @@ from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import COMMANDS, Command, EnvIds
 from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
 
-__all__ = ["EnvDescription", "EnvGroup"]
+__all__ = ["EnvDescription", "EnvGroup", "built"]
 
 _NEXT = AutoresetMode.NEXT_STEP
 _SAME = AutoresetMode.SAME_STEP
@@ -42,7 +42,7 @@ def _get_attr(env: Any, name: str) -> Any:
     return getter(name) if getter is not None else getattr(env, name)
 
 
-def _built(env: Any) -> Any:
+def built(env: Any) -> Any:
     """``env`` when it is a gymnasium Env, else a TypeError saying what the env_fn returned."""
     if not isinstance(env, gym.Env):
         got = "None" if env is None else f"an object of type {type(env).__qualname__} ({_short(env)})"
@@ -86,6 +86,8 @@ class EnvGroup:
             env's failure (an :class:`EnvError`, restarted under ``on_error="restart"``) instead
             of letting it end the caller. For worker processes, which ignore SIGINT: there, such
             an exception is the env's own. In the caller's process a Ctrl-C must get through.
+        envs: the envs, already made from ``env_fns`` (the thread backend has each made by the
+            thread that steps it, whose objects they then are); ``None``: made here, in order.
 
     Whatever an env does wrong is its failure, reported as an :class:`EnvError` naming the env
     and the method: an exception, an env_fn that returns something other than an Env, an
@@ -100,6 +102,7 @@ class EnvGroup:
         worker: int,
         autoreset_mode: AutoresetMode,
         contain_exits: bool = False,
+        envs: Sequence[Any] | None = None,
     ) -> None:
         # what counts as an env's failure (an ``except`` clause evaluates this only on an error)
         self._catch: type[BaseException] | tuple[type[BaseException], ...] = (Exception, SystemExit, KeyboardInterrupt) if contain_exits else Exception
@@ -109,10 +112,10 @@ class EnvGroup:
         self.env_fns = list(env_fns)
         self.on_error = "raise"
         self._budget = RestartBudget()
-        self.envs: list[Any] = []
-        for j, fn in enumerate(env_fns):
+        self.envs: list[Any] = [] if envs is None else list(envs)
+        for j, fn in enumerate(env_fns if envs is None else ()):
             try:
-                self.envs.append(_built(fn()))
+                self.envs.append(built(fn()))
             except self._catch as exc:
                 self.close()
                 raise self._error(j, "env_fn()", exc) from exc
@@ -163,7 +166,7 @@ class EnvGroup:
         except self._catch:
             pass
         try:
-            self.envs[j] = _built(self.env_fns[j]())
+            self.envs[j] = built(self.env_fns[j]())
         except self._catch as exc2:
             raise self._error(j, "env_fn() while restarting", exc2) from exc2
         return f"{err.exc_type}: {err.exc_message}"
