@@ -418,3 +418,14 @@ def test_version_prints_on_stdout_and_exits_0(capsys):
     done = subprocess.run([sys.executable, "-m", "vecenv", "--version"], capture_output=True,
                           text=True, timeout=60)
     assert (done.returncode, done.stdout, done.stderr) == (0, f"vecenv {vecenv.__version__}\n", "")
+
+
+@pytest.mark.timeout(120)
+def test_thread_ceiling_measures_every_mode_against_serial():
+    """benchmarks/thread_ceiling.py (cut down here) steps every mode and prints each one's
+    median against serial, serial itself at 1.00x."""
+    done = _script("thread_ceiling.py", "--steps", "5", "--rounds", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+    assert set(rows) == {"serial", "free", "lockstep", "lockstep-own", "lockstep-event"}
+    assert "1.00x serial" in rows["serial"]
