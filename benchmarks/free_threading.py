@@ -22,6 +22,11 @@ Scenarios (``--scenario``, a comma list):
   ``process-b4``: async batches of 4 of the 8 envs, the policy computing one half's actions
   while the helpers step the other half.
 
+numpy's BLAS runs on one thread here (``OPENBLAS_NUM_THREADS`` and the like default to 1; set
+them to change that): the policy's matrix products are small, and BLAS threads that spin after
+each product compete with the env threads for the same two cores (with 2 BLAS threads the
+policy scenario measured async batches at 0.5-0.75x serial on the busy env, 1.44x with one).
+
 Contenders: ``serial``, ``thread`` (default threads), ``process`` (default workers),
 ``inline``. Each scenario runs ``--rounds`` interleaved rounds (every contender once per round,
 the order rotating); a measurement builds the vector env, resets it (seed 0), steps ``--warmup``
@@ -43,12 +48,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-import numpy as np
+for _blas in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # before numpy loads
+    os.environ.setdefault(_blas, "1")
 
-import vecenv
-from vecenv.bench import envs as _registers_busy  # noqa: F401  (vecenv/Busy-v0)
-from vecenv.system import gil_enabled
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+
+import vecenv  # noqa: E402
+from vecenv.bench import envs as _registers_busy  # noqa: E402, F401  (vecenv/Busy-v0)
+from vecenv.system import gil_enabled  # noqa: E402
 
 N = 8
 CONTENDERS = {
