@@ -309,19 +309,19 @@ class ThreadTransport(Transport):
         for h in helpers:
             if w in h.parts:
                 continue
-            try:
-                if w not in h.jobs:  # (looked at first: a failed remove raises, which is slow)
-                    raise ValueError
-                h.jobs.remove(w)  # atomic: either the helper takes the job or the caller does
-            except ValueError:
-                # the helper took it (and marked it current before), or an interruption in
-                # submit() left it unhanded; a part posted meanwhile is posted before current
-                # is cleared
-                if h.current == w:
-                    return False
-                if w in h.parts:
+            if w in h.jobs:  # looked at first: a remove that fails raises, which is slow
+                try:
+                    h.jobs.remove(w)  # atomic: either the helper takes the job or the caller does
+                    h.parts[w] = _NOTHING
                     continue
-            h.parts[w] = _NOTHING
+                except ValueError:
+                    pass
+            # the helper took it (and marked it current before), or an interruption in submit()
+            # left it unhanded; a part posted meanwhile is posted before current is cleared
+            if h.current == w:
+                return False
+            if w not in h.parts:
+                h.parts[w] = _NOTHING
         parts = self._crew[w]
         assert parts is not None
         for h in helpers:
