@@ -178,8 +178,9 @@ class ThreadTransport(Transport):
         return [d for _, described in results for d in described]
 
     def attach(self, buffers: StepBuffers) -> None:
-        # every group is idle; the lock taken to claim the next command orders this write before
-        # the thread that runs it reads it
+        # every group is idle; taking the next command (under the lock, or out of a mailbox,
+        # whose operations hold the deque's own lock) orders this write before the thread that
+        # runs it reads it
         for group, (start, stop) in zip(self.groups, self.partition, strict=True):
             group.attach(buffers.rows(start, stop))  # type: ignore[union-attr]
 
