@@ -54,7 +54,7 @@ from vecenv.system import gil_enabled
 from vecenv.transports.work import Share, Signal, joined, locked, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
 from vecenv.worker.commands import Command, GivenStep, Reset, Step
-from vecenv.worker.group import built
+from vecenv.worker.group import MadeEnvs, close_envs, make_envs
 
 __all__ = ["ThreadTransport"]
 
@@ -74,14 +74,6 @@ class _Build(NamedTuple):
 
     env_fns: Sequence[Callable[[], Any]]
     start: int
-
-
-class _Made(NamedTuple):
-    """One thread's part of building a shared group: the envs it made, by local index, and the
-    first env_fn that failed (its index and exception), if one did."""
-
-    envs: dict[int, Any]
-    failure: tuple[int, Exception] | None
 
 
 class _Helper:
@@ -445,47 +437,31 @@ class ThreadTransport(Transport):
                 pass  # the first error is the one reported
         raise error
 
-    def _make_part(self, w: int, command: _Build, slot: int) -> _Made:
+    def _make_part(self, w: int, command: _Build, slot: int) -> MadeEnvs:
         """Thread ``slot`` makes the envs of group ``w`` it takes from the share (its own block
         first: the envs it will step), until none is left or an env_fn fails."""
-        share, made = self._shares[w], {}
-        for j in share.taken_by(slot):
-            try:
-                made[j] = built(command.env_fns[j]())
-            except Exception as exc:
-                share.clear()  # the group cannot be built: the others stop making envs
-                return _Made(made, (j, exc))
-        return _Made(made, None)
+        share = self._shares[w]
+        part = make_envs(command.env_fns, share.taken_by(slot))
+        if part.failure is not None:
+            share.clear()  # the group cannot be built: the others stop making envs
+        return part
 
     def _made_group(self, w: int, parts: list[tuple[bool, Any]]) -> tuple[bool, Any]:
         """Group ``w`` from every thread's part of making its envs: its envs' descriptions, or
-        the first error (an env_fn's, named as :class:`EnvGroup` names it) with every env made
-        closed again."""
+        the first error, with every env made closed again."""
         command = self._commands[w]
-        made: dict[int, Any] = {}
-        failures, errors = [], []
-        for ok, part in parts:
-            if not ok:
-                errors.append(part)
-            elif part is not NO_REPLY:
-                made.update(part.envs)
-                if part.failure is not None:
-                    failures.append(part.failure)
-        if not errors and not failures:
-            group = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode,
-                                              envs=[made[j] for j in range(len(command.env_fns))])
-            return True, group.describe()
-        for env in made.values():
-            try:
-                env.close()
-            except Exception:
-                pass
-        if errors:
+        made = [part for ok, part in parts if ok and part is not NO_REPLY]
+        errors = [part for ok, part in parts if not ok]
+        if errors:  # a thread was cut short (or a helper raised SystemExit and the like)
+            for part in made:
+                close_envs(part.envs.values())
             return False, errors[0]
-        j, exc = min(failures, key=lambda failure: failure[0])  # the one serial would meet first
-        error = EnvError.from_exception(exc, command.start + j, w, "env_fn()")
-        error.__cause__ = exc
-        return False, error
+        try:
+            group = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode,
+                                              made=made)
+        except EnvError as exc:  # an env_fn failed: every env made is closed
+            return False, exc
+        return True, group.describe()
 
     def _serve_here(self, w: int) -> None:
         """Run (a share of) group ``w``'s command in the caller's thread, where a Ctrl-C must

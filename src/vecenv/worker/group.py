@@ -8,7 +8,7 @@ back. Stepping, autoreset and info collection therefore live here and nowhere el
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -22,7 +22,7 @@ from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import COMMANDS, Command, EnvIds
 from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
 
-__all__ = ["EnvDescription", "EnvGroup", "built"]
+__all__ = ["EnvDescription", "EnvGroup", "MadeEnvs", "close_envs", "make_envs"]
 
 _NEXT = AutoresetMode.NEXT_STEP
 _SAME = AutoresetMode.SAME_STEP
@@ -42,12 +42,43 @@ def _get_attr(env: Any, name: str) -> Any:
     return getter(name) if getter is not None else getattr(env, name)
 
 
-def built(env: Any) -> Any:
+def _built(env: Any) -> Any:
     """``env`` when it is a gymnasium Env, else a TypeError saying what the env_fn returned."""
     if not isinstance(env, gym.Env):
         got = "None" if env is None else f"an object of type {type(env).__qualname__} ({_short(env)})"
         raise TypeError(f"env_fn returned {got}, expected a gymnasium.Env")
     return env
+
+
+class MadeEnvs(NamedTuple):
+    """Envs made from a group's env_fns, by local index, and the first env_fn that failed (its
+    index and exception), if one did."""
+
+    envs: dict[int, Any]
+    failure: tuple[int, BaseException] | None
+
+
+def make_envs(
+    env_fns: Sequence[Callable[[], Any]], ids: Iterable[int],
+    catch: type[BaseException] | tuple[type[BaseException], ...] = Exception,
+) -> MadeEnvs:
+    """Make the envs ``ids`` (local indices, in the order given) until one of them fails."""
+    made: dict[int, Any] = {}
+    for j in ids:
+        try:
+            made[j] = _built(env_fns[j]())
+        except catch as exc:
+            return MadeEnvs(made, (j, exc))
+    return MadeEnvs(made, None)
+
+
+def close_envs(envs: Iterable[Any], catch: type[BaseException] | tuple[type[BaseException], ...] = Exception) -> None:
+    """Close every env, even when one of them fails to close."""
+    for env in envs:
+        try:
+            env.close()
+        except catch:
+            pass
 
 
 def _check_info(info: Any) -> None:
@@ -86,8 +117,10 @@ class EnvGroup:
             env's failure (an :class:`EnvError`, restarted under ``on_error="restart"``) instead
             of letting it end the caller. For worker processes, which ignore SIGINT: there, such
             an exception is the env's own. In the caller's process a Ctrl-C must get through.
-        envs: the envs, already made from ``env_fns`` (the thread backend has each made by the
-            thread that steps it, whose objects they then are); ``None``: made here, in order.
+        made: the envs, already made from ``env_fns`` in parts (the thread backend has each made
+            by the thread that steps it, whose objects they then are); ``None``: made here, in
+            order. Either way a failed env_fn closes every env made and is raised for the
+            lowest index that failed, the one making them in order meets first.
 
     Whatever an env does wrong is its failure, reported as an :class:`EnvError` naming the env
     and the method: an exception, an env_fn that returns something other than an Env, an
@@ -102,7 +135,7 @@ class EnvGroup:
         worker: int,
         autoreset_mode: AutoresetMode,
         contain_exits: bool = False,
-        envs: Sequence[Any] | None = None,
+        made: Sequence[MadeEnvs] | None = None,
     ) -> None:
         # what counts as an env's failure (an ``except`` clause evaluates this only on an error)
         self._catch: type[BaseException] | tuple[type[BaseException], ...] = (Exception, SystemExit, KeyboardInterrupt) if contain_exits else Exception
@@ -112,13 +145,15 @@ class EnvGroup:
         self.env_fns = list(env_fns)
         self.on_error = "raise"
         self._budget = RestartBudget()
-        self.envs: list[Any] = [] if envs is None else list(envs)
-        for j, fn in enumerate(env_fns if envs is None else ()):
-            try:
-                self.envs.append(built(fn()))
-            except self._catch as exc:
-                self.close()
-                raise self._error(j, "env_fn()", exc) from exc
+        if made is None:
+            made = [make_envs(self.env_fns, range(len(self.env_fns)), self._catch)]
+        envs = {j: env for part in made for j, env in part.envs.items()}
+        self.envs: list[Any] = [envs[j] for j in sorted(envs)]
+        failures = [part.failure for part in made if part.failure is not None]
+        if failures:
+            self.close()
+            j, exc = min(failures, key=lambda failure: failure[0])
+            raise self._error(j, "env_fn()", exc) from exc
         self.buffers: StepBuffers | None = None
         self.ship_objects = False
         #: where a step's infos go first, written in place like observations: ``sink(j, info)``
@@ -166,7 +201,7 @@ class EnvGroup:
         except self._catch:
             pass
         try:
-            self.envs[j] = built(self.env_fns[j]())
+            self.envs[j] = _built(self.env_fns[j]())
         except self._catch as exc2:
             raise self._error(j, "env_fn() while restarting", exc2) from exc2
         return f"{err.exc_type}: {err.exc_message}"
@@ -344,11 +379,7 @@ class EnvGroup:
 
     def close(self) -> None:
         """Close every env, even when one of them fails to close."""
-        for env in self.envs:
-            try:
-                env.close()
-            except self._catch:
-                pass
+        close_envs(self.envs, self._catch)
         self.envs = []
 
     # ----------------------------------------------------------------- dispatch
