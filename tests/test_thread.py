@@ -312,8 +312,8 @@ def test_a_step_a_busy_helper_has_not_started_is_taken_back():
         me = threading.current_thread().name
         stepped = envs.apply(lambda env: sorted(env.unwrapped.stepped_in))
         assert stepped == [[me], ["vecenv-thread-1"], [me], [me]]
-        helper = envs._transport.helpers[0]
-        assert not helper.jobs and not helper.parts and helper.current == -1
+        mailbox = envs._transport.helpers[0].mailbox
+        assert not mailbox.jobs and not mailbox.parts and mailbox.current == -1
         for _ in range(20):  # and the groups go on as usual
             obs, *_ = envs.step(np.zeros(4, int))
         assert obs[:, 0].tolist() == [21.0] * 4
@@ -397,3 +397,22 @@ def test_a_lock_taken_through_locked_is_released_wherever_an_interrupt_lands():
         locked(plain, lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
     assert plain.acquire(blocking=False)
     plain.release()
+
+
+def test_a_mailbox_job_goes_to_the_helper_or_back_to_the_caller_never_both():
+    """The whole-batch hand-over's rule, one side at a time: a job not taken is taken back; one
+    the helper took is waited for until it posts; one never handed (an interruption between)
+    is not waited for."""
+    from vecenv.transports.work import Mailbox
+
+    box = Mailbox()
+    box.hand(0)
+    assert box.done_with(0) and box.collect(0)[0] and not box.jobs  # taken back
+    assert box.take() == -1  # the helper finds nothing
+    box.hand(1)
+    assert box.take() == 1 and box.current == 1
+    assert not box.done_with(1)  # the helper runs it
+    box.post(1, (True, "part"))
+    assert box.current == -1 and box.done_with(1) and box.collect(1) == (True, "part")
+    assert box.done_with(2) and box.collect(2)[0]  # never handed
+    assert not box.parts and not box.jobs

@@ -3,7 +3,7 @@
 Data flow of one call (``T`` threads: the caller and ``T - 1`` helpers)::
 
     whole-batch step or reset of a group (shared env by env):
-    engine ── submit(w, step) ──► share[w] (envs dealt in blocks) ──► helper.jobs (one each)
+    engine ── submit(w, step) ──► share[w] (envs dealt in blocks) ──► helper.mailbox (one each)
                                        ▲  ▲                                │ the helper takes w
     caller ── ready(ws): its part ─────┘  └──────── its part ◄─────────────┘
        │      then waits for each helper's part, or takes back a job not started
@@ -22,11 +22,10 @@ thread at a time and writes straight into its row of the caller's batch buffers;
 between threads is a group index and a small reply.
 
 With whole batches (the engine waits for every group) such a step is handed to every helper in a
-mailbox of its own (``jobs``), and the caller steps envs of it too. No lock is taken on that
-path: on a free-threaded Python a lock that two threads take at once is handed over through
-the kernel, which costs more than a cheap env's step. A helper marks the job it takes as
-``current`` before it removes it from its mailbox, and posts its part when done; the caller,
-once no env is left, waits for each helper that took the job and takes back (atomically, from
+mailbox of its own (:class:`~vecenv.transports.work.Mailbox`), and the caller steps envs of it
+too. No lock is taken on that path: on a free-threaded Python a lock that two threads take at
+once is handed over through the kernel, which costs more than a cheap env's step. Once no env
+is left, the caller waits for each helper that took the job and takes back (atomically, from
 the mailbox) one that a helper has not started. Other commands go through one queue under a
 lock (``pending``), run whole by whichever thread claims them.
 
@@ -51,7 +50,7 @@ from vecenv.errors import EnvError, VecEnvError
 from vecenv.infos import NO_REPLY
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
-from vecenv.transports.work import Share, Signal, joined, locked, spin_until
+from vecenv.transports.work import Mailbox, Share, Signal, joined, locked, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
 from vecenv.worker.commands import Command, GivenStep, Reset, Step
 from vecenv.worker.group import MadeEnvs, close_envs, make_envs
@@ -65,8 +64,6 @@ _CALLER = 0
 _NAP = 0.1
 #: the reply slot of a group with nothing to hand over
 _EMPTY: tuple[bool, Any] = (True, None)
-#: a helper's part of a shared step it never started (the caller took the job back)
-_NOTHING: tuple[bool, Any] = (True, NO_REPLY)
 
 
 class _Build(NamedTuple):
@@ -82,13 +79,7 @@ class _Helper:
     def __init__(self, transport: ThreadTransport, index: int) -> None:
         self.slot = index
         self.wake: queue.SimpleQueue = queue.SimpleQueue()
-        #: shared steps handed to this helper (group indices), taken in order; the caller takes
-        #: back one the helper has not started (deque operations are atomic: no lock)
-        self.jobs: deque[int] = deque()
-        #: this helper's part of each shared step it took, by group
-        self.parts: dict[int, tuple[bool, Any]] = {}
-        #: the group whose shared step this helper is running now (-1: none)
-        self.current = -1
+        self.mailbox = Mailbox()  # the whole-batch steps handed to it
         self.thread = threading.Thread(target=transport.serve_forever, args=(self,),
                                        name=f"vecenv-thread-{index}", daemon=True)  # a hung env must not block exit
 
@@ -180,7 +171,7 @@ class ThreadTransport(Transport):
         locked(self._lock, self._stop)
         helpers, self.helpers = self.helpers, []
         for h in helpers:
-            h.jobs.clear()
+            h.mailbox.clear()
             h.wake.put(None)
         self._caller_wake.put(None)  # a wait in another thread ends (ready() returns nothing)
         deadline = time.monotonic() + (5.0 if timeout is None else timeout)
@@ -189,7 +180,7 @@ class ThreadTransport(Transport):
         groups, self.groups = self.groups, []
         for w, group in enumerate(groups):  # not one that a thread still runs
             if (group is not None and all(r == _CALLER for r in self._runners[w])
-                    and all(h.current != w for h in helpers)):
+                    and all(h.mailbox.current != w for h in helpers)):
                 group.close()
         self._finished.clear()
 
@@ -219,7 +210,7 @@ class ThreadTransport(Transport):
         if self._shared[worker] and self.whole_batches:
             self._crew[worker] = []
             for h in self.helpers:
-                h.jobs.append(worker)
+                h.mailbox.hand(worker)
             self._work.bump()  # what a spinning helper looks at
             if self._sleepers:
                 self._wake_all()
@@ -299,26 +290,11 @@ class ThreadTransport(Transport):
         if self._shares[w]:
             return False
         helpers = self.helpers
-        for h in helpers:
-            if w in h.parts:
-                continue
-            if w in h.jobs:  # looked at first: a remove that fails raises, which is slow
-                try:
-                    h.jobs.remove(w)  # atomic: either the helper takes the job or the caller does
-                    h.parts[w] = _NOTHING
-                    continue
-                except ValueError:
-                    pass
-            # the helper took it (and marked it current before), or an interruption in submit()
-            # left it unhanded; a part posted meanwhile is posted before current is cleared
-            if h.current == w:
-                return False
-            if w not in h.parts:
-                h.parts[w] = _NOTHING
+        if not all(h.mailbox.done_with(w) for h in helpers):
+            return False
         parts = self._crew[w]
         assert parts is not None
-        for h in helpers:
-            parts.append(h.parts.pop(w))
+        parts += [h.mailbox.collect(w) for h in helpers]
         self._crew[w] = None
         if type(self._commands[w]) is _Build:
             self._complete(w, self._made_group(w, parts))
@@ -489,23 +465,19 @@ class ThreadTransport(Transport):
         Whatever env code raises here, a ``SystemExit`` or ``KeyboardInterrupt`` included, is
         raised in the caller (by :meth:`fetch`), as if the caller had stepped that env."""
         me = helper.slot
-        pending, jobs = self._pending, helper.jobs
+        pending, mailbox = self._pending, helper.mailbox
+        jobs = mailbox.jobs
         while not self._stopping:
             if jobs:
-                try:
-                    w = jobs[0]
-                    helper.current = w  # before the job leaves the mailbox (see _crew_complete)
-                    jobs.remove(w)
-                except (IndexError, ValueError):
-                    helper.current = -1
+                w = mailbox.take()
+                if w < 0:
                     continue  # the caller took it back
                 try:
                     reply = (True, self._run(w, me))
                 except BaseException as exc:  # delivered by fetch(); the thread keeps serving
                     reply = (False, exc)
                 with self._lock:
-                    wake = self._posted_by(helper, w, reply)
-                    helper.current = -1
+                    wake = self._posted_by(mailbox, w, reply)
                 if wake:
                     self._caller_wake.put(None)
                 continue
@@ -561,10 +533,10 @@ class ThreadTransport(Transport):
         wake, self._caller_asleep = self._caller_asleep, False
         return wake
 
-    def _posted_by(self, helper: _Helper, w: int, reply: tuple[bool, Any]) -> bool:
-        """``helper`` posts its part of group ``w``'s shared step (under the lock); whether the
+    def _posted_by(self, mailbox: Mailbox, w: int, reply: tuple[bool, Any]) -> bool:
+        """A helper posts its part of group ``w``'s shared step (under the lock); whether the
         caller sleeps and must be woken."""
-        helper.parts[w] = reply
+        mailbox.post(w, reply)
         self._posted = True
         self._progress.bump()
         wake, self._caller_asleep = self._caller_asleep, False

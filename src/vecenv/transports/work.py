@@ -1,5 +1,6 @@
 """What the thread backend's threads share: the envs of one step, dealt in blocks that a thread
-takes from its own end first and from the others' when it is done (:class:`Share`), the replies
+takes from its own end first and from the others' when it is done (:class:`Share`), the steps
+handed to a helper without a lock (:class:`Mailbox`), the replies
 of a shared step joined into one (:func:`joined`), a counter to spin on (:class:`Signal`) and the
 bounded spinning wait (:func:`spin_until`), and a lock section that an interrupt in the main
 thread cannot leave held (:func:`locked`)."""
@@ -15,7 +16,7 @@ from vecenv.infos import NO_REPLY, StepReply
 
 T = TypeVar("T")
 
-__all__ = ["Share", "Signal", "joined", "locked", "spin_until"]
+__all__ = ["Mailbox", "Share", "Signal", "joined", "locked", "spin_until"]
 
 
 class Share:
@@ -60,6 +61,74 @@ class Share:
                 except IndexError:
                     break
                 yield j
+
+
+#: a helper's part of a shared step it never started (the caller took the job back)
+_NOTHING: tuple[bool, Any] = (True, NO_REPLY)
+
+
+class Mailbox:
+    """The shared steps handed to one helper thread, by group, taken without a lock.
+
+    Your thread hands a step out (:meth:`hand`); the helper takes the oldest (:meth:`take`),
+    marking it :attr:`current` *before* it leaves the mailbox, and posts its part (:meth:`post`)
+    before clearing :attr:`current`. Deque operations are atomic, so a job either goes to the
+    helper or is taken back by your thread (:meth:`done_with`), never both.
+    """
+
+    __slots__ = ("jobs", "parts", "current")
+
+    def __init__(self) -> None:
+        self.jobs: deque[int] = deque()
+        self.parts: dict[int, tuple[bool, Any]] = {}  # the helper's part of each step it took
+        self.current = -1  # the group whose step the helper runs now (-1: none)
+
+    def hand(self, w: int) -> None:
+        self.jobs.append(w)
+
+    def take(self) -> int:
+        """The helper's side: the oldest job's group, now current (-1: none, or taken back)."""
+        jobs = self.jobs
+        try:
+            w = jobs[0]
+            self.current = w
+            jobs.remove(w)
+        except (IndexError, ValueError):
+            self.current = -1
+            return -1
+        return w
+
+    def post(self, w: int, reply: tuple[bool, Any]) -> None:
+        """The helper's side: its part of group ``w``'s step, which is no longer current."""
+        self.parts[w] = reply
+        self.current = -1
+
+    def done_with(self, w: int) -> bool:
+        """Your thread's side, once no env of group ``w``'s step is left to take: whether the
+        helper is done with it (posted its part, or never started it: then the job is taken
+        back and its part says nothing)."""
+        if w in self.parts:
+            return True
+        if w in self.jobs:  # looked at first: a remove that fails raises, which is slow
+            try:
+                self.jobs.remove(w)
+                self.parts[w] = _NOTHING
+                return True
+            except ValueError:
+                pass
+        # the helper took it (marked current before), or an interruption left it unhanded; a
+        # part posted meanwhile is posted before current is cleared
+        if self.current == w:
+            return False
+        self.parts.setdefault(w, _NOTHING)
+        return True
+
+    def collect(self, w: int) -> tuple[bool, Any]:
+        """The helper's part of group ``w``'s step (after :meth:`done_with` said True)."""
+        return self.parts.pop(w)
+
+    def clear(self) -> None:
+        self.jobs.clear()
 
 
 class Signal:
