@@ -299,11 +299,11 @@ class ThreadTransport(Transport):
         if type(self._commands[w]) is _Build:
             self._complete(w, self._made_group(w, parts))
         else:
-            self._complete(w, joined([p for p in parts if not p[0] or p[1] is not NO_REPLY]))
+            self._complete(w, joined(parts))
         return True
 
     def _complete(self, w: int, reply: tuple[bool, Any]) -> None:
-        """Group ``w``'s command is done with ``reply``."""
+        """Group ``w``'s command is done with ``reply`` (both paths end here)."""
         self._replies[w] = reply
         self._served[w] += 1
         self._done.append(w)
@@ -518,26 +518,26 @@ class ThreadTransport(Transport):
             self._caller_in = -1
         if self._shared[w]:
             parts = self._parts[w]
-            if not reply[0] or reply[1] is not NO_REPLY:
-                parts.append(reply)
+            parts.append(reply)
             if runners or self._shares[w]:
                 return False  # others still step this group's envs
             reply = joined(parts)
             parts.clear()
         if w in self._pending:  # a shared step still listed, or a claim cut short
             self._pending.remove(w)
-        self._replies[w] = reply
-        self._served[w] += 1
-        self._done.append(w)
-        self._progress.bump()
-        wake, self._caller_asleep = self._caller_asleep, False
-        return wake
+        self._complete(w, reply)
+        return self._progressed()
 
     def _posted_by(self, mailbox: Mailbox, w: int, reply: tuple[bool, Any]) -> bool:
         """A helper posts its part of group ``w``'s shared step (under the lock); whether the
         caller sleeps and must be woken."""
         mailbox.post(w, reply)
         self._posted = True
+        return self._progressed()
+
+    def _progressed(self) -> bool:
+        """Tell a waiting caller there is something to look at (under the lock); whether it
+        sleeps and must be woken."""
         self._progress.bump()
         wake, self._caller_asleep = self._caller_asleep, False
         return wake

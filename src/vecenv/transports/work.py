@@ -192,11 +192,12 @@ def locked(lock: Any, fn: Callable[..., T], *args: Any) -> T:
 
 
 def joined(parts: list[tuple[bool, Any]]) -> tuple[bool, Any]:
-    """One reply from the parts of a shared step (those with something to say): its first
-    error, else every part's entries."""
-    if len(parts) < 2:
-        return parts[0] if parts else (True, NO_REPLY)
-    for ok, value in parts:
+    """One reply from every thread's part of a shared step: its first error, else the entries of
+    the parts that have some (a part with nothing to say is ``(True, NO_REPLY)``)."""
+    said = [part for part in parts if not part[0] or part[1] is not NO_REPLY]
+    if len(said) < 2:
+        return said[0] if said else (True, NO_REPLY)
+    for ok, value in said:
         if not ok:
             return False, value
-    return True, StepReply([entry for _, part in parts for entry in part.entries])
+    return True, StepReply([entry for _, part in said for entry in part.entries])
