@@ -334,7 +334,7 @@ def test_thread_interrupt_between_queueing_and_counting_is_healed_by_reset(cut, 
                     transport._shared[w] = True
                     transport._shares[w].deal(command.ids)
                     transport._sent[w] += 1
-                    transport._crew[w] = []
+                    transport._whole.parts[w] = []
                 else:  # the count moved, the command never reached the queue
                     transport._sent[w] += 1
                 raise KeyboardInterrupt

@@ -2,11 +2,9 @@
 
 Data flow of one call (``T`` threads: the caller and ``T - 1`` helpers)::
 
-    whole-batch step or reset of a group (shared env by env):
-    engine ── submit(w, step) ──► share[w] (envs dealt in blocks) ──► helper.mailbox (one each)
-                                       ▲  ▲                                │ the helper takes w
-    caller ── ready(ws): its part ─────┘  └──────── its part ◄─────────────┘
-       │      then waits for each helper's part, or takes back a job not started
+    whole-batch step or reset of a group (shared env by env; see whole_steps.py):
+    engine ── submit(w, step) ──► share[w] (envs dealt in blocks) ──► a job in each helper's mailbox
+    caller ── ready(ws): steps its part, then waits for each helper's part (or takes a job back)
        └──► reply = every part joined
 
     any other command (call, render, ... or async batches: one env a group):
@@ -21,13 +19,11 @@ a core part of the time, the other thread takes over its share). Each env is ste
 thread at a time and writes straight into its row of the caller's batch buffers; what moves
 between threads is a group index and a small reply.
 
-With whole batches (the engine waits for every group) such a step is handed to every helper in a
-mailbox of its own (:class:`~vecenv.transports.work.Mailbox`), and the caller steps envs of it
-too. No lock is taken on that path: on a free-threaded Python a lock that two threads take at
-once is handed over through the kernel, which costs more than a cheap env's step. Once no env
-is left, the caller waits for each helper that took the job and takes back (atomically, from
-the mailbox) one that a helper has not started. Other commands go through one queue under a
-lock (``pending``), run whole by whichever thread claims them.
+With whole batches (the engine waits for every group) such a step goes to the helpers without
+a lock (:class:`~vecenv.transports.whole_steps.WholeSteps`): on a free-threaded Python a lock
+that two threads take at once is handed over through the kernel, which costs more than a cheap
+env's step. Other commands go through one queue under a lock (``pending``), run whole by
+whichever thread claims them.
 
 Helpers spin for ``spin_us`` before they sleep, on a free-threaded Python only (under the GIL a
 spinning thread would keep it from the others), and stop spinning as soon as their core is taken
@@ -46,14 +42,13 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from vecenv.engine.transport import Transport
-from vecenv.errors import EnvError, VecEnvError
-from vecenv.infos import NO_REPLY
+from vecenv.errors import VecEnvError
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
+from vecenv.transports.whole_steps import WholeSteps, built_group, make_block
 from vecenv.transports.work import Mailbox, Share, Signal, joined, locked, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
 from vecenv.worker.commands import Command, GivenStep, Reset, Step
-from vecenv.worker.group import MadeEnvs, close_envs, make_envs
 
 __all__ = ["ThreadTransport"]
 
@@ -116,10 +111,7 @@ class ThreadTransport(Transport):
         self._taken: list[int] = []  # replies fetched
         self._runners: list[list[int]] = []  # threads running each group's command now
         self._shared: list[bool] = []  # whether each group's command is a step shared env by env
-        #: per group, while a shared step handed to every helper is open: the caller's parts
-        #: of it (None: no such step)
-        self._crew: list[list[tuple[bool, Any]] | None] = []
-        self._posted = False  # a helper posted its part of a shared step since the caller looked
+        self._whole = WholeSteps([], [])  # the whole-batch steps open now
         self._caller_in = -1  # the group the caller is running (-1: none)
         self._pending: deque[int] = deque()  # groups with work no thread took yet
         self._done: deque[int] = deque()  # groups that finished, in that order, not yet seen
@@ -141,12 +133,12 @@ class ThreadTransport(Transport):
         self.groups, self._commands, self._replies = [None] * g, [None] * g, [_EMPTY] * g
         self._parts, self._runners = [[] for _ in range(g)], [[] for _ in range(g)]
         self._shared = [False] * g
-        self._crew = [None] * g
         self._sent, self._served, self._taken = [0] * g, [0] * g, [0] * g
         threads = max(1, self.threads or 1)
         helpers = threads - 1 if self.whole_batches else threads  # see the class docstring
         self.helpers = [_Helper(self, k + 1) for k in range(helpers)]
         self._shares = [Share(len(self.helpers) + 1, stop - start) for start, stop in self.partition]
+        self._whole = WholeSteps([h.mailbox for h in self.helpers], self._shares)
         for h in self.helpers:
             h.thread.start()
         for w, (start, _) in enumerate(self.partition):  # groups are built in parallel too
@@ -170,8 +162,8 @@ class ThreadTransport(Transport):
     def close(self, timeout: float | None = None) -> None:
         locked(self._lock, self._stop)
         helpers, self.helpers = self.helpers, []
+        self._whole.clear()
         for h in helpers:
-            h.mailbox.clear()
             h.wake.put(None)
         self._caller_wake.put(None)  # a wait in another thread ends (ready() returns nothing)
         deadline = time.monotonic() + (5.0 if timeout is None else timeout)
@@ -179,8 +171,8 @@ class ThreadTransport(Transport):
             h.thread.join(max(0.0, deadline - time.monotonic()))
         groups, self.groups = self.groups, []
         for w, group in enumerate(groups):  # not one that a thread still runs
-            if (group is not None and all(r == _CALLER for r in self._runners[w])
-                    and all(h.mailbox.current != w for h in helpers)):
+            if group is not None and all(r == _CALLER for r in self._runners[w]) \
+                    and not self._whole.running(w):
                 group.close()
         self._finished.clear()
 
@@ -208,9 +200,7 @@ class ThreadTransport(Transport):
             self._shared[worker] = False
         self._sent[worker] += 1
         if self._shared[worker] and self.whole_batches:
-            self._crew[worker] = []
-            for h in self.helpers:
-                h.mailbox.hand(worker)
+            self._whole.open(worker)
             self._work.bump()  # what a spinning helper looks at
             if self._sleepers:
                 self._wake_all()
@@ -234,11 +224,8 @@ class ThreadTransport(Transport):
         greedy = self.whole_batches
         # env code cannot be bounded: under a timeout the caller steps nothing while a helper can
         helps = not self.helpers or (self.whole_batches and timeout is None)
-        crew = self._crew
-        for w in wanted:
-            if crew[w] is not None:
-                self._serve_crews(wanted, helps, deadline)
-                break
+        if self._whole.any_open(wanted):
+            self._serve_whole(wanted, helps, deadline)
         while True:
             found = None if greedy and self._pending and helps else self._finished_now(wanted)
             if found:
@@ -253,53 +240,35 @@ class ThreadTransport(Transport):
                 return found
             self._await_finish(deadline, helps)
 
-    def _serve_crews(self, wanted: Collection[int], helps: bool, deadline: float | None) -> None:
-        """Take part in the shared steps among ``wanted`` handed to every helper (when the
-        caller ``helps``), then wait until each is complete (or ``deadline``)."""
-        crew = self._crew
+    def _serve_whole(self, wanted: Collection[int], helps: bool, deadline: float | None) -> None:
+        """Take part in the whole-batch steps among ``wanted`` (when the caller ``helps``), then
+        wait until each is complete (or ``deadline``)."""
+        whole = self._whole
         for w in wanted:
-            if helps and crew[w] is not None and self._shares[w]:
-                self._caller_part(w)
+            if helps and whole.parts[w] is not None and self._shares[w]:
+                whole.caller_part(w, partial(self._run, w, _CALLER), partial(self._cut_error, w))
         while True:
             moved = _moved(self._progress)  # before looking: no post goes unseen
             waiting = False
             for w in wanted:
-                if crew[w] is not None and not self._crew_complete(w):
+                if whole.parts[w] is not None and not self._whole_done(w, whole.complete(w)):
                     waiting = True
             if not waiting or self._stopping or (deadline is not None and time.monotonic() >= deadline):
                 return
             self._finished_now(())  # what general work finished meanwhile is seen, not waited on
             self._await_finish(deadline, False, moved)
 
-    def _caller_part(self, w: int) -> None:
-        """The caller steps envs of group ``w``'s shared step until none is left; a Ctrl-C
-        makes its part say the step was cut short, and gets through."""
-        parts = self._crew[w]
-        try:
-            parts.append((True, self._run(w, _CALLER)))  # type: ignore[union-attr]
-        except Exception as exc:
-            parts.append((False, exc))  # type: ignore[union-attr]
-        except BaseException as exc:
-            parts.append((False, self._cut_error(w, exc)))  # type: ignore[union-attr]
-            raise
-
-    def _crew_complete(self, w: int) -> bool:
-        """Whether group ``w``'s shared step is done: no env left to take, and every helper
-        either posted its part or never started (then the caller takes the job back). When it
-        is, its reply is made from every part and the group is finished."""
-        if self._shares[w]:
+    def _whole_done(self, w: int, parts: list[tuple[bool, Any]] | None) -> bool:
+        """Finish group ``w``'s whole-batch step from its ``parts`` (None: not complete yet)."""
+        if parts is None:
             return False
-        helpers = self.helpers
-        if not all(h.mailbox.done_with(w) for h in helpers):
-            return False
-        parts = self._crew[w]
-        assert parts is not None
-        parts += [h.mailbox.collect(w) for h in helpers]
-        self._crew[w] = None
-        if type(self._commands[w]) is _Build:
-            self._complete(w, self._made_group(w, parts))
+        command = self._commands[w]
+        if type(command) is _Build:
+            reply, self.groups[w] = built_group(parts, command.env_fns, command.start, w,
+                                                self.autoreset_mode)
         else:
-            self._complete(w, joined(parts))
+            reply = joined(parts)
+        self._complete(w, reply)
         return True
 
     def _complete(self, w: int, reply: tuple[bool, Any]) -> None:
@@ -323,7 +292,8 @@ class ThreadTransport(Transport):
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            if self._crew[worker] is not None and not self._crew_dropped(worker):
+            whole = self._whole
+            if whole.parts[worker] is not None and not self._whole_done(worker, whole.drop(worker)):
                 if deadline is not None and time.monotonic() >= deadline:
                     return False
                 self._await_finish(deadline, False)
@@ -333,12 +303,6 @@ class ThreadTransport(Transport):
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             self._await_finish(deadline, False)
-
-    def _crew_dropped(self, w: int) -> bool:
-        """Drop what no thread took of group ``w``'s shared step; whether every helper is done
-        with it (then the step is finished, its reply to be dropped by :meth:`_settled`)."""
-        self._shares[w].clear()
-        return self._crew_complete(w)
 
     def _settled(self, worker: int) -> bool:
         """Drop what no thread started of ``worker``'s command; when no thread runs it any more,
@@ -388,7 +352,7 @@ class ThreadTransport(Transport):
         command = self._commands[w]
         if type(command) is _Build:
             if self._shared[w]:
-                return self._make_part(w, command, slot)
+                return make_block(command.env_fns, self._shares[w], slot)
             made = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode)
             return made.describe()
         group: Any = self.groups[w]
@@ -412,32 +376,6 @@ class ThreadTransport(Transport):
             except Exception:
                 pass  # the first error is the one reported
         raise error
-
-    def _make_part(self, w: int, command: _Build, slot: int) -> MadeEnvs:
-        """Thread ``slot`` makes the envs of group ``w`` it takes from the share (its own block
-        first: the envs it will step), until none is left or an env_fn fails."""
-        share = self._shares[w]
-        part = make_envs(command.env_fns, share.taken_by(slot))
-        if part.failure is not None:
-            share.clear()  # the group cannot be built: the others stop making envs
-        return part
-
-    def _made_group(self, w: int, parts: list[tuple[bool, Any]]) -> tuple[bool, Any]:
-        """Group ``w`` from every thread's part of making its envs: its envs' descriptions, or
-        the first error, with every env made closed again."""
-        command = self._commands[w]
-        made = [part for ok, part in parts if ok and part is not NO_REPLY]
-        errors = [part for ok, part in parts if not ok]
-        if errors:  # a thread was cut short (or a helper raised SystemExit and the like)
-            for part in made:
-                close_envs(part.envs.values())
-            return False, errors[0]
-        try:
-            group = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode,
-                                              made=made)
-        except EnvError as exc:  # an env_fn failed: every env made is closed
-            return False, exc
-        return True, group.describe()
 
     def _serve_here(self, w: int) -> None:
         """Run (a share of) group ``w``'s command in the caller's thread, where a Ctrl-C must
@@ -477,7 +415,8 @@ class ThreadTransport(Transport):
                 except BaseException as exc:  # delivered by fetch(); the thread keeps serving
                     reply = (False, exc)
                 with self._lock:
-                    wake = self._posted_by(mailbox, w, reply)
+                    self._whole.post(mailbox, w, reply)
+                    wake = self._progressed()
                 if wake:
                     self._caller_wake.put(None)
                 continue
@@ -526,13 +465,6 @@ class ThreadTransport(Transport):
         if w in self._pending:  # a shared step still listed, or a claim cut short
             self._pending.remove(w)
         self._complete(w, reply)
-        return self._progressed()
-
-    def _posted_by(self, mailbox: Mailbox, w: int, reply: tuple[bool, Any]) -> bool:
-        """A helper posts its part of group ``w``'s shared step (under the lock); whether the
-        caller sleeps and must be woken."""
-        mailbox.post(w, reply)
-        self._posted = True
         return self._progressed()
 
     def _progressed(self) -> bool:
@@ -587,8 +519,9 @@ class ThreadTransport(Transport):
 
     def _sleep_as_caller(self, helps: bool) -> bool:
         """Mark the caller asleep unless there is something to look at (then False)."""
-        if self._done or self._posted or (helps and self._pending):
-            self._posted = False
+        whole = self._whole
+        if self._done or whole.posted or (helps and self._pending):
+            whole.posted = False
             return False
         self._caller_asleep = True
         return True
