@@ -11,7 +11,6 @@ processes, Ray) differ only in the transport they pass in.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -429,9 +428,13 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self.close()
 
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            if not getattr(self, "closed", True):
-                self.close(terminate=True)
+        # no module global here: one collected as the interpreter shuts down may find them gone
+        if getattr(self, "closed", True):
+            return
+        try:
+            self.close(terminate=True)
+        except Exception:
+            pass
 
     # ================================================================ helpers
     def _check_open(self) -> None:
