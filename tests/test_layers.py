@@ -10,11 +10,14 @@ import pathlib
 import pytest
 
 SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "vecenv"
+#: the layers above the engine: what picks a layout (``layout``), checks one (``check``), and the
+#: API adapters
+_ABOVE = ("vecenv.backends", "vecenv.sb3", "vecenv.layout", "vecenv.check", "vecenv.make")
 FORBIDDEN = {
-    "spaces": ("vecenv.transports", "vecenv.engine", "vecenv.worker", "vecenv.infos", "vecenv.backends", "vecenv.sb3"),
-    "infos": ("vecenv.transports", "vecenv.engine", "vecenv.worker", "vecenv.backends", "vecenv.sb3"),
-    "worker": ("vecenv.transports", "vecenv.engine", "vecenv.backends", "vecenv.sb3"),
-    "engine": ("vecenv.transports", "vecenv.backends", "vecenv.sb3"),
+    "spaces": ("vecenv.transports", "vecenv.engine", "vecenv.worker", "vecenv.infos", *_ABOVE),
+    "infos": ("vecenv.transports", "vecenv.engine", "vecenv.worker", *_ABOVE),
+    "worker": ("vecenv.transports", "vecenv.engine", *_ABOVE),
+    "engine": ("vecenv.transports", *_ABOVE),
 }
 #: API layers: they may use the transports' packages (``vecenv.transports.process``), never a
 #: module inside one, and nothing of the worker layer

@@ -18,8 +18,7 @@ import warnings
 import pytest
 
 import vecenv
-from vecenv import private_files, system
-from vecenv.layout import runs
+from vecenv import private_files, runs, system
 from vecenv.private_files import UnsafePathWarning
 
 POSIX = os.name == "posix"
@@ -207,7 +206,7 @@ def test_another_user_cannot_overwrite_steer_or_hang_vecenv(tmp_path):
         planted = sorted(os.listdir(target))
         victim_script = textwrap.dedent("""
             import time, warnings, vecenv
-            from vecenv.layout import runs
+            from vecenv import runs
             warnings.simplefilter("always")
             with warnings.catch_warnings(record=True) as caught:
                 started = time.monotonic()

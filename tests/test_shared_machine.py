@@ -80,7 +80,7 @@ def test_auto_beside_a_busy_process_says_what_it_saw_and_steps_as_gymnasium(busy
 
 # ==================================================================== other runs on the machine
 def test_a_process_counts_as_a_run_while_it_has_a_live_vector_env(tmp_path, monkeypatch):
-    from vecenv.layout import runs
+    from vecenv import runs
 
     monkeypatch.setenv("VECENV_RUNS_DIR", str(tmp_path))
     mine = tmp_path / str(os.getpid())
@@ -94,7 +94,7 @@ def test_a_process_counts_as_a_run_while_it_has_a_live_vector_env(tmp_path, monk
 
 
 def test_stale_run_files_are_removed_and_live_ones_counted(tmp_path, monkeypatch):
-    from vecenv.layout import runs
+    from vecenv import runs
 
     monkeypatch.setenv("VECENV_RUNS_DIR", str(tmp_path))
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -138,7 +138,7 @@ def test_auto_counts_another_process_with_a_live_vector_env(tmp_path, monkeypatc
 
 
 def test_without_proc_a_run_is_alive_while_its_pid_is(tmp_path, monkeypatch):
-    from vecenv.layout import runs
+    from vecenv import runs
 
     monkeypatch.setenv("VECENV_RUNS_DIR", str(tmp_path))
     monkeypatch.setattr(system, "HAS_PROC", False)
@@ -160,7 +160,7 @@ def _unbuildable() -> gym.Env:
 
 @pytest.mark.timeout(120)
 def test_a_run_counts_while_it_chooses_its_layout_and_a_failed_build_leaves_no_file(tmp_path, monkeypatch):
-    from vecenv.layout import runs
+    from vecenv import runs
 
     monkeypatch.setenv("VECENV_RUNS_DIR", str(tmp_path))
     other = subprocess.Popen(

@@ -13,10 +13,11 @@ from gymnasium.envs.registration import (
 )
 from gymnasium.vector import AutoresetMode
 
+from vecenv import runs
 from vecenv.backends import ProcessVectorEnv, RayVectorEnv, SerialVectorEnv, ThreadVectorEnv
 from vecenv.engine import VectorEnv, parse_autoreset_mode
 from vecenv.engine.checks import check_count
-from vecenv.layout import choose, runs
+from vecenv.layout import choose
 from vecenv.system import usable_cores
 
 __all__ = ["BACKENDS", "available_backends", "make", "usable_cores"]

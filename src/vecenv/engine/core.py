@@ -21,6 +21,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from typing_extensions import Unpack
 
+from vecenv import runs
 from vecenv.engine.batches import flight_for
 from vecenv.engine.calls import Calls, in_order
 from vecenv.engine.checks import (
@@ -45,7 +46,6 @@ from vecenv.engine.state import CallState, Event
 from vecenv.engine.transport import Transport
 from vecenv.errors import ClosedEnvironmentError, NoAsyncCallError
 from vecenv.infos import InfoParts
-from vecenv.layout import runs
 from vecenv.policy import FailureOptions
 from vecenv.worker import EnvDescription
 from vecenv.worker.commands import Apply, Call, Command, Configure, GetAttr, Render, SetAttr

@@ -15,7 +15,7 @@
       │                                   load.others_busy() saw other work, and measured
       │                                   again at the first make that finds the machine quiet)
       ├── load.others_busy()              the cores' worth of CPU other programs use now, and
-      │   layout.runs.other_runs()          other processes with a live vector env (each ≥ 1 core)
+      │   runs.other_runs()                 other processes with a live vector env (each ≥ 1 core)
       └── rule.decide(probe, costs, n, cores, others)  ──► Layout(backend, num_workers, inline, reason,
                                                    calibration: machine.describe_costs(costs))
 
@@ -63,7 +63,7 @@ from vecenv.layout.rule import (
     decide,
     forced,
 )
-from vecenv.layout.runs import other_runs
+from vecenv.runs import other_runs
 from vecenv.system import usable_cores
 from vecenv.transports.process import script_rerun_line
 
