@@ -46,7 +46,7 @@ from vecenv.errors import VecEnvError
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
 from vecenv.transports.whole_steps import WholeSteps, built_group, make_block
-from vecenv.transports.work import Mailbox, Share, Signal, joined, locked, spin_until
+from vecenv.transports.work import Mailbox, Share, Signal, joined, locked, part_of, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
 from vecenv.worker.commands import Command, GivenStep, Reset, Step
 
@@ -246,17 +246,21 @@ class ThreadTransport(Transport):
         whole = self._whole
         for w in wanted:
             if helps and whole.parts[w] is not None and self._shares[w]:
-                whole.caller_part(w, partial(self._run, w, _CALLER), partial(self._cut_error, w))
+                whole.caller_part(w, self._run, self._cut_error)
+        moved = None
         while True:
-            moved = _moved(self._progress)  # before looking: no post goes unseen
             waiting = False
             for w in wanted:
                 if whole.parts[w] is not None and not self._whole_done(w, whole.complete(w)):
                     waiting = True
             if not waiting or self._stopping or (deadline is not None and time.monotonic() >= deadline):
                 return
+            if moved is None:  # taken before a look that precedes a wait: no post goes unseen
+                moved = _moved(self._progress)
+                continue
             self._finished_now(())  # what general work finished meanwhile is seen, not waited on
             self._await_finish(deadline, False, moved)
+            moved = None
 
     def _whole_done(self, w: int, parts: list[tuple[bool, Any]] | None) -> bool:
         """Finish group ``w``'s whole-batch step from its ``parts`` (None: not complete yet)."""
@@ -411,7 +415,7 @@ class ThreadTransport(Transport):
                 if w < 0:
                     continue  # the caller took it back
                 try:
-                    reply = (True, self._run(w, me))
+                    reply = part_of(self._run(w, me))
                 except BaseException as exc:  # delivered by fetch(); the thread keeps serving
                     reply = (False, exc)
                 with self._lock:

@@ -21,7 +21,7 @@ from typing import Any
 
 from vecenv.errors import EnvError
 from vecenv.infos import NO_REPLY
-from vecenv.transports.work import Mailbox, Share
+from vecenv.transports.work import Mailbox, Share, part_of
 from vecenv.worker import EnvGroup
 from vecenv.worker.group import MadeEnvs, close_envs, make_envs
 
@@ -55,19 +55,19 @@ class WholeSteps:
                 return True
         return False
 
-    def caller_part(self, w: int, run: Callable[[], Any],
-                    cut: Callable[[BaseException], BaseException]) -> None:
-        """The caller's part of group ``w``'s step: ``run()`` steps envs until none is left. An
-        exception that is not an ``Exception`` (a Ctrl-C) makes the part ``cut(exc)``, and gets
-        through."""
+    def caller_part(self, w: int, run: Callable[[int, int], Any],
+                    cut: Callable[[int, BaseException], BaseException]) -> None:
+        """The caller's part of group ``w``'s step: ``run(w, 0)`` steps envs until none is left.
+        An exception that is not an ``Exception`` (a Ctrl-C) makes the part ``cut(w, exc)``, and
+        gets through."""
         parts = self.parts[w]
         assert parts is not None
         try:
-            parts.append((True, run()))
+            parts.append(part_of(run(w, 0)))
         except Exception as exc:
             parts.append((False, exc))
         except BaseException as exc:
-            parts.append((False, cut(exc)))
+            parts.append((False, cut(w, exc)))
             raise
 
     def post(self, mailbox: Mailbox, w: int, part: Part) -> None:

@@ -16,7 +16,7 @@ from vecenv.infos import NO_REPLY, StepReply
 
 T = TypeVar("T")
 
-__all__ = ["Mailbox", "Share", "Signal", "joined", "locked", "spin_until"]
+__all__ = ["SILENT", "Mailbox", "Share", "Signal", "joined", "locked", "part_of", "spin_until"]
 
 
 class Share:
@@ -63,8 +63,15 @@ class Share:
                 yield j
 
 
-#: a helper's part of a shared step it never started (the caller took the job back)
-_NOTHING: tuple[bool, Any] = (True, NO_REPLY)
+#: a thread's part of a shared step that says nothing (everything is in the buffers, or the
+#: caller took the job back before a helper started it): made once, since a part made anew on
+#: every step would be made by one thread and freed by the other
+SILENT: tuple[bool, Any] = (True, NO_REPLY)
+
+
+def part_of(result: Any) -> tuple[bool, Any]:
+    """A thread's part of a shared step that returned ``result``."""
+    return SILENT if result is NO_REPLY else (True, result)
 
 
 class Mailbox:
@@ -112,7 +119,7 @@ class Mailbox:
         if w in self.jobs:  # looked at first: a remove that fails raises, which is slow
             try:
                 self.jobs.remove(w)
-                self.parts[w] = _NOTHING
+                self.parts[w] = SILENT
                 return True
             except ValueError:
                 pass
@@ -120,7 +127,7 @@ class Mailbox:
         # part posted meanwhile is posted before current is cleared
         if self.current == w:
             return False
-        self.parts.setdefault(w, _NOTHING)
+        self.parts.setdefault(w, SILENT)
         return True
 
     def collect(self, w: int) -> tuple[bool, Any]:
