@@ -28,7 +28,12 @@ each product compete with the env threads for the same two cores (with 2 BLAS th
 policy scenario measured async batches at 0.5-0.75x serial on the busy env, 1.44x with one).
 
 Contenders: ``serial``, ``thread`` (default threads), ``process`` (default workers),
-``inline``. Each scenario runs ``--rounds`` interleaved rounds (every contender once per round,
+``inline``. In ``idle``, each round also runs the plain-thread ceiling of
+``thread_ceiling.py`` (no vecenv: one thread stepping the 8 envs, and two threads of 4 meeting
+after every step), and the table says what share of that ceiling's gain the thread backend
+reached in the same rounds: on a VM whose two vCPUs share caches well at one moment and
+badly at another, two threads of one process gain 1.8x at one time and none at another, and
+only a ceiling measured beside the contenders says which moment a row comes from. Each scenario runs ``--rounds`` interleaved rounds (every contender once per round,
 the order rotating); a measurement builds the vector env, resets it (seed 0), steps ``--warmup``
 times, counts env steps for ``--seconds``, and closes it. Medians go to the table; every round
 to ``--json``.
@@ -53,6 +58,9 @@ for _blas in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # 
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import thread_ceiling  # noqa: E402
 
 import vecenv  # noqa: E402
 from vecenv.bench import envs as _registers_busy  # noqa: E402, F401  (vecenv/Busy-v0)
@@ -153,6 +161,18 @@ def measure(env_id: str, kwargs: dict, seconds: float, warmup: int, policy_us: f
         return steps / (time.perf_counter() - start)
 
 
+#: the plain-thread ceiling's modes, run beside the contenders in ``idle``
+CEILING = {"plain-serial": thread_ceiling.serial, "plain-lockstep": thread_ceiling.lockstep_own}
+
+
+def ceiling_rate(mode: str, env_id: str, seconds: float) -> float:
+    """Env steps per second of a plain-thread ceiling mode, run for about ``seconds``."""
+    run, steps = CEILING[mode], 50
+    elapsed = run(env_id, steps)
+    steps = max(steps, int(steps * seconds / max(elapsed, 1e-6)))
+    return N * steps / run(env_id, steps)
+
+
 def _busy(setsid: bool) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=setsid)
 
@@ -170,7 +190,7 @@ def run(args: argparse.Namespace) -> dict:
             except Exception as exc:  # e.g. no MuJoCo wheel for this interpreter
                 print(f"{scenario:17s} {env_id:15s} skipped: {type(exc).__name__}: {exc}", flush=True)
                 continue
-            names = list(table)
+            names = list(table) + (list(CEILING) if scenario == "idle" else [])
             per: dict[str, list[float]] = {k: [] for k in names}
             for r in range(args.rounds):
                 order = names[r % len(names):] + names[:r % len(names)]
@@ -179,6 +199,9 @@ def run(args: argparse.Namespace) -> dict:
                     try:
                         if busy is not None:
                             time.sleep(0.2)
+                        if name in CEILING:
+                            per[name].append(ceiling_rate(name, env_id, args.seconds))
+                            continue
                         per[name].append(measure(env_id, table[name], args.seconds, args.warmup,
                                                  args.policy_us if scenario == "policy" else None))
                     finally:
@@ -193,7 +216,27 @@ def run(args: argparse.Namespace) -> dict:
                 results["rows"].append(row)
                 print(f"{scenario:17s} {env_id:15s} {name:11s} {med:10,.0f} steps/s  {med / base:5.2f}x serial"
                       f"  ({1e6 / med:7.1f} µs an env step)", flush=True)
+            if "plain-lockstep" in per and "thread" in per:
+                ceiling = _reached(per)
+                results["rows"].append({"scenario": scenario, "env": env_id, "contender": "ceiling", **ceiling})
+                print(f"{scenario:17s} {env_id:15s} ceiling: plain threads {ceiling['ceiling_x']:.2f}x plain serial; "
+                      f"the thread backend reached {ceiling['share']:.0%} of that gain "
+                      f"(per round: {' '.join(f'{s:.0%}' for s in ceiling['rounds'])})", flush=True)
     return results
+
+
+def _reached(per: dict[str, list[float]]) -> dict[str, Any]:
+    """The plain-thread ceiling's gain over plain serial, and the share of it the thread backend
+    got over vecenv's serial, round by round (``(x - 1) / (ceiling - 1)``) and as a median."""
+    rounds = []
+    for thread, serial, lock, plain in zip(per["thread"], per["serial"], per["plain-lockstep"],
+                                           per["plain-serial"], strict=True):
+        gain = lock / plain - 1
+        rounds.append((thread / serial - 1) / gain if gain > 0.05 else float("nan"))
+    ceiling_x = statistics.median(per["plain-lockstep"]) / statistics.median(per["plain-serial"])
+    known = [r for r in rounds if r == r]
+    return {"ceiling_x": ceiling_x, "share": statistics.median(known) if known else float("nan"),
+            "rounds": rounds}
 
 
 def main(argv: list[str] | None = None) -> int:

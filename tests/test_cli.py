@@ -429,3 +429,28 @@ def test_thread_ceiling_measures_every_mode_against_serial():
     rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
     assert set(rows) == {"serial", "free", "lockstep", "lockstep-own", "lockstep-event"}
     assert "1.00x serial" in rows["serial"]
+
+
+@pytest.mark.timeout(180)
+def test_free_threading_benchmark_runs_the_plain_thread_ceiling_beside_the_contenders(tmp_path):
+    """benchmarks/free_threading.py's idle scenario (cut down here) measures every contender and
+    the plain-thread ceiling in the same rounds, and says what share of the ceiling's gain the
+    thread backend reached: (thread/serial - 1) / (lockstep/plain serial - 1)."""
+    out = tmp_path / "ft.json"
+    done = _script("free_threading.py", "--scenario", "idle", "--envs", "CartPole-v1", "--rounds", "1",
+                   "--seconds", "0.05", "--warmup", "1", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {r["contender"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"serial", "thread", "process", "inline", "plain-serial", "plain-lockstep", "ceiling"}
+    assert all(rows[k]["steps_per_s"] > 0 for k in rows if k != "ceiling")
+    assert rows["ceiling"]["ceiling_x"] > 0 and len(rows["ceiling"]["rounds"]) == 1
+    assert "ceiling: plain threads" in done.stdout
+
+    spec = importlib.util.spec_from_file_location("free_threading", BENCHMARKS / "free_threading.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    reached = script._reached({"serial": [100.0, 100.0], "thread": [130.0, 100.0],
+                               "plain-serial": [200.0, 200.0], "plain-lockstep": [300.0, 202.0]})
+    assert reached["rounds"][0] == pytest.approx(0.6)  # 30% gain of a 50% ceiling
+    assert reached["rounds"][1] != reached["rounds"][1]  # a round with no ceiling to reach: NaN
+    assert reached["share"] == pytest.approx(0.6)
