@@ -45,6 +45,7 @@ from vecenv.engine.transport import Transport
 from vecenv.errors import VecEnvError
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
+from vecenv.transports.whole_steps import CALLER as _CALLER
 from vecenv.transports.whole_steps import WholeSteps, built_group, make_block
 from vecenv.transports.work import Mailbox, Share, Signal, joined, locked, part_of, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
@@ -52,8 +53,6 @@ from vecenv.worker.commands import Command, GivenStep, Reset, Step
 
 __all__ = ["ThreadTransport"]
 
-#: the caller's slot (helpers have slots 1, 2, ...), as marked among a group's runners
-_CALLER = 0
 #: longest a sleeping helper waits before it looks at the queue again (a backstop: every submit
 #: wakes a sleeping helper)
 _NAP = 0.1
@@ -171,8 +170,8 @@ class ThreadTransport(Transport):
             h.thread.join(max(0.0, deadline - time.monotonic()))
         groups, self.groups = self.groups, []
         for w, group in enumerate(groups):  # not one that a thread still runs
-            if group is not None and all(r == _CALLER for r in self._runners[w]) \
-                    and not self._whole.running(w):
+            if (group is not None and all(r == _CALLER for r in self._runners[w])
+                    and not self._whole.running(w)):
                 group.close()
         self._finished.clear()
 

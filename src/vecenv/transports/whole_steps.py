@@ -25,9 +25,11 @@ from vecenv.transports.work import Mailbox, Share, part_of
 from vecenv.worker import EnvGroup
 from vecenv.worker.group import MadeEnvs, close_envs, make_envs
 
-__all__ = ["WholeSteps", "built_group", "make_block"]
+__all__ = ["CALLER", "WholeSteps", "built_group", "make_block"]
 
 Part = tuple[bool, Any]
+#: the caller's slot among the threads that take a step's envs (helpers have slots 1, 2, ...)
+CALLER = 0
 
 
 class WholeSteps:
@@ -57,13 +59,13 @@ class WholeSteps:
 
     def caller_part(self, w: int, run: Callable[[int, int], Any],
                     cut: Callable[[int, BaseException], BaseException]) -> None:
-        """The caller's part of group ``w``'s step: ``run(w, 0)`` steps envs until none is left.
+        """The caller's part of group ``w``'s step: ``run(w, CALLER)`` steps envs until none is left.
         An exception that is not an ``Exception`` (a Ctrl-C) makes the part ``cut(w, exc)``, and
         gets through."""
         parts = self.parts[w]
         assert parts is not None
         try:
-            parts.append(part_of(run(w, 0)))
+            parts.append(part_of(run(w, CALLER)))
         except Exception as exc:
             parts.append((False, exc))
         except BaseException as exc:
