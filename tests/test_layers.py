@@ -31,7 +31,7 @@ INFO_PLACES = ("infos/", "transports/process/infos.py")
 
 def _imports(path: pathlib.Path) -> list[str]:
     names = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module:
             names.append(node.module)
         elif isinstance(node, ast.Import):
@@ -70,7 +70,7 @@ def test_api_layers_import_no_worker_or_transport_internals(layer):
 
 def _mentions(path: pathlib.Path) -> set[str]:
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Attribute) and node.attr in INFO_VIEWS:
             found.add(f".{node.attr}")
         elif isinstance(node, ast.Name) and node.id in INFO_INTERNALS:
