@@ -429,12 +429,11 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
 
     def __del__(self) -> None:
         # no module global here: one collected as the interpreter shuts down may find them gone
-        if getattr(self, "closed", True):
-            return
-        try:
-            self.close(terminate=True)
-        except Exception:
-            pass
+        if not getattr(self, "closed", True):
+            try:
+                self.close(terminate=True)
+            except Exception:
+                pass
 
     # ================================================================ helpers
     def _check_open(self) -> None:
