@@ -12,23 +12,15 @@ Data flow of one call (``T`` threads: the caller and ``T - 1`` helpers)::
     engine ◄── ready(ws) / fetch(w) ── caller (claims work too while it waits)
                  └────────── finished (in the order groups finish) ◄── replies[w], served[w]
 
-A step (or reset) of a group is shared env by env: every thread that takes part takes the
-group's next env from :class:`~vecenv.transports.work.Share` until none is left, its own block
-first, so the core that is free does more of the work (on a machine where another program holds
-a core part of the time, the other thread takes over its share). Each env is stepped by one
-thread at a time and writes straight into its row of the caller's batch buffers; what moves
-between threads is a group index and a small reply.
+A step (or reset) of a group is shared env by env (:class:`~vecenv.transports.work.Share`):
+each thread takes its own block first, then what the others have not started, so the core that
+is free does more of the work. Each env is stepped by one thread at a time and writes straight
+into its row of the caller's batch buffers. With whole batches such a step reaches the helpers
+without a lock (:class:`~vecenv.transports.whole_steps.WholeSteps`); other commands go through
+one queue under a lock (``pending``), run whole by whichever thread claims them.
 
-With whole batches (the engine waits for every group) such a step goes to the helpers without
-a lock (:class:`~vecenv.transports.whole_steps.WholeSteps`): on a free-threaded Python a lock
-that two threads take at once is handed over through the kernel, which costs more than a cheap
-env's step. Other commands go through one queue under a lock (``pending``), run whole by
-whichever thread claims them.
-
-Helpers spin for ``spin_us`` before they sleep, on a free-threaded Python only (under the GIL a
-spinning thread would keep it from the others), and stop spinning as soon as their core is taken
-by another thread (:func:`~vecenv.transports.work.spin_until`). With async batches only the
-helpers step, and the caller computes the next actions meanwhile.
+Waiting threads spin, then sleep (:mod:`~vecenv.transports.wakeups`); they spin on a
+free-threaded Python only: under the GIL a spinning thread would keep it from the others.
 """
 
 from __future__ import annotations
@@ -37,34 +29,24 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
-from functools import partial
-from typing import Any, NamedTuple
+from collections.abc import Callable, Collection
+from typing import Any
 
 from vecenv.engine.transport import Transport
 from vecenv.errors import VecEnvError
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
+from vecenv.transports.wakeups import Wakeups, moved_since
 from vecenv.transports.whole_steps import CALLER as _CALLER
-from vecenv.transports.whole_steps import WholeSteps, built_group, make_block
-from vecenv.transports.work import Mailbox, Share, Signal, joined, locked, part_of, spin_until
+from vecenv.transports.whole_steps import Build, WholeSteps, built_group, make_block
+from vecenv.transports.work import Mailbox, Share, joined, locked, part_of, run_share, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
 from vecenv.worker.commands import Command, GivenStep, Reset, Step
 
 __all__ = ["ThreadTransport"]
 
-#: longest a sleeping helper waits before it looks at the queue again (a backstop: every submit
-#: wakes a sleeping helper)
-_NAP = 0.1
 #: the reply slot of a group with nothing to hand over
 _EMPTY: tuple[bool, Any] = (True, None)
-
-
-class _Build(NamedTuple):
-    """Build a group from its env_fns (the first command of every group)."""
-
-    env_fns: Sequence[Callable[[], Any]]
-    start: int
 
 
 class _Helper:
@@ -98,7 +80,7 @@ class ThreadTransport(Transport):
                  whole_batches: bool = True) -> None:
         self.threads = threads
         self.whole_batches = whole_batches
-        self.spin = (0.0 if gil_enabled() else 100e-6) if spin_us is None else spin_us * 1e-6
+        spin = (0.0 if gil_enabled() else 100e-6) if spin_us is None else spin_us * 1e-6
         self.helpers: list[_Helper] = []
         self.groups: list[EnvGroup | None] = []
         self._commands: list[Any] = []
@@ -118,13 +100,8 @@ class ThreadTransport(Transport):
         #: guards claiming and finishing work, and going to sleep; taken through :func:`locked`
         #: wherever the caller's thread takes it (a Ctrl-C must not leave it held)
         self._lock = threading.RLock()
-        self._sleepers: list[_Helper] = []
-        self._caller_asleep = False
-        self._caller_wake: queue.SimpleQueue = queue.SimpleQueue()
+        self._wakeups = Wakeups(self._lock, spin)
         self._stopping = False
-        #: bumped when work is queued (or the transport closes) and when a group finishes: what
-        #: the spinning waits look at (the queues' own locks would be contended)
-        self._work, self._progress = Signal(), Signal()
 
     # ----------------------------------------------------------------- lifecycle
     def launch(self) -> list[EnvDescription]:
@@ -141,20 +118,18 @@ class ThreadTransport(Transport):
         for h in self.helpers:
             h.thread.start()
         for w, (start, _) in enumerate(self.partition):  # groups are built in parallel too
-            self.submit(w, _Build(self.group_fns(w), start))  # type: ignore[arg-type]
-        results = []
+            self.submit(w, Build(self.group_fns(w), start))  # type: ignore[arg-type]
         for w in range(g):  # every group is built (or failed) before one is used
             self.ready([w])
-            results.append(self._take(w))
+        results = [self._take(w) for w in range(g)]
         failed = [value for ok, value in results if not ok]
         if failed:
             raise failed[0]
         return [d for _, described in results for d in described]
 
     def attach(self, buffers: StepBuffers) -> None:
-        # every group is idle; taking the next command (under the lock, or out of a mailbox,
-        # whose operations hold the deque's own lock) orders this write before the thread that
-        # runs it reads it
+        # every group is idle; taking the next command (under the lock, or out of a mailbox:
+        # deque operations are atomic) orders this write before the thread that runs it reads it
         for group, (start, stop) in zip(self.groups, self.partition, strict=True):
             group.attach(buffers.rows(start, stop))  # type: ignore[union-attr]
 
@@ -164,7 +139,7 @@ class ThreadTransport(Transport):
         self._whole.clear()
         for h in helpers:
             h.wake.put(None)
-        self._caller_wake.put(None)  # a wait in another thread ends (ready() returns nothing)
+        self._wakeups.wake_caller()  # a wait in another thread ends (ready() returns nothing)
         deadline = time.monotonic() + (5.0 if timeout is None else timeout)
         for h in helpers:  # a thread stuck in a hung env is abandoned (it is a daemon)
             h.thread.join(max(0.0, deadline - time.monotonic()))
@@ -177,7 +152,7 @@ class ThreadTransport(Transport):
 
     def _stop(self) -> None:
         self._stopping = True
-        self._work.bump()  # a spinning helper looks up and sees it
+        self._wakeups.work.bump()  # a spinning helper looks up and sees it
         self._pending.clear()
         for share in self._shares:
             share.clear()
@@ -192,7 +167,7 @@ class ThreadTransport(Transport):
         if (kind is Step or kind is GivenStep or kind is Reset) and share.size > 1:
             self._shared[worker] = True
             share.deal(command.ids)  # type: ignore[union-attr,arg-type]
-        elif kind is _Build and share.size > 1 and self.whole_batches:
+        elif kind is Build and share.size > 1 and self.whole_batches:
             self._shared[worker] = True  # each env made by the thread that will step it
             share.deal(None)
         else:
@@ -200,14 +175,10 @@ class ThreadTransport(Transport):
         self._sent[worker] += 1
         if self._shared[worker] and self.whole_batches:
             self._whole.open(worker)
-            self._work.bump()  # what a spinning helper looks at
-            if self._sleepers:
-                self._wake_all()
+            self._wakeups.queued(every_helper=True)
             return
         self._pending.append(worker)
-        self._work.bump()
-        if self._sleepers:  # a helper looks at the queue under the lock before it sleeps
-            self._wake_one()
+        self._wakeups.queued(every_helper=False)
 
     def outstanding(self, worker: int) -> bool:
         return self._sent[worker] != self._taken[worker]
@@ -255,7 +226,7 @@ class ThreadTransport(Transport):
             if not waiting or self._stopping or (deadline is not None and time.monotonic() >= deadline):
                 return
             if moved is None:  # taken before a look that precedes a wait: no post goes unseen
-                moved = _moved(self._progress)
+                moved = moved_since(self._wakeups.progress)
                 continue
             self._finished_now(())  # what general work finished meanwhile is seen, not waited on
             self._await_finish(deadline, False, moved)
@@ -266,7 +237,7 @@ class ThreadTransport(Transport):
         if parts is None:
             return False
         command = self._commands[w]
-        if type(command) is _Build:
+        if type(command) is Build:
             reply, self.groups[w] = built_group(parts, command.env_fns, command.start, w,
                                                 self.autoreset_mode)
         else:
@@ -294,14 +265,10 @@ class ThreadTransport(Transport):
         out of a group it was stepping; the group's own count and its runners are the truth.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        whole = self._whole
         while True:
-            whole = self._whole
-            if whole.parts[worker] is not None and not self._whole_done(worker, whole.drop(worker)):
-                if deadline is not None and time.monotonic() >= deadline:
-                    return False
-                self._await_finish(deadline, False)
-                continue
-            if locked(self._lock, self._settled, worker):
+            still_open = whole.parts[worker] is not None and not self._whole_done(worker, whole.drop(worker))
+            if not still_open and locked(self._lock, self._settled, worker):
                 return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
@@ -353,7 +320,7 @@ class ThreadTransport(Transport):
 
     def _run(self, w: int, slot: int) -> Any:
         command = self._commands[w]
-        if type(command) is _Build:
+        if type(command) is Build:
             if self._shared[w]:
                 return make_block(command.env_fns, self._shares[w], slot)
             made = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode)
@@ -361,24 +328,7 @@ class ThreadTransport(Transport):
         group: Any = self.groups[w]
         if not self._shared[w]:
             return command.run(group)
-        # the group iterates its envs once: a generator that takes them from the share does
-        share = self._shares[w]
-        if type(command) is Reset:
-            run = partial(group.reset, command.seeds, command.options)
-        elif type(command) is GivenStep:
-            run = partial(group.step, given=command.given)
-        else:  # a Step: which envs is what the share was dealt
-            run = group.step
-        try:
-            return run(share.taken_by(slot))
-        except Exception as exc:
-            error = exc
-        while share:  # the other envs are stepped all the same, as in a group of their own
-            try:
-                run(share.taken_by(slot))
-            except Exception:
-                pass  # the first error is the one reported
-        raise error
+        return run_share(command, group, self._shares[w], slot)
 
     def _serve_here(self, w: int) -> None:
         """Run (a share of) group ``w``'s command in the caller's thread, where a Ctrl-C must
@@ -402,54 +352,45 @@ class ThreadTransport(Transport):
                            f"{type(exc).__name__} in the calling thread; call reset()")
 
     def serve_forever(self, helper: _Helper) -> None:
-        """A helper thread's loop: take queued work and run it until the transport closes.
-        Whatever env code raises here, a ``SystemExit`` or ``KeyboardInterrupt`` included, is
-        raised in the caller (by :meth:`fetch`), as if the caller had stepped that env."""
+        """A helper thread's loop: take queued work and run it until the transport closes."""
         me = helper.slot
-        pending, mailbox = self._pending, helper.mailbox
+        pending, mailbox, wakeups = self._pending, helper.mailbox, self._wakeups
         jobs = mailbox.jobs
+
+        def busy() -> bool:
+            return bool(pending or jobs or self._stopping)
+
         while not self._stopping:
             if jobs:
                 w = mailbox.take()
-                if w < 0:
-                    continue  # the caller took it back
-                try:
-                    reply = part_of(self._run(w, me))
-                except BaseException as exc:  # delivered by fetch(); the thread keeps serving
-                    reply = (False, exc)
-                with self._lock:
-                    self._whole.post(mailbox, w, reply)
-                    wake = self._progressed()
-                if wake:
-                    self._caller_wake.put(None)
+                if w >= 0:  # else the caller took it back
+                    reply = self._helper_part(w, me)
+                    with self._lock:
+                        self._whole.post(mailbox, w, reply)
+                        wake = wakeups.progressed()
+                    if wake:
+                        wakeups.wake_caller()
                 continue
             w = self._claim(me)
             if w >= 0:
-                try:
-                    reply = (True, self._run(w, me))
-                except BaseException as exc:  # delivered by fetch(); the thread keeps serving
-                    reply = (False, exc)
-                self._finish(w, me, reply)
+                self._finish(w, me, self._helper_part(w, me))
                 continue
-            moved = _moved(self._work)  # before looking at the queue: no bump goes unseen
-            if pending or jobs or (self.spin and spin_until(moved, self.spin)):
-                continue
-            with self._lock:  # a helper: no signal handler runs in its thread
-                if pending or jobs or self._stopping:
-                    continue
-                self._sleepers.append(helper)
-            try:
-                helper.wake.get(timeout=_NAP)
-            except queue.Empty:
-                with self._lock:
-                    if helper in self._sleepers:
-                        self._sleepers.remove(helper)
+            wakeups.helper_nap(helper.wake, busy)
+
+    def _helper_part(self, w: int, me: int) -> tuple[bool, Any]:
+        """Helper ``me`` runs group ``w``'s command (or its share of it). Whatever env code
+        raises, a ``SystemExit`` or ``KeyboardInterrupt`` included, is its reply, raised in the
+        caller by :meth:`fetch` as if the caller had stepped that env; the thread keeps serving."""
+        try:
+            return part_of(self._run(w, me))
+        except BaseException as exc:
+            return False, exc
 
     def _finish(self, w: int, who: int, reply: tuple[bool, Any]) -> None:
         """``who`` is done with group ``w``; the last runner of a step with no env left makes
         the group's reply from every runner's part."""
         if locked(self._lock, self._finished_by, w, who, reply):
-            self._caller_wake.put(None)
+            self._wakeups.wake_caller()
 
     def _finished_by(self, w: int, who: int, reply: tuple[bool, Any]) -> bool:
         """:meth:`_finish` under the lock; whether the caller sleeps and must be woken."""
@@ -468,30 +409,7 @@ class ThreadTransport(Transport):
         if w in self._pending:  # a shared step still listed, or a claim cut short
             self._pending.remove(w)
         self._complete(w, reply)
-        return self._progressed()
-
-    def _progressed(self) -> bool:
-        """Tell a waiting caller there is something to look at (under the lock); whether it
-        sleeps and must be woken."""
-        self._progress.bump()
-        wake, self._caller_asleep = self._caller_asleep, False
-        return wake
-
-    def _wake_all(self) -> None:
-        for helper in locked(self._lock, self._pop_sleepers):
-            helper.wake.put(None)
-
-    def _pop_sleepers(self) -> list[_Helper]:
-        sleepers, self._sleepers = self._sleepers, []
-        return sleepers
-
-    def _wake_one(self) -> None:
-        helper = locked(self._lock, self._pop_sleeper)
-        if helper is not None:
-            helper.wake.put(None)
-
-    def _pop_sleeper(self) -> _Helper | None:
-        return self._sleepers.pop() if self._sleepers else None
+        return self._wakeups.progressed()
 
     # ----------------------------------------------------------------- the caller's waits
     def _finished_now(self, wanted: Collection[int]) -> list[int]:
@@ -504,21 +422,16 @@ class ThreadTransport(Transport):
 
     def _await_finish(self, deadline: float | None, helps: bool,
                       moved: Callable[[], bool] | None = None) -> None:
-        """Wait until a group finishes or a helper posts its part of a shared step (or, when
-        the caller ``helps``, work is queued) or ``deadline``; a spurious return is harmless,
-        the caller looks at the state again. ``moved``: whether there was progress since the
-        caller last looked (default: since now)."""
+        """Wait until a group finishes, a helper posts its part of a shared step, work is queued
+        (when the caller ``helps``) or ``deadline``; a spurious return is harmless. ``moved``:
+        whether there was progress since the caller last looked (default: since now)."""
+        wakeups = self._wakeups
         if moved is None:
-            moved = _moved(self._progress, self._work) if helps else _moved(self._progress)
-        if self._done or (helps and self._pending) or (self.spin and spin_until(moved, self.spin)):
+            moved = moved_since(wakeups.progress, wakeups.work) if helps else moved_since(wakeups.progress)
+        if self._done or (helps and self._pending) or (wakeups.spin and spin_until(moved, wakeups.spin)):
             return
-        if not locked(self._lock, self._sleep_as_caller, helps):
-            return
-        left = _NAP if deadline is None else min(_NAP, max(0.0, deadline - time.monotonic()))
-        try:
-            self._caller_wake.get(timeout=left)  # every wake-up is posted; _NAP is a backstop
-        except queue.Empty:
-            pass
+        if locked(self._lock, self._sleep_as_caller, helps):
+            wakeups.caller_sleep(deadline)
 
     def _sleep_as_caller(self, helps: bool) -> bool:
         """Mark the caller asleep unless there is something to look at (then False)."""
@@ -526,7 +439,7 @@ class ThreadTransport(Transport):
         if self._done or whole.posted or (helps and self._pending):
             whole.posted = False
             return False
-        self._caller_asleep = True
+        self._wakeups.caller_asleep = True
         return True
 
     def _take(self, w: int) -> tuple[bool, Any]:
@@ -535,11 +448,3 @@ class ThreadTransport(Transport):
         reply, self._replies[w] = self._replies[w], _EMPTY
         return reply
 
-
-def _moved(*signals: Signal) -> Callable[[], bool]:
-    """Whether any of ``signals`` was bumped since this call."""
-    seen = [s.value for s in signals]
-    if len(signals) == 1:
-        (signal,), (value,) = signals, seen
-        return lambda: signal.value != value
-    return lambda: any(s.value != v for s, v in zip(signals, seen, strict=True))

@@ -17,7 +17,7 @@ blocks together.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from vecenv.errors import EnvError
 from vecenv.infos import NO_REPLY
@@ -25,7 +25,7 @@ from vecenv.transports.work import Mailbox, Share, part_of
 from vecenv.worker import EnvGroup
 from vecenv.worker.group import MadeEnvs, close_envs, make_envs
 
-__all__ = ["CALLER", "WholeSteps", "built_group", "make_block"]
+__all__ = ["CALLER", "Build", "WholeSteps", "built_group", "make_block"]
 
 Part = tuple[bool, Any]
 #: the caller's slot among the threads that take a step's envs (helpers have slots 1, 2, ...)
@@ -107,6 +107,14 @@ class WholeSteps:
         """Take back every job no helper started (the transport closes)."""
         for mailbox in self.mailboxes:
             mailbox.clear()
+
+
+class Build(NamedTuple):
+    """Build a group from its env_fns (the first command of every group). With whole batches
+    it is shared like a step: each thread makes the envs it will step (:func:`make_block`)."""
+
+    env_fns: Sequence[Callable[[], Any]]
+    start: int
 
 
 def make_block(env_fns: Sequence[Callable[[], Any]], share: Share, slot: int) -> MadeEnvs:

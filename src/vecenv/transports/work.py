@@ -1,5 +1,6 @@
 """What the thread backend's threads share: the envs of one step, dealt in blocks that a thread
-takes from its own end first and from the others' when it is done (:class:`Share`), the steps
+takes from its own end first and from the others' when it is done (:class:`Share`, a thread's
+part run by :func:`run_share`), the steps
 handed to a helper without a lock (:class:`Mailbox`), the replies
 of a shared step joined into one (:func:`joined`), a counter to spin on (:class:`Signal`) and the
 bounded spinning wait (:func:`spin_until`), and a lock section that an interrupt in the main
@@ -10,13 +11,15 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any, TypeVar
 
 from vecenv.infos import NO_REPLY, StepReply
+from vecenv.worker.commands import GivenStep, Reset
 
 T = TypeVar("T")
 
-__all__ = ["SILENT", "Mailbox", "Share", "Signal", "joined", "locked", "part_of", "spin_until"]
+__all__ = ["SILENT", "Mailbox", "Share", "Signal", "joined", "locked", "part_of", "run_share", "spin_until"]
 
 
 class Share:
@@ -61,6 +64,30 @@ class Share:
                 except IndexError:
                     break
                 yield j
+
+
+def run_share(command: Any, group: Any, share: Share, slot: int) -> Any:
+    """Thread ``slot``'s part of a step or reset (``command``) of ``group`` shared env by env:
+    the envs it takes from ``share``, until none is left. An env's error is raised once the
+    envs left are stepped all the same, as in a group of their own (the first error is the one
+    reported)."""
+    # the group iterates its envs once: a generator that takes them from the share does
+    if type(command) is Reset:
+        run = partial(group.reset, command.seeds, command.options)
+    elif type(command) is GivenStep:
+        run = partial(group.step, given=command.given)
+    else:  # a Step: which envs is what the share was dealt
+        run = group.step
+    try:
+        return run(share.taken_by(slot))
+    except Exception as exc:
+        error = exc
+    while share:
+        try:
+            run(share.taken_by(slot))
+        except Exception:
+            pass
+    raise error
 
 
 #: a thread's part of a shared step that says nothing (everything is in the buffers, or the
