@@ -61,7 +61,7 @@ def test_defaults_one_shared_group_or_one_group_per_env():
         assert len(_vecenv_threads()) == usable_cores() - 1  # the caller is one of the threads
     with vecenv.ThreadVectorEnv([GateEnv] * 5, num_workers=3, batch_size=2) as envs:
         assert envs.num_threads == 3 and envs.num_workers == 5  # async batches: one group per env
-        assert len(_vecenv_threads()) == 3  # and the caller steps none
+        assert len(_vecenv_threads()) == 2  # the caller is one of them here too
     with vecenv.ThreadVectorEnv([GateEnv] * 5, num_workers=2, groups=2) as envs:
         assert envs.num_workers == 2
     assert not _vecenv_threads()
@@ -105,10 +105,11 @@ def test_a_free_thread_takes_over_the_envs_of_a_slow_one():
 
 
 def test_async_batches_return_the_fastest_envs_first():
-    """While one helper steps the slow env 0, the other steps the fast envs and their batches
-    come back, round after round; the slow env's result arrives later, intact."""
+    """While one helper steps the slow env 0, the other (and the caller, once the fast envs'
+    steps are timed) steps the fast envs and their batches come back, round after round; the
+    slow env's result arrives later, intact."""
     fns = [lambda: GateEnv(delay=0.5)] + [GateEnv] * 3
-    with vecenv.ThreadVectorEnv(fns, num_workers=2, batch_size=2) as envs:
+    with vecenv.ThreadVectorEnv(fns, num_workers=3, batch_size=2) as envs:
         _, infos = envs.reset(seed=0)
         ids = [infos["env_id"], envs.recv()[-1]["env_id"]]  # the rest of the reset
         assert sorted(np.concatenate(ids).tolist()) == [0, 1, 2, 3]
@@ -125,6 +126,31 @@ def test_async_batches_return_the_fastest_envs_first():
             if 0 not in got:
                 envs.send(np.zeros(2, int), infos["env_id"])
         assert got[0] == 1.0 and min(got.values()) >= 1.0
+
+
+def test_with_async_batches_the_caller_steps_quick_envs_and_leaves_slow_ones_to_the_helper():
+    """recv() waits by stepping queued envs whose last step was quick (two threads at work on
+    two cores, not one), never an env not timed yet or slow: env 0 takes 100 ms a step against
+    the others' 3 ms, so only the helper ever steps it, and batches of the fast envs keep
+    coming back while it does."""
+    fns = [lambda: GateEnv(delay=0.1)] + [lambda: GateEnv(delay=0.003)] * 5
+    me = threading.current_thread().name
+    with vecenv.ThreadVectorEnv(fns, num_workers=2, batch_size=2) as envs:
+        _, infos = envs.reset(seed=0)
+        ids = [infos["env_id"], envs.recv()[-1]["env_id"], envs.recv()[-1]["env_id"]]
+        for part in ids:
+            envs.send(np.zeros(2, int), part)
+        returned = []
+        for _ in range(40):
+            infos = envs.recv()[-1]  # with a timeout, the caller would leave every env to the helper
+            returned.extend(infos["env_id"].tolist())
+            envs.send(np.zeros(2, int), infos["env_id"])
+        for _ in range(3):  # every env back
+            envs.recv(timeout=10)
+        stepped = envs.apply(lambda env: sorted(env.unwrapped.stepped_in))
+    assert stepped[0] == ["vecenv-thread-1"]
+    assert any(me in s for s in stepped[1:]), stepped
+    assert returned.count(0) < returned.count(1) / 2, "the slow env held the fast ones back"
 
 
 def test_recv_timeout_and_recovery():

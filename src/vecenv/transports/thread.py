@@ -36,6 +36,7 @@ from vecenv.engine.transport import Transport
 from vecenv.errors import VecEnvError
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
+from vecenv.transports.pace import Pace
 from vecenv.transports.wakeups import Wakeups, moved_since
 from vecenv.transports.whole_steps import CALLER as _CALLER
 from vecenv.transports.whole_steps import Build, WholeSteps, built_group, make_block
@@ -68,10 +69,11 @@ class ThreadTransport(Transport):
     they sleep; ``None``: 100 µs on a free-threaded Python, 0 under the GIL.
 
     ``whole_batches``: the engine waits for every group of a call (no async batches), so the
-    caller is one of the ``threads``: it steps envs for as long as any is queued, then waits for
-    the helpers. With async batches ``threads`` helpers step the envs and the caller none: it
-    returns a batch as soon as enough envs are done, and computes the next actions while the
-    helpers step the others (an env it stepped itself would hold its batch back).
+    caller steps envs for as long as any is queued, then waits for the helpers. With async
+    batches the caller returns a batch as soon as enough envs are done, and computes the next
+    actions while the helpers step the others; while it waits it steps only queued envs whose
+    steps are known to be quick (:mod:`~vecenv.transports.pace`), so a slow env cannot hold
+    its batch back.
     """
 
     name = "thread"
@@ -93,6 +95,7 @@ class ThreadTransport(Transport):
         self._runners: list[list[int]] = []  # threads running each group's command now
         self._shared: list[bool] = []  # whether each group's command is a step shared env by env
         self._whole = WholeSteps([], [])  # the whole-batch steps open now
+        self._pace: Pace | None = None  # async batches: which queued steps the caller may take
         self._caller_in = -1  # the group the caller is running (-1: none)
         self._pending: deque[int] = deque()  # groups with work no thread took yet
         self._done: deque[int] = deque()  # groups that finished, in that order, not yet seen
@@ -111,8 +114,8 @@ class ThreadTransport(Transport):
         self._shared = [False] * g
         self._sent, self._served, self._taken = [0] * g, [0] * g, [0] * g
         threads = max(1, self.threads or 1)
-        helpers = threads - 1 if self.whole_batches else threads  # see the class docstring
-        self.helpers = [_Helper(self, k + 1) for k in range(helpers)]
+        self.helpers = [_Helper(self, k + 1) for k in range(threads - 1)]  # the caller is one
+        self._pace = Pace(g) if self.helpers and not self.whole_batches else None
         self._shares = [Share(len(self.helpers) + 1, stop - start) for start, stop in self.partition]
         self._whole = WholeSteps([h.mailbox for h in self.helpers], self._shares)
         for h in self.helpers:
@@ -193,7 +196,7 @@ class ThreadTransport(Transport):
         wanted = workers  # a handful of groups: a list is looked up as fast as a set
         greedy = self.whole_batches
         # env code cannot be bounded: under a timeout the caller steps nothing while a helper can
-        helps = not self.helpers or (self.whole_batches and timeout is None)
+        helps = not self.helpers or timeout is None
         if self._whole.any_open(wanted):
             self._serve_whole(wanted, helps, deadline)
         while True:
@@ -304,18 +307,40 @@ class ThreadTransport(Transport):
     def _claim_next(self, who: int) -> int:
         pending = self._pending
         drop = pending.popleft
+        pace = self._pace
         while pending and not self._stopping:
             w = pending[0]
-            left = self._shares[w]
-            if self._shared[w] and not left:
+            if self._shared[w] and not self._shares[w]:
                 drop()  # a shared step whose envs are all taken
                 continue
+            if pace is not None:
+                if who == _CALLER:
+                    w = self._caller_pick(pace)
+                    if w < 0:
+                        return -1
+                if self._timed(w):
+                    pace.start(w)
             if who == _CALLER:
                 self._caller_in = w  # first: a cut after it is put right by the next wait
             self._runners[w].append(who)
-            if not left:
-                drop()  # run whole by this thread
+            if not self._shares[w]:
+                pending.remove(w)  # run whole by this thread
             return w
+        return -1
+
+    def _timed(self, w: int) -> bool:
+        """Whether group ``w``'s command is a step that :class:`Pace` times (one thread's, whole)."""
+        kind = type(self._commands[w])
+        return (kind is Step or kind is GivenStep) and not self._shared[w]
+
+    def _caller_pick(self, pace: Pace) -> int:
+        """With async batches, the first queued group the caller may take: any command but a
+        step, and a step only where it is known to be quick (:mod:`~vecenv.transports.pace`)."""
+        for w in self._pending:
+            if self._shared[w] and not self._shares[w]:
+                continue  # a shared step whose envs are all taken
+            if not self._timed(w) or pace.quick(w):
+                return w
         return -1
 
     def _run(self, w: int, slot: int) -> Any:
@@ -408,6 +433,8 @@ class ThreadTransport(Transport):
             parts.clear()
         if w in self._pending:  # a shared step still listed, or a claim cut short
             self._pending.remove(w)
+        if self._pace is not None and self._timed(w):
+            self._pace.stop(w)
         self._complete(w, reply)
         return self._wakeups.progressed()
 
@@ -428,15 +455,17 @@ class ThreadTransport(Transport):
         wakeups = self._wakeups
         if moved is None:
             moved = moved_since(wakeups.progress, wakeups.work) if helps else moved_since(wakeups.progress)
-        if self._done or (helps and self._pending) or (wakeups.spin and spin_until(moved, wakeups.spin)):
+        queued = helps and self._pending and self._pace is None  # else looked at under the lock
+        if self._done or queued or (wakeups.spin and spin_until(moved, wakeups.spin)):
             return
         if locked(self._lock, self._sleep_as_caller, helps):
             wakeups.caller_sleep(deadline)
 
     def _sleep_as_caller(self, helps: bool) -> bool:
         """Mark the caller asleep unless there is something to look at (then False)."""
-        whole = self._whole
-        if self._done or whole.posted or (helps and self._pending):
+        whole, pace = self._whole, self._pace
+        queued = helps and self._pending and (pace is None or self._caller_pick(pace) >= 0)
+        if self._done or whole.posted or queued:
             whole.posted = False
             return False
         self._wakeups.caller_asleep = True
