@@ -1,6 +1,6 @@
 """The thread backend against serial and processes on one interpreter, free-threaded or not.
 
-    python benchmarks/free_threading.py                      # every scenario (~6 min on 2 cores)
+    python benchmarks/free_threading.py                      # every scenario (~9 min on 2 cores)
     python benchmarks/free_threading.py --scenario idle --envs CartPole-v1 --rounds 3
 
 Run it on a free-threaded Python with the GIL off (``PYTHON_GIL=0 python3.13t ...``; the
@@ -13,8 +13,14 @@ Scenarios (``--scenario``, a comma list):
 - ``idle``: nothing else runs.
 - ``busy``: a busy Python process (``while True: pass``) started by this script runs beside, in
   this run's autogroup: it competes with the run's threads one thread to one (a fair split would
-  give the run's two threads 4/3 of the two cores; the scheduler tends to leave the busy process
-  a core of its own instead).
+  give the run's two threads 4/3 of the two cores). For a synchronous step that share is out of
+  reach: at any moment one of the three threads waits for a core, in slices of milliseconds; a
+  third of the time it is your thread (nothing returns, the helper soon idles), a third the
+  helper (your thread steps alone) and a third the busy process (both step): about 1.0x serial
+  on average. ``plain-free`` (two plain threads that never meet) shows the 4/3 that only work
+  which need not wait for every env each step could reach; ``plain-lockstep`` (meeting after
+  every step, spinning while it waits) shows what spinning costs when the other thread is off
+  its core.
 - ``busy-setsid``: the same busy process started with ``setsid``, so in an autogroup of its own,
   which gets a whole core's weight whatever this run does: the bound is 1.0x serial.
 - ``policy``: a policy in the loop (a numpy two-layer MLP on the observations, about as long as
@@ -28,10 +34,11 @@ each product compete with the env threads for the same two cores (with 2 BLAS th
 policy scenario measured async batches at 0.5-0.75x serial on the busy env, 1.44x with one).
 
 Contenders: ``serial``, ``thread`` (default threads), ``process`` (default workers),
-``inline``. In ``idle``, each round also runs the plain-thread ceiling of
-``thread_ceiling.py`` (no vecenv: one thread stepping the 8 envs, and two threads of 4 meeting
-after every step), and the table says what share of that ceiling's gain the thread backend
-reached in the same rounds: on a VM whose two vCPUs share caches well at one moment and
+``inline``. In ``idle``, ``busy`` and ``busy-setsid``, each round also runs the plain-thread
+ceiling of ``thread_ceiling.py`` (no vecenv: ``plain-serial``, one thread stepping the 8 envs;
+``plain-free``, two threads of 4 that never wait for each other; ``plain-lockstep``, two threads
+of 4 meeting after every step), and in ``idle`` the table says what share of the lockstep
+ceiling's gain the thread backend reached in the same rounds: on a VM whose two vCPUs share caches well at one moment and
 badly at another, two threads of one process gain 1.8x at one time and none at another, and
 only a ceiling measured beside the contenders says which moment a row comes from. Each scenario runs ``--rounds`` interleaved rounds (every contender once per round,
 the order rotating); a measurement builds the vector env, resets it (seed 0), steps ``--warmup``
@@ -161,8 +168,9 @@ def measure(env_id: str, kwargs: dict, seconds: float, warmup: int, policy_us: f
         return steps / (time.perf_counter() - start)
 
 
-#: the plain-thread ceiling's modes, run beside the contenders in ``idle``
-CEILING = {"plain-serial": thread_ceiling.serial, "plain-lockstep": thread_ceiling.lockstep_own}
+#: the plain-thread ceiling's modes, run beside the contenders in every scenario but ``policy``
+CEILING = {"plain-serial": thread_ceiling.serial, "plain-free": thread_ceiling.free,
+           "plain-lockstep": thread_ceiling.lockstep_own}
 
 
 def ceiling_rate(mode: str, env_id: str, seconds: float) -> float:
@@ -190,7 +198,7 @@ def run(args: argparse.Namespace) -> dict:
             except Exception as exc:  # e.g. no MuJoCo wheel for this interpreter
                 print(f"{scenario:17s} {env_id:15s} skipped: {type(exc).__name__}: {exc}", flush=True)
                 continue
-            names = list(table) + (list(CEILING) if scenario == "idle" else [])
+            names = list(table) + (list(CEILING) if scenario != "policy" else [])
             per: dict[str, list[float]] = {k: [] for k in names}
             for r in range(args.rounds):
                 order = names[r % len(names):] + names[:r % len(names)]
@@ -216,7 +224,7 @@ def run(args: argparse.Namespace) -> dict:
                 results["rows"].append(row)
                 print(f"{scenario:17s} {env_id:15s} {name:11s} {med:10,.0f} steps/s  {med / base:5.2f}x serial"
                       f"  ({1e6 / med:7.1f} µs an env step)", flush=True)
-            if "plain-lockstep" in per and "thread" in per:
+            if scenario == "idle":
                 ceiling = _reached(per)
                 results["rows"].append({"scenario": scenario, "env": env_id, "contender": "ceiling", **ceiling})
                 print(f"{scenario:17s} {env_id:15s} ceiling: plain threads {ceiling['ceiling_x']:.2f}x plain serial; "

@@ -441,7 +441,8 @@ def test_free_threading_benchmark_runs_the_plain_thread_ceiling_beside_the_conte
                    "--seconds", "0.05", "--warmup", "1", "--json", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {r["contender"]: r for r in json.loads(out.read_text())["rows"]}
-    assert set(rows) == {"serial", "thread", "process", "inline", "plain-serial", "plain-lockstep", "ceiling"}
+    assert set(rows) == {"serial", "thread", "process", "inline", "plain-serial", "plain-free", "plain-lockstep",
+                         "ceiling"}
     assert all(rows[k]["steps_per_s"] > 0 for k in rows if k != "ceiling")
     assert rows["ceiling"]["ceiling_x"] > 0 and len(rows["ceiling"]["rounds"]) == 1
     assert "ceiling: plain threads" in done.stdout
