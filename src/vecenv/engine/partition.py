@@ -37,6 +37,8 @@ class Partition(Sequence[tuple[int, int]]):
     ((0, 3), (3, 5), 1)
     >>> [(w, local, envs.tolist()) for w, local, envs in p.by_worker(np.array([4, 0, 1, 2]))]
     [(0, None, [0, 1, 2]), (1, array([1]), [4])]
+    >>> [(w, local, envs.tolist()) for w, local, envs in Partition(4, 4).by_worker(np.array([3, 1]))]
+    [(1, None, [1]), (3, None, [3])]
     """
 
     def __init__(self, num_envs: int, num_workers: int) -> None:
@@ -63,6 +65,11 @@ class Partition(Sequence[tuple[int, int]]):
         """Each group's share of ``ids`` (every env when None), groups in order, ids sorted."""
         if ids is None or ids.size == self.num_envs:
             yield from self.whole_groups
+            return
+        if len(self.bounds) == self.num_envs:  # one env a group (async batches): each is whole
+            whole = self.whole_groups
+            for i in sorted(ids.tolist()):
+                yield whole[i]
             return
         # plain Python: batches are small, and numpy's per-call cost dominates at this size
         worker_of = self.worker_of
