@@ -37,6 +37,7 @@ from vecenv.errors import VecEnvError
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
 from vecenv.transports.pace import Pace
+from vecenv.transports.pending import Pending
 from vecenv.transports.wakeups import Wakeups, moved_since
 from vecenv.transports.whole_steps import CALLER as _CALLER
 from vecenv.transports.whole_steps import Build, WholeSteps, built_group, make_block
@@ -95,9 +96,8 @@ class ThreadTransport(Transport):
         self._runners: list[list[int]] = []  # threads running each group's command now
         self._shared: list[bool] = []  # whether each group's command is a step shared env by env
         self._whole = WholeSteps([], [])  # the whole-batch steps open now
-        self._pace: Pace | None = None  # async batches: which queued steps the caller may take
         self._caller_in = -1  # the group the caller is running (-1: none)
-        self._pending: deque[int] = deque()  # groups with work no thread took yet
+        self._pending = Pending([], [], [], None)  # groups with work no thread took yet
         self._done: deque[int] = deque()  # groups that finished, in that order, not yet seen
         self._finished: dict[int, None] = {}  # groups seen finished, reply not yet fetched
         #: guards claiming and finishing work, and going to sleep; taken through :func:`locked`
@@ -115,8 +115,9 @@ class ThreadTransport(Transport):
         self._sent, self._served, self._taken = [0] * g, [0] * g, [0] * g
         threads = max(1, self.threads or 1)
         self.helpers = [_Helper(self, k + 1) for k in range(threads - 1)]  # the caller is one
-        self._pace = Pace(g) if self.helpers and not self.whole_batches else None
         self._shares = [Share(len(self.helpers) + 1, stop - start) for start, stop in self.partition]
+        pace = Pace(g) if self.helpers and not self.whole_batches else None  # see the class docstring
+        self._pending = Pending(self._commands, self._shares, self._shared, pace)
         self._whole = WholeSteps([h.mailbox for h in self.helpers], self._shares)
         for h in self.helpers:
             h.thread.start()
@@ -305,43 +306,13 @@ class ThreadTransport(Transport):
         return locked(self._lock, self._claim_next, who)
 
     def _claim_next(self, who: int) -> int:
-        pending = self._pending
-        drop = pending.popleft
-        pace = self._pace
-        while pending and not self._stopping:
-            w = pending[0]
-            if self._shared[w] and not self._shares[w]:
-                drop()  # a shared step whose envs are all taken
-                continue
-            if pace is not None:
-                if who == _CALLER:
-                    w = self._caller_pick(pace)
-                    if w < 0:
-                        return -1
-                if self._timed(w):
-                    pace.start(w)
+        w = -1 if self._stopping else self._pending.next_for(who == _CALLER)
+        if w >= 0:
             if who == _CALLER:
                 self._caller_in = w  # first: a cut after it is put right by the next wait
             self._runners[w].append(who)
-            if not self._shares[w]:
-                pending.remove(w)  # run whole by this thread
-            return w
-        return -1
-
-    def _timed(self, w: int) -> bool:
-        """Whether group ``w``'s command is a step that :class:`Pace` times (one thread's, whole)."""
-        kind = type(self._commands[w])
-        return (kind is Step or kind is GivenStep) and not self._shared[w]
-
-    def _caller_pick(self, pace: Pace) -> int:
-        """With async batches, the first queued group the caller may take: any command but a
-        step, and a step only where it is known to be quick (:mod:`~vecenv.transports.pace`)."""
-        for w in self._pending:
-            if self._shared[w] and not self._shares[w]:
-                continue  # a shared step whose envs are all taken
-            if not self._timed(w) or pace.quick(w):
-                return w
-        return -1
+            self._pending.taken(w)
+        return w
 
     def _run(self, w: int, slot: int) -> Any:
         command = self._commands[w]
@@ -433,8 +404,7 @@ class ThreadTransport(Transport):
             parts.clear()
         if w in self._pending:  # a shared step still listed, or a claim cut short
             self._pending.remove(w)
-        if self._pace is not None and self._timed(w):
-            self._pace.stop(w)
+        self._pending.done(w)
         self._complete(w, reply)
         return self._wakeups.progressed()
 
@@ -455,7 +425,7 @@ class ThreadTransport(Transport):
         wakeups = self._wakeups
         if moved is None:
             moved = moved_since(wakeups.progress, wakeups.work) if helps else moved_since(wakeups.progress)
-        queued = helps and self._pending and self._pace is None  # else looked at under the lock
+        queued = helps and self._pending and self._pending.pace is None  # else looked at under the lock
         if self._done or queued or (wakeups.spin and spin_until(moved, wakeups.spin)):
             return
         if locked(self._lock, self._sleep_as_caller, helps):
@@ -463,9 +433,8 @@ class ThreadTransport(Transport):
 
     def _sleep_as_caller(self, helps: bool) -> bool:
         """Mark the caller asleep unless there is something to look at (then False)."""
-        whole, pace = self._whole, self._pace
-        queued = helps and self._pending and (pace is None or self._caller_pick(pace) >= 0)
-        if self._done or whole.posted or queued:
+        whole = self._whole
+        if self._done or whole.posted or (helps and self._pending.caller_may_take()):
             whole.posted = False
             return False
         self._wakeups.caller_asleep = True
