@@ -38,10 +38,11 @@ Contenders: ``serial``, ``thread`` (default threads), ``process`` (default worke
 ceiling of ``thread_ceiling.py`` (no vecenv: ``plain-serial``, one thread stepping the 8 envs;
 ``plain-free``, two threads of 4 that never wait for each other; ``plain-lockstep``, two threads
 of 4 meeting after every step), and in ``idle`` the table says what share of the lockstep
-ceiling's gain the thread backend reached in the same rounds: on a VM whose two vCPUs share caches well at one moment and
-badly at another, two threads of one process gain 1.8x at one time and none at another, and
-only a ceiling measured beside the contenders says which moment a row comes from. Each scenario runs ``--rounds`` interleaved rounds (every contender once per round,
-the order rotating); a measurement builds the vector env, resets it (seed 0), steps ``--warmup``
+ceiling's gain the thread backend reached in the same rounds: on a VM whose two vCPUs share
+caches well at one moment and badly at another, two threads of one process gain 1.8x at one
+time and none at another, and only a ceiling measured beside the contenders says which moment a
+row comes from. Each scenario runs ``--rounds`` interleaved rounds (every contender once per
+round, the order rotating); a measurement builds the vector env, resets it (seed 0), steps ``--warmup``
 times, counts env steps for ``--seconds``, and closes it. Medians go to the table; every round
 to ``--json``.
 """
