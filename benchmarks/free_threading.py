@@ -12,15 +12,16 @@ Scenarios (``--scenario``, a comma list):
 
 - ``idle``: nothing else runs.
 - ``busy``: a busy Python process (``while True: pass``) started by this script runs beside, in
-  this run's autogroup: it competes with the run's threads one thread to one (a fair split would
-  give the run's two threads 4/3 of the two cores). For a synchronous step that share is out of
-  reach: at any moment one of the three threads waits for a core, in slices of milliseconds; a
-  third of the time it is your thread (nothing returns, the helper soon idles), a third the
-  helper (your thread steps alone) and a third the busy process (both step): about 1.0x serial
-  on average. ``plain-free`` (two plain threads that never meet) shows the 4/3 that only work
-  which need not wait for every env each step could reach; ``plain-lockstep`` (meeting after
-  every step, spinning while it waits) shows what spinning costs when the other thread is off
-  its core.
+  this run's autogroup: three threads want two cores, and a fair split would give the run's two
+  threads 4/3 of a core. They do not get it: every row says how many cores this process's
+  threads used ("cores here"), and the thread backend's two used 1.00 in every round measured,
+  synchronous and async alike. A thread woken by the other is placed on its waker's core, and
+  with three tasks on two cores either layout weighs the same, so nothing moves them apart
+  again: your thread and the helper share one core while the busy process has the other.
+  ``plain-free`` (two plain threads that never wait for each other, so never wake each other)
+  gets 1.2-1.4 cores; ``plain-lockstep`` (meeting after every step, spinning while it waits)
+  shows what waiting costs when the other thread is off its core. Async batches
+  (``thread-b4``, ``process-b4``) run here too.
 - ``busy-setsid``: the same busy process started with ``setsid``, so in an autogroup of its own,
   which gets a whole core's weight whatever this run does: the bound is 1.0x serial.
 - ``policy``: a policy in the loop (a numpy two-layer MLP on the observations, about as long as
@@ -81,6 +82,9 @@ CONTENDERS = {
     "process": dict(backend="process"),
     "inline": dict(backend="process", inline=True, num_workers=2),
 }
+#: beside a busy process: async batches too (work that need not wait for every env each step)
+BUSY_CONTENDERS = {**CONTENDERS, "thread-b4": dict(backend="thread", batch_size=4),
+                   "process-b4": dict(backend="process", batch_size=4)}
 POLICY_CONTENDERS = {
     "serial": dict(backend="serial"),
     "thread": dict(backend="thread"),
@@ -124,8 +128,8 @@ def _actions(envs: Any, rows: int, rng: np.random.Generator) -> Any:
     return rng.uniform(space.low, space.high, (rows, *space.shape)).astype(space.dtype)
 
 
-def measure(env_id: str, kwargs: dict, seconds: float, warmup: int, policy_us: float | None) -> float:
-    """Env steps per second of one contender."""
+def measure(env_id: str, kwargs: dict, seconds: float, warmup: int, policy_us: float | None) -> tuple[float, float]:
+    """Env steps per second of one contender, and the cores this process's threads used meanwhile."""
     rng = np.random.default_rng(0)
     batch = kwargs.get("batch_size")
     with vecenv.make(env_id, N, **kwargs) as envs:
@@ -163,10 +167,11 @@ def measure(env_id: str, kwargs: dict, seconds: float, warmup: int, policy_us: f
 
         for _ in range(warmup):
             one()
-        steps, start = 0, time.perf_counter()
+        steps, start, cpu = 0, time.perf_counter(), time.process_time()
         while time.perf_counter() - start < seconds:
             steps += one()
-        return steps / (time.perf_counter() - start)
+        wall = time.perf_counter() - start
+        return steps / wall, (time.process_time() - cpu) / wall
 
 
 #: the plain-thread ceiling's modes, run beside the contenders in every scenario but ``policy``
@@ -174,12 +179,15 @@ CEILING = {"plain-serial": thread_ceiling.serial, "plain-free": thread_ceiling.f
            "plain-lockstep": thread_ceiling.lockstep_own}
 
 
-def ceiling_rate(mode: str, env_id: str, seconds: float) -> float:
-    """Env steps per second of a plain-thread ceiling mode, run for about ``seconds``."""
+def ceiling_rate(mode: str, env_id: str, seconds: float) -> tuple[float, float]:
+    """Env steps per second of a plain-thread ceiling mode, run for about ``seconds``, and the
+    cores its threads used."""
     run, steps = CEILING[mode], 50
     elapsed = run(env_id, steps)
     steps = max(steps, int(steps * seconds / max(elapsed, 1e-6)))
-    return N * steps / run(env_id, steps)
+    start, cpu = time.perf_counter(), time.process_time()
+    rate = N * steps / run(env_id, steps)
+    return rate, (time.process_time() - cpu) / (time.perf_counter() - start)
 
 
 def _busy(setsid: bool) -> subprocess.Popen:
@@ -192,7 +200,7 @@ def run(args: argparse.Namespace) -> dict:
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": [],
     }
     for scenario in args.scenario:
-        table = POLICY_CONTENDERS if scenario == "policy" else CONTENDERS
+        table = {"policy": POLICY_CONTENDERS, "idle": CONTENDERS}.get(scenario, BUSY_CONTENDERS)
         for env_id in args.envs:
             try:
                 gym.make(env_id).close()
@@ -201,6 +209,7 @@ def run(args: argparse.Namespace) -> dict:
                 continue
             names = list(table) + (list(CEILING) if scenario != "policy" else [])
             per: dict[str, list[float]] = {k: [] for k in names}
+            cores: dict[str, list[float]] = {k: [] for k in names}
             for r in range(args.rounds):
                 order = names[r % len(names):] + names[:r % len(names)]
                 for name in order:
@@ -209,10 +218,12 @@ def run(args: argparse.Namespace) -> dict:
                         if busy is not None:
                             time.sleep(0.2)
                         if name in CEILING:
-                            per[name].append(ceiling_rate(name, env_id, args.seconds))
-                            continue
-                        per[name].append(measure(env_id, table[name], args.seconds, args.warmup,
-                                                 args.policy_us if scenario == "policy" else None))
+                            rate, used = ceiling_rate(name, env_id, args.seconds)
+                        else:
+                            rate, used = measure(env_id, table[name], args.seconds, args.warmup,
+                                                 args.policy_us if scenario == "policy" else None)
+                        per[name].append(rate)
+                        cores[name].append(used)
                     finally:
                         if busy is not None:
                             busy.send_signal(signal.SIGKILL)
@@ -221,10 +232,11 @@ def run(args: argparse.Namespace) -> dict:
             for name in names:
                 med = statistics.median(per[name])
                 row = {"scenario": scenario, "env": env_id, "contender": name, "steps_per_s": med,
-                       "x_serial": med / base, "us_per_env_step": 1e6 / med, "rounds": per[name]}
+                       "x_serial": med / base, "us_per_env_step": 1e6 / med, "rounds": per[name],
+                       "cores": statistics.median(cores[name]), "cores_rounds": cores[name]}
                 results["rows"].append(row)
-                print(f"{scenario:17s} {env_id:15s} {name:11s} {med:10,.0f} steps/s  {med / base:5.2f}x serial"
-                      f"  ({1e6 / med:7.1f} µs an env step)", flush=True)
+                print(f"{scenario:17s} {env_id:15s} {name:14s} {med:10,.0f} steps/s  {med / base:5.2f}x serial"
+                      f"  ({1e6 / med:7.1f} µs an env step, {row['cores']:.2f} cores here)", flush=True)
             if scenario == "idle":
                 ceiling = _reached(per)
                 results["rows"].append({"scenario": scenario, "env": env_id, "contender": "ceiling", **ceiling})

@@ -82,11 +82,14 @@ class AsyncBatches(InFlight):
 
     def collect(self, timeout: float | None, method: str, raw: bool) -> tuple:
         self.gather(self.batch_size, timeout, method)
-        b, bs = self.buffers, self.batch_size
-        take = np.array([self.ready.popleft() for _ in range(bs)], dtype=np.int64)
-        rows = {int(i): r for r, i in enumerate(take)}
-        entries = [self.pending_infos.pop(i) for i in rows if i in self.pending_infos]
-        infos = batch_infos(entries, bs, rows)
+        b, bs, ready, pending = self.buffers, self.batch_size, self.ready, self.pending_infos
+        ids = [ready.popleft() for _ in range(bs)]
+        take = np.array(ids, dtype=np.int64)
+        if pending:
+            rows = {i: r for r, i in enumerate(ids)}
+            infos = batch_infos([pending.pop(i) for i in ids if i in pending], bs, rows)
+        else:
+            infos = {}
         infos["env_id"] = take
         infos["_env_id"] = np.ones(bs, dtype=np.bool_)
         self.busy[take] = False

@@ -128,11 +128,11 @@ def check_env_ids(env_ids: Any, n: int, unique: bool = True, name: str = "env_id
     if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
         raise TypeError(f"{name}: expected a 1-D sequence of env indices, got {env_ids!r:.80}")
     ids = ids.astype(np.int64, copy=False)
-    bad = ids[(ids < 0) | (ids >= n)]
-    if bad.size:
-        raise ValueError(f"{name}: {bad.tolist()} out of range for num_envs={n}")
-    if unique and len(set(ids.tolist())) != ids.size:
-        raise ValueError(f"{name}: each env may appear once, got {ids.tolist()}")
+    values = ids.tolist()  # plain Python: batches are small, and numpy's per-call cost dominates
+    if values and (min(values) < 0 or max(values) >= n):
+        raise ValueError(f"{name}: {[i for i in values if not 0 <= i < n]} out of range for num_envs={n}")
+    if unique and len(set(values)) != len(values):
+        raise ValueError(f"{name}: each env may appear once, got {values}")
     return ids
 
 

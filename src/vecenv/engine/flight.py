@@ -48,7 +48,7 @@ from vecenv.errors import (
 from vecenv.infos import InfoEntry
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
-from vecenv.worker.commands import Command, Reset, Step, with_given
+from vecenv.worker.commands import STEP_ALL, Command, Reset, Step, with_given
 from vecenv.worker.restarts import truncate_rows
 
 __all__ = ["InFlight", "SETTLE_TIMEOUT"]
@@ -199,10 +199,9 @@ class InFlight:
                 refuse_ended(np.flatnonzero(self.needs_reset))
             return None
         ids = check_env_ids(env_ids, n)
-        busy = ids[self.busy[ids]]
-        if busy.size:
+        if self.busy[ids].any():
             raise ValueError(
-                f"send(actions, env_ids): envs {busy.tolist()} are still stepping or waiting to be "
+                f"send(actions, env_ids): envs {ids[self.busy[ids]].tolist()} are still stepping or waiting to be "
                 "received; send actions only to envs returned by recv()"
             )
         if disabled and self.needs_reset[ids].any():
@@ -235,7 +234,8 @@ class InFlight:
         else:
             self.stepping(ids)
             stepping = ids[~np.isin(ids, restarted)] if restarted else ids
-            commands = [(w, Step(local), envs) for w, local, envs in self.partition.by_worker(stepping)]
+            commands = [(w, STEP_ALL if local is None else Step(local), envs)
+                        for w, local, envs in self.partition.by_worker(stepping)]
         for w, command, envs in commands:
             if w in self.in_flight:
                 self.deferred.setdefault(w, []).extend(envs.tolist())

@@ -39,6 +39,8 @@ __all__ = ["TRANSITIONS", "CallLifecycle", "CallState", "Event"]
 class CallState(Enum):
     """What the vector env is doing between calls (see the module's diagram)."""
 
+    __hash__ = object.__hash__  # members are singletons: hashed by identity, in C, on every call
+
     DEFAULT = "default"
     WAITING_RESET = "reset"
     WAITING_STEP = "step"
@@ -48,6 +50,8 @@ class CallState(Enum):
 
 class Event(Enum):
     """What moves the call state."""
+
+    __hash__ = object.__hash__
 
     SEND_RESET = "a reset is being sent"
     SEND_STEP = "a step is being sent"

@@ -216,17 +216,18 @@ class BatchBuffer:
         yields it: gymnasium's vector envs hand the envs those, so the engine sends them with the step.
         """
         single = self._single_array
-        if (
-            single is not None
-            and rows is None
-            and type(batch) is np.ndarray
-            and batch.shape == single.shape
-            and batch.dtype == single.dtype
-        ):  # the common case (one fixed leaf, a full batch of its dtype): nothing else to check
-            single[...] = batch
-            if self.unconverted:
-                self.unconverted.clear()
-            return
+        if single is not None and type(batch) is np.ndarray and batch.dtype == single.dtype:
+            # the common case (one fixed leaf, a batch of its dtype): only the shape to check
+            if rows is None and batch.shape == single.shape:
+                single[...] = batch
+                if self.unconverted:
+                    self.unconverted.clear()
+                return
+            if rows is not None and batch.shape == (len(rows), *self._single_shape):
+                single[rows] = batch
+                if self.unconverted:
+                    self._keep_unconverted(batch, rows, True)
+                return
         k = self.n if rows is None else len(rows)
         values: list = []
         handed: list = []
