@@ -14,12 +14,12 @@ Scenarios (``--scenario``, a comma list):
 - ``busy``: a busy Python process (``while True: pass``) started by this script runs beside, in
   this run's autogroup: three threads want two cores, and a fair split would give the run's two
   threads 4/3 of a core. They do not get it: every row says how many cores this process's
-  threads used ("cores here"), and the thread backend's two used 1.00 in every round measured,
-  synchronous and async alike. A thread woken by the other is placed on its waker's core, and
-  with three tasks on two cores either layout weighs the same, so nothing moves them apart
-  again: your thread and the helper share one core while the busy process has the other.
-  ``plain-free`` (two plain threads that never wait for each other, so never wake each other)
-  gets 1.2-1.4 cores; ``plain-lockstep`` (meeting after every step, spinning while it waits)
+  threads used ("cores here"), and the thread backend's two used 0.94-1.05 in every round
+  measured, synchronous and async alike. Linux places a thread woken by another beside its
+  waker, and with three tasks on two cores either layout weighs the same to its load balancer,
+  so nothing moves them apart again: your thread and the helper share one core while the busy
+  process has the other. ``plain-free`` (two plain threads that never wait for each other, so
+  never wake each other) got 1.06-1.42 cores; ``plain-lockstep`` (meeting after every step, spinning while it waits)
   shows what waiting costs when the other thread is off its core. Async batches
   (``thread-b4``, ``process-b4``) run here too.
 - ``busy-setsid``: the same busy process started with ``setsid``, so in an autogroup of its own,
