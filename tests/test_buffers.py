@@ -342,6 +342,20 @@ def test_assign_full_batch_and_rows():
     assert box.read().tolist() == [[1, 0], [0.5, 0.25]]
 
 
+def test_assign_rows_of_the_buffers_dtype_forgets_only_those_rows_as_passed():
+    """Rows given an array of the buffer's dtype and shape are stored as they are (the async-batch
+    path), and only those rows forget the items kept as the caller passed them."""
+    box = BatchBuffer(spaces.Box(-1, 1, (2,), np.float32), 3)
+    box.assign([[1, 0], [0, 1], [1, 1]])  # a list: each row keeps its item as passed
+    assert sorted(box.unconverted) == [0, 1, 2]
+    box.assign(np.array([[0.5, 0.25], [0.0, 0.5]], np.float32), rows=np.array([2, 0]))
+    assert box.read().tolist() == [[0.0, 0.5], [0, 1], [0.5, 0.25]]
+    assert sorted(box.unconverted) == [1]
+    with pytest.raises(ValueError, match=r"expected shape \(1, 2\)"):
+        box.assign(np.zeros((2, 2), np.float32), rows=[0])  # the buffer's dtype, not its shape
+    assert box.read().tolist() == [[0.0, 0.5], [0, 1], [0.5, 0.25]], "a refused batch writes nothing"
+
+
 def test_assign_structured_batch():
     space = spaces.Tuple((spaces.Discrete(3), spaces.Dict({"v": spaces.Box(-1, 1, (2,)), "t": spaces.Text(4)})))
     buf = BatchBuffer(space, 2)
