@@ -1,6 +1,6 @@
 """The thread backend against serial and processes on one interpreter, free-threaded or not.
 
-    python benchmarks/free_threading.py                      # every scenario (~9 min on 2 cores)
+    python benchmarks/free_threading.py                      # every scenario (~20 min on 2 cores)
     python benchmarks/free_threading.py --scenario idle --envs CartPole-v1 --rounds 3
 
 Run it on a free-threaded Python with the GIL off (``PYTHON_GIL=0 python3.13t ...``; the
