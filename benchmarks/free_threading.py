@@ -15,13 +15,12 @@ Scenarios (``--scenario``, a comma list):
   this run's autogroup: three threads want two cores, and a fair split would give the run's two
   threads 4/3 of a core. They do not get it: every row says how many cores this process's
   threads used ("cores here"), and the thread backend's two used 0.94-1.05 in every round
-  measured, synchronous and async alike. Linux places a thread woken by another beside its
-  waker, and with three tasks on two cores either layout weighs the same to its load balancer,
-  so nothing moves them apart again: your thread and the helper share one core while the busy
-  process has the other. ``plain-free`` (two plain threads that never wait for each other, so
-  never wake each other) got 1.06-1.42 cores; ``plain-lockstep`` (meeting after every step, spinning while it waits)
-  shows what waiting costs when the other thread is off its core. Async batches
-  (``thread-b4``, ``process-b4``) run here too.
+  measured, synchronous and async alike, however they were placed: left alone they mostly share
+  a CPU; kept apart, the one beside the busy process runs in slices of milliseconds and the
+  other waits for it (every step needs your thread's actions). ``plain-free`` (two plain
+  threads that never wait for each other) got 1.06-1.42 cores; ``plain-lockstep`` (meeting
+  after every step, spinning while it waits) shows what waiting costs when the other thread is
+  off its core. Async batches (``thread-b4``, ``process-b4``) run here too.
 - ``busy-setsid``: the same busy process started with ``setsid``, so in an autogroup of its own,
   which gets a whole core's weight whatever this run does: the bound is 1.0x serial.
 - ``policy``: a policy in the loop (a numpy two-layer MLP on the observations, about as long as
