@@ -223,7 +223,7 @@ class BatchBuffer:
                 if self.unconverted:
                     self.unconverted.clear()
                 return
-            if rows is not None and batch.shape == (len(rows), *self._single_shape):
+            if rows is not None and batch.shape == (len(rows), *single.shape[1:]):
                 single[rows] = batch
                 if self.unconverted:
                     self._keep_unconverted(batch, rows, True)
