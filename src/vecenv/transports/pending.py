@@ -54,9 +54,16 @@ class Pending(deque[int]):
             self.remove(w)  # run whole by this thread
 
     def done(self, w: int) -> None:
-        """Group ``w``'s command is done: a timed step stops."""
+        """Group ``w``'s command is done: it leaves the queue if still listed (a shared step, or
+        a claim cut short), and a timed step stops."""
+        self.discard(w)
         if self.pace is not None and self._timed(w):
             self.pace.stop(w)
+
+    def discard(self, w: int) -> None:
+        """Group ``w`` leaves the queue if it is in it."""
+        if w in self:
+            self.remove(w)
 
     def for_caller(self) -> int:
         """With async batches, the first queued group your thread may take: any command but a

@@ -281,8 +281,7 @@ class ThreadTransport(Transport):
     def _settled(self, worker: int) -> bool:
         """Drop what no thread started of ``worker``'s command; when no thread runs it any more,
         count afresh from what it served (True)."""
-        if worker in self._pending:
-            self._pending.remove(worker)  # never started, or its envs not all taken
+        self._pending.discard(worker)  # never started, or its envs not all taken
         self._shares[worker].clear()
         runners = self._runners[worker]
         while _CALLER in runners:  # the caller was cut out of it
@@ -402,8 +401,6 @@ class ThreadTransport(Transport):
                 return False  # others still step this group's envs
             reply = joined(parts)
             parts.clear()
-        if w in self._pending:  # a shared step still listed, or a claim cut short
-            self._pending.remove(w)
         self._pending.done(w)
         self._complete(w, reply)
         return self._wakeups.progressed()
