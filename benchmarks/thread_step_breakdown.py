@@ -91,7 +91,8 @@ def _split(spans: list[tuple[int, int]], caller: int) -> dict[str, list[float]]:
     thread or the helper never took (the other took them all) count only in ``total``."""
     stamps = sorted(_STAMPS, key=lambda s: s[1])
     out: dict[str, list[float]] = {k: [] for k in ("total", "before", "yours", "yours_env", "helper",
-                                                   "helper_env", "after", "envs", "envs_env")}
+                                                   "helper_env", "after", "envs", "envs_env",
+                                                   "helper_began", "last")}
     k = 0
     for start, end in spans:
         out["total"].append((end - start) / 1e3)
@@ -116,6 +117,8 @@ def _split(spans: list[tuple[int, int]], caller: int) -> dict[str, list[float]]:
         for name, part in (("yours", mine), ("helper", theirs)):
             out[name].append((part[2] - part[1]) / 1e3)
             out[name + "_env"].append((part[2] - part[1]) / 1e3 / part[3])
+        out["helper_began"].append((theirs[1] - start) / 1e3)
+        out["last"].append((theirs[2] - mine[2]) / 1e3)
         out["after"].append((end - max(mine[2], theirs[2])) / 1e3)
     return out
 
@@ -152,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
           f"({med('thread', 'yours_env'):.2f} an env), helper {med('thread', 'helper'):.1f} "
           f"({med('thread', 'helper_env'):.2f} an env), after {med('thread', 'after'):.1f}")
     shared = len(merged["thread"]["yours"])
-    print(f"              {shared} of {len(merged['thread']['total'])} steps had both threads stepping envs")
+    print(f"              the helper began {med('thread', 'helper_began'):.1f} µs into the step and ended "
+          f"{med('thread', 'last'):+.1f} µs after yours; {shared} of {len(merged['thread']['total'])} steps "
+          "had both threads stepping envs")
     slowdown = statistics.median(merged["thread"]["yours_env"] + merged["thread"]["helper_env"]) / med("serial", "envs_env")
     print(f"per-env slowdown with two threads stepping: {slowdown:.2f}x")
     p_serial, p_lock = statistics.median(plain["serial"]), statistics.median(plain["lockstep-own"])

@@ -435,16 +435,16 @@ def test_a_mailbox_job_goes_to_the_helper_or_back_to_the_caller_never_both():
     """The whole-batch hand-over's rule, one side at a time: a job not taken is taken back; one
     the helper took is waited for until it posts; one never handed (an interruption between)
     is not waited for."""
-    from vecenv.transports.work import Mailbox
+    from vecenv.transports.work import SILENT, Mailbox
 
     box = Mailbox()
     box.hand(0)
-    assert box.done_with(0) and box.collect(0)[0] and not box.jobs  # taken back
+    assert box.part(0) is SILENT and not box.jobs  # taken back
     assert box.take() == -1  # the helper finds nothing
     box.hand(1)
     assert box.take() == 1 and box.current == 1
-    assert not box.done_with(1)  # the helper runs it
+    assert box.part(1) is None  # the helper runs it
     box.post(1, (True, "part"))
-    assert box.current == -1 and box.done_with(1) and box.collect(1) == (True, "part")
-    assert box.done_with(2) and box.collect(2)[0]  # never handed
+    assert box.current == -1 and box.part(1) == (True, "part")
+    assert box.part(2) is SILENT  # never handed
     assert not box.parts and not box.jobs

@@ -35,18 +35,20 @@ CALLER = 0
 class WholeSteps:
     """The whole-batch steps open now, by group, and the helpers' mailboxes they go through."""
 
-    __slots__ = ("mailboxes", "shares", "parts", "posted")
+    __slots__ = ("mailboxes", "shares", "parts", "collected", "posted")
 
     def __init__(self, mailboxes: list[Mailbox], shares: list[Share]) -> None:
         self.mailboxes = mailboxes
         self.shares = shares
         #: per group, while its step is open: the caller's parts of it (None: no open step)
         self.parts: list[list[Part] | None] = [None] * len(shares)
+        self.collected = [0] * len(shares)  # per open step: helpers whose part is in parts
         self.posted = False  # a helper posted a part since the caller last looked
 
     def open(self, w: int) -> None:
         """Group ``w``'s step (its share dealt) is handed to every helper."""
         self.parts[w] = []
+        self.collected[w] = 0
         for mailbox in self.mailboxes:
             mailbox.hand(w)
 
@@ -80,16 +82,21 @@ class WholeSteps:
     def complete(self, w: int) -> list[Part] | None:
         """Every part of group ``w``'s step once it is done (no env left to take, and each
         helper posted its part or never started: then its job is taken back), closing it;
-        None while it is not."""
+        None while it is not. Parts are taken out of the mailboxes in their order as each is
+        done, so a later look starts at the first helper still running."""
         if self.shares[w]:
             return None
-        mailboxes = self.mailboxes
-        for mailbox in mailboxes:
-            if not mailbox.done_with(w):
-                return None
         parts = self.parts[w]
         assert parts is not None
-        parts += [mailbox.collect(w) for mailbox in mailboxes]
+        mailboxes = self.mailboxes
+        k = self.collected[w]
+        while k < len(mailboxes):
+            part = mailboxes[k].part(w)
+            if part is None:
+                self.collected[w] = k
+                return None
+            parts.append(part)
+            k += 1
         self.parts[w] = None
         return parts
 

@@ -107,7 +107,7 @@ class Mailbox:
     Your thread hands a step out (:meth:`hand`); the helper takes the oldest (:meth:`take`),
     marking it :attr:`current` *before* it leaves the mailbox, and posts its part (:meth:`post`)
     before clearing :attr:`current`. Deque operations are atomic, so a job either goes to the
-    helper or is taken back by your thread (:meth:`done_with`), never both.
+    helper or is taken back by your thread (:meth:`part`), never both.
     """
 
     __slots__ = ("jobs", "parts", "current")
@@ -137,29 +137,24 @@ class Mailbox:
         self.parts[w] = reply
         self.current = -1
 
-    def done_with(self, w: int) -> bool:
-        """Your thread's side, once no env of group ``w``'s step is left to take: whether the
-        helper is done with it (posted its part, or never started it: then the job is taken
-        back and its part says nothing)."""
-        if w in self.parts:
-            return True
+    def part(self, w: int) -> tuple[bool, Any] | None:
+        """Your thread's side, once no env of group ``w``'s step is left to take: the helper's
+        part of it, out of the mailbox; :data:`SILENT` when the helper never started it (the job
+        is taken back); None while the helper runs it."""
+        part = self.parts.pop(w, None)
+        if part is not None:
+            return part
         if w in self.jobs:  # looked at first: a remove that fails raises, which is slow
             try:
                 self.jobs.remove(w)
-                self.parts[w] = SILENT
-                return True
+                return SILENT
             except ValueError:
                 pass
         # the helper took it (marked current before), or an interruption left it unhanded; a
         # part posted meanwhile is posted before current is cleared
         if self.current == w:
-            return False
-        self.parts.setdefault(w, SILENT)
-        return True
-
-    def collect(self, w: int) -> tuple[bool, Any]:
-        """The helper's part of group ``w``'s step (after :meth:`done_with` said True)."""
-        return self.parts.pop(w)
+            return None
+        return self.parts.pop(w, SILENT)
 
     def clear(self) -> None:
         self.jobs.clear()
@@ -228,6 +223,11 @@ def locked(lock: Any, fn: Callable[..., T], *args: Any) -> T:
 def joined(parts: list[tuple[bool, Any]]) -> tuple[bool, Any]:
     """One reply from every thread's part of a shared step: its first error, else the entries of
     the parts that have some (a part with nothing to say is ``(True, NO_REPLY)``)."""
+    for part in parts:  # most steps: no thread has anything to say
+        if part is not SILENT:
+            break
+    else:
+        return SILENT
     said = [part for part in parts if not part[0] or part[1] is not NO_REPLY]
     if len(said) < 2:
         return said[0] if said else (True, NO_REPLY)
