@@ -151,14 +151,25 @@ MODES: dict[str, Callable[[str, int], float]] = {
 }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(argv: list[str] | None, description: str, steps: int, rounds: int,
+              what: str) -> argparse.Namespace:
+    """``--env``, ``--steps`` (8-env steps ``what`` runs in a round) and ``--rounds``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--env", default="CartPole-v1")
-    parser.add_argument("--steps", type=int, default=3000, help="8-env steps a mode runs in a round")
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args(argv)
+    parser.add_argument("--steps", type=int, default=steps, help=f"8-env steps {what} runs in a round")
+    parser.add_argument("--rounds", type=int, default=rounds)
+    return parser.parse_args(argv)
+
+
+def interpreter() -> str:
+    """This Python's version, and whether the GIL is on."""
     gil = getattr(sys, "_is_gil_enabled", lambda: True)()
-    print(f"{sys.version.split()[0]} {'GIL' if gil else 'free-threaded, GIL off'}, {args.env}, 8 envs", flush=True)
+    return f"{sys.version.split()[0]} {'GIL' if gil else 'free-threaded, GIL off'}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv, __doc__.split("\n")[0], 3000, 3, "a mode")
+    print(f"{interpreter()}, {args.env}, 8 envs", flush=True)
     times: dict[str, list[float]] = {name: [] for name in MODES}
     for _ in range(args.rounds):
         for name, mode in MODES.items():

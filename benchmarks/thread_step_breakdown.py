@@ -24,7 +24,6 @@ with the GIL off; under the GIL the parts take turns and the split says only tha
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import threading
@@ -124,14 +123,9 @@ def _split(spans: list[tuple[int, int]], caller: int) -> dict[str, list[float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--env", default="CartPole-v1")
-    parser.add_argument("--steps", type=int, default=2000, help="8-env steps a contender runs in a round")
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args(argv)
-    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
-    print(f"{sys.version.split()[0]} {'GIL' if gil else 'free-threaded, GIL off'}, {args.env}, 8 envs, "
-          f"{args.rounds} rounds of {args.steps} steps", flush=True)
+    args = thread_ceiling.arguments(argv, __doc__.split("\n")[0], 2000, 5, "a contender")
+    print(f"{thread_ceiling.interpreter()}, {args.env}, 8 envs, {args.rounds} rounds of {args.steps} steps",
+          flush=True)
     _stamp_group_steps()
     caller = threading.get_ident()
     merged: dict[str, dict[str, list[float]]] = {"serial": {}, "thread": {}}
@@ -158,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"              the helper began {med('thread', 'helper_began'):.1f} µs into the step and ended "
           f"{med('thread', 'last'):+.1f} µs after yours; {shared} of {len(merged['thread']['total'])} steps "
           "had both threads stepping envs")
-    slowdown = statistics.median(merged["thread"]["yours_env"] + merged["thread"]["helper_env"]) / med("serial", "envs_env")
-    print(f"per-env slowdown with two threads stepping: {slowdown:.2f}x")
+    if shared:  # under the GIL the helper may take none of a step's envs
+        per_env = statistics.median(merged["thread"]["yours_env"] + merged["thread"]["helper_env"])
+        print(f"per-env slowdown with two threads stepping: {per_env / med('serial', 'envs_env'):.2f}x")
     p_serial, p_lock = statistics.median(plain["serial"]), statistics.median(plain["lockstep-own"])
     print(f"plain threads (no vecenv): serial {p_serial:.1f} µs a step, lockstep-own {p_lock:.1f} "
           f"({p_serial / p_lock:.2f}x)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -429,6 +430,21 @@ def test_thread_ceiling_measures_every_mode_against_serial():
     rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
     assert set(rows) == {"serial", "free", "lockstep", "lockstep-own", "lockstep-event"}
     assert "1.00x serial" in rows["serial"]
+
+
+@pytest.mark.timeout(120)
+def test_thread_step_breakdown_splits_each_step_into_before_parts_and_after():
+    """benchmarks/thread_step_breakdown.py (cut down here) times serial and thread steps, splits
+    each into the work before the envs, the envs and the work after, and runs the plain threads."""
+    done = _script("thread_step_breakdown.py", "--steps", "30", "--rounds", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = {line.split()[0]: line for line in done.stdout.splitlines()[1:] if line.strip()}
+    assert {"serial", "thread", "plain"} <= set(lines)
+    serial = [float(x) for x in re.findall(r"(\d+\.\d+)", lines["serial"])]
+    total, before, envs, per_env, after = serial
+    assert 0 < before < total and 0 < after < total and 0 < envs < total
+    assert per_env == pytest.approx(envs / 8, rel=0.5)
+    assert "x serial): before" in lines["thread"] and "after" in lines["thread"]
 
 
 @pytest.mark.timeout(180)
