@@ -448,3 +448,34 @@ def test_a_mailbox_job_goes_to_the_helper_or_back_to_the_caller_never_both():
     assert box.current == -1 and box.part(1) == (True, "part")
     assert box.part(2) is SILENT  # never handed
     assert not box.parts and not box.jobs
+
+
+def test_a_whole_step_completes_once_every_helper_is_done_with_it_parts_in_helper_order():
+    """``WholeSteps.complete``: nothing while envs are left to take or a helper still runs its
+    part; a helper that posted is not looked at again; the parts come as your thread's, then
+    each helper's in order. ``joined`` makes one reply of them: the first error, else every
+    entry, and a step where no thread said anything is the shared silent part."""
+    from vecenv.infos import InfoEntry, StepReply
+    from vecenv.transports.whole_steps import WholeSteps
+    from vecenv.transports.work import SILENT, Mailbox, Share, joined
+
+    first, second = Mailbox(), Mailbox()
+    share = Share(3, 6)
+    whole = WholeSteps([first, second], [share])
+    share.deal(None)
+    whole.open(0)
+    assert whole.complete(0) is None  # envs left to take
+    share.clear()
+    whole.parts[0].append(SILENT)  # your thread's part
+    said = (True, StepReply([InfoEntry(4, {"x": 1})], None))
+    assert first.take() == 0 and second.take() == 0
+    first.post(0, said)
+    assert whole.complete(0) is None and whole.collected[0] == 1  # the second helper runs
+    assert not first.parts  # the first one's part is already out of its mailbox
+    second.post(0, SILENT)
+    parts = whole.complete(0)
+    assert parts == [SILENT, said, SILENT] and whole.parts[0] is None
+    assert joined(parts) == (True, StepReply([InfoEntry(4, {"x": 1})], None))
+    assert joined([SILENT, SILENT]) is SILENT
+    error = ValueError("env 3")
+    assert joined([said, (False, error), SILENT]) == (False, error)
