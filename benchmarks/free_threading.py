@@ -273,8 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in args.scenario if s not in SCENARIOS]
     if unknown:
         parser.error(f"--scenario: unknown {unknown}, expected some of {list(SCENARIOS)}")
-    print(f"{sys.version.split()[0]} {'GIL' if gil_enabled() else 'free-threaded, GIL off'}, "
-          f"{os.cpu_count()} cores, N={N}", flush=True)
+    print(f"{thread_ceiling.interpreter()}, {os.cpu_count()} cores, N={N}", flush=True)
     results = run(args)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(results, indent=1))

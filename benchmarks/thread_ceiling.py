@@ -33,6 +33,8 @@ from collections.abc import Callable
 
 import gymnasium as gym
 
+from vecenv.system import gil_enabled
+
 
 class _Flag:
     __slots__ = ("value",)
@@ -163,8 +165,7 @@ def arguments(argv: list[str] | None, description: str, steps: int, rounds: int,
 
 def interpreter() -> str:
     """This Python's version, and whether the GIL is on."""
-    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
-    return f"{sys.version.split()[0]} {'GIL' if gil else 'free-threaded, GIL off'}"
+    return f"{sys.version.split()[0]} {'GIL' if gil_enabled() else 'free-threaded, GIL off'}"
 
 
 def main(argv: list[str] | None = None) -> int:

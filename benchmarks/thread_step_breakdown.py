@@ -86,8 +86,9 @@ def _timed_steps(backend: str, env_id: str, steps: int) -> list[tuple[int, int]]
 
 
 def _split(spans: list[tuple[int, int]], caller: int) -> dict[str, list[float]]:
-    """Per step (µs): before, each thread's part and µs per env, after; steps whose envs your
-    thread or the helper never took (the other took them all) count only in ``total``."""
+    """Per step (µs): before, each thread's part and µs per env, after. A step your thread
+    stepped alone counts as a serial one (before, envs, after); one it took no env of counts
+    only in ``total``."""
     stamps = sorted(_STAMPS, key=lambda s: s[1])
     out: dict[str, list[float]] = {k: [] for k in ("total", "before", "yours", "yours_env", "helper",
                                                    "helper_env", "after", "envs", "envs_env",
