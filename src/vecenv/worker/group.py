@@ -8,6 +8,7 @@ back. Stepping, autoreset and info collection therefore live here and nowhere el
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, NamedTuple
@@ -105,6 +106,31 @@ def _set_attr(env: Any, name: str, value: Any) -> None:
         setattr(env, name, value)
 
 
+class _Lane(NamedTuple):
+    """One thread's own references to what a step touches for every env: views of the group's
+    buffers and reset flags, a copy of its list of envs and of the observation shape.
+
+    On a free-threaded Python an object's reference count sits beside its owner's, in one cache
+    line: two threads that both use an object (the owner among them) on every env slow each
+    other down (the thread backend steps one group's envs in several threads at once). A view
+    or copy made by the thread that uses it is that thread's own.
+    """
+
+    buffers: StepBuffers
+    needs_reset: np.ndarray
+    envs: list[Any]
+    rows: np.ndarray | None  # the observation rows when the space is one fixed leaf
+    shape: tuple[int, ...] | None  # the shape an observation written there must have
+
+    @classmethod
+    def of(cls, group: EnvGroup) -> _Lane:
+        """The calling thread's lane of ``group`` (made by that thread: its own objects)."""
+        buffers = group.buffers.rows(0, group.buffers.n)  # type: ignore[union-attr]
+        rows, shape = buffers.observations.single_leaf()
+        return cls(buffers, group._needs_reset[:], list(group.envs), rows,
+                   None if shape is None else tuple(list(shape)))
+
+
 class EnvGroup:
     """Owns envs ``start .. start+k-1`` of a vector env and runs commands on them.
 
@@ -162,6 +188,9 @@ class EnvGroup:
         # fresh envs need a reset before their first step (NEXT_STEP does it by itself; this is
         # what a restarted worker relies on, as the engine always resets a new vector env first)
         self._needs_reset = np.ones(len(self.envs), dtype=np.bool_)
+        #: each stepping thread's :class:`_Lane`, by thread id (made afresh when the buffers or
+        #: an env change)
+        self._lanes: dict[int, _Lane] = {}
 
     # ----------------------------------------------------------------- setup
     def describe(self) -> list[EnvDescription]:
@@ -178,6 +207,7 @@ class EnvGroup:
         for transports whose buffers are not the caller's own memory.
         """
         self.buffers = buffers
+        self._lanes = {}
         self.ship_objects = ship_objects and buffers.observations.has_objects
 
     def configure(self, on_error: str, max_restarts: int, restart_window: float) -> None:
@@ -202,12 +232,21 @@ class EnvGroup:
             pass
         try:
             self.envs[j] = _built(self.env_fns[j]())
+            self._lanes = {}  # every thread's copy of the list, made afresh
         except self._catch as exc2:
             raise self._error(j, "env_fn() while restarting", exc2) from exc2
         return f"{err.exc_type}: {err.exc_message}"
 
     def _error(self, j: int, method: str, exc: BaseException) -> EnvError:
         return EnvError.from_exception(exc, self.start + j, self.worker, method)
+
+    def _lane(self) -> _Lane:
+        """The calling thread's :class:`_Lane`."""
+        lanes, me = self._lanes, threading.get_ident()
+        lane = lanes.get(me)
+        if lane is None:
+            lane = lanes[me] = _Lane.of(self)
+        return lane
 
     def _ids(self, ids: EnvIds | None) -> EnvIds:
         return range(len(self.envs)) if ids is None else ids
@@ -227,7 +266,8 @@ class EnvGroup:
         ids: EnvIds | None = None,
     ) -> StepReply:
         """Reset envs ``ids`` (local indices; all when ``None``), env ``j`` with ``seeds[j]``."""
-        b = self.buffers
+        lane = self._lane()
+        b, needs_reset = lane.buffers, lane.needs_reset
         entries: list[InfoEntry] = []
         for j in self._ids(ids):
             seed = None if seeds is None else seeds[j]
@@ -242,34 +282,34 @@ class EnvGroup:
                 info = {**info, **restart_report(reason)}
             b.terminations[j] = False
             b.truncations[j] = False
-            self._needs_reset[j] = False
+            needs_reset[j] = False
             if info:
                 entries.append(InfoEntry(self.start + j, info))
         return StepReply(entries, self._objects(ids))
 
     def _reset_one(self, j: int, seed: int | None, options: dict | None) -> dict:
         """Reset env ``j`` and write its observation; its info."""
-        obs, info = self.envs[j].reset(seed=seed, options=options)
+        lane = self._lane()
+        obs, info = lane.envs[j].reset(seed=seed, options=options)
         _check_info(info)
-        self.buffers.observations.write(j, obs)
+        lane.buffers.observations.write(j, obs)
         return info
 
     def step(self, ids: EnvIds | None = None, given: Mapping[int, Any] | None = None) -> StepReply:
         """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer,
         or, for the envs in ``given``, with ``given[j]`` (an action as the caller passed it)."""
-        b = self.buffers
+        lane = self._lane()  # nothing below is used by another thread on every env
+        b, needs_reset, envs, rows, shape = lane
         obs_buf = b.observations
         action_of = b.actions.item if not given else partial(_given_or_row, given, b.actions.item)
         rewards, terms, truncs = b.rewards, b.terminations, b.truncations
-        needs_reset = self._needs_reset
-        mode = self.autoreset_mode
-        rows, shape = obs_buf.single_leaf()
+        next_step, same_step = self.autoreset_mode is _NEXT, self.autoreset_mode is _SAME
         sink = self.info_sink
         entries: list[InfoEntry] = []
         for j in self._ids(ids):
-            env = self.envs[j]
+            env = envs[j]
             try:
-                if mode is _NEXT and needs_reset[j]:
+                if next_step and needs_reset[j]:
                     obs, info = env.reset()
                     rewards[j] = 0.0
                     terms[j] = False
@@ -281,7 +321,7 @@ class EnvGroup:
                     terms[j] = terminated
                     truncs[j] = truncated
                     if terminated or truncated:
-                        if mode is _SAME:
+                        if same_step:
                             entries.append(self._same_step_reset(j, obs, info))
                             continue
                         needs_reset[j] = True
@@ -380,7 +420,7 @@ class EnvGroup:
     def close(self) -> None:
         """Close every env, even when one of them fails to close."""
         close_envs(self.envs, self._catch)
-        self.envs = []
+        self.envs, self._lanes = [], {}
 
     # ----------------------------------------------------------------- dispatch
     def run(self, command: Command) -> Any:
