@@ -304,7 +304,7 @@ class EnvGroup:
         action_of = b.actions.item if not given else partial(_given_or_row, given, b.actions.item)
         rewards, terms, truncs = b.rewards, b.terminations, b.truncations
         next_step, same_step = self.autoreset_mode is _NEXT, self.autoreset_mode is _SAME
-        sink = self.info_sink
+        sink, start = self.info_sink, self.start
         entries: list[InfoEntry] = []
         for j in self._ids(ids):
             env = envs[j]
@@ -335,7 +335,7 @@ class EnvGroup:
                 entries.append(self._restart_in_step(j, exc))
                 continue
             if info and (sink is None or not sink(j, info)):
-                entries.append(InfoEntry(self.start + j, info))
+                entries.append(InfoEntry(start + j, info))
         if not entries and not self.ship_objects:
             return NO_REPLY
         return StepReply(entries, self._objects(ids))
