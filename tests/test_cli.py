@@ -447,6 +447,23 @@ def test_thread_step_breakdown_splits_each_step_into_before_parts_and_after():
     assert "x serial): before" in lines["thread"] and "after" in lines["thread"]
 
 
+@pytest.mark.timeout(120)
+def test_shared_objects_times_each_case_alone_and_beside_a_helper():
+    """benchmarks/shared_objects.py (cut down here) times every case in your thread alone and
+    with a helper doing the same at once, and prints the difference."""
+    done = _script("shared_objects.py", "--iterations", "2000", "--repeats", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = done.stdout.splitlines()[1:]
+    assert [row[:24].strip() for row in rows] == [
+        "numpy rows, shared", "numpy rows, own view", "list item, shared", "list item, own copy",
+        "enum member, shared", "enum member, own bool", "shape tuple, shared", "shape tuple, own copy",
+        "np.cos call (env code)"]
+    for row in rows:
+        alone, both = (float(x) for x in re.findall(r"(?:alone|threads)\s+(\d+\.\d+)", row))
+        ratio = float(re.search(r"(\d+\.\d+)x\)$", row).group(1))
+        assert alone > 0 and both > 0 and ratio == pytest.approx(both / alone, abs=0.02)
+
+
 @pytest.mark.timeout(180)
 def test_free_threading_benchmark_runs_the_plain_thread_ceiling_beside_the_contenders(tmp_path):
     """benchmarks/free_threading.py's idle scenario (cut down here) measures every contender and
