@@ -479,3 +479,24 @@ def test_a_whole_step_completes_once_every_helper_is_done_with_it_parts_in_helpe
     assert joined([SILENT, SILENT]) is SILENT
     error = ValueError("env 3")
     assert joined([said, (False, error), SILENT]) == (False, error)
+
+
+def test_spin_until_reads_no_thread_clock_when_the_condition_holds_and_stops_when_the_core_is_lost(monkeypatch):
+    """``spin_until``: true at once without reading this thread's clock (a system call); false
+    once ``seconds`` pass; false early when the thread clock says this thread ran less than
+    MIN_RUNNING of the time since its first read (its core is shared)."""
+    from vecenv.transports import work
+
+    reads = []
+    real = work.time.thread_time
+    monkeypatch.setattr(work.time, "thread_time", lambda: reads.append(1) or real())
+    assert work.spin_until(lambda: True, 1.0) and not reads
+    start = time.perf_counter()
+    assert not work.spin_until(lambda: False, 0.002)
+    assert 0.002 <= time.perf_counter() - start < 0.5
+    if work._THREAD_CLOCK:
+        assert reads, "a spin longer than CHECK_S looks at the thread clock"
+        monkeypatch.setattr(work.time, "thread_time", lambda: 0.0)  # never runs: its core is lost
+        start = time.perf_counter()
+        assert not work.spin_until(lambda: False, 5.0)
+        assert time.perf_counter() - start < 1.0

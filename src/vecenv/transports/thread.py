@@ -218,8 +218,8 @@ class ThreadTransport(Transport):
         """Take part in the whole-batch steps among ``wanted`` (when the caller ``helps``), then
         wait until each is complete (or ``deadline``)."""
         whole = self._whole
-        for w in wanted:
-            if helps and whole.parts[w] is not None and self._shares[w]:
+        for w in wanted:  # (a share all taken by the helpers makes a part that steps nothing)
+            if helps and whole.parts[w] is not None:
                 whole.caller_part(w, self._run, self._cut_error)
         moved = None
         while True:
@@ -349,7 +349,7 @@ class ThreadTransport(Transport):
     def serve_forever(self, helper: _Helper) -> None:
         """A helper thread's loop: take queued work and run it until the transport closes."""
         me = helper.slot
-        pending, mailbox, wakeups = self._pending, helper.mailbox, self._wakeups
+        pending, mailbox, wakeups, whole, lock = self._pending, helper.mailbox, self._wakeups, self._whole, self._lock
         jobs = mailbox.jobs
 
         def busy() -> bool:
@@ -360,8 +360,8 @@ class ThreadTransport(Transport):
                 w = mailbox.take()
                 if w >= 0:  # else the caller took it back
                     reply = self._helper_part(w, me)
-                    with self._lock:
-                        self._whole.post(mailbox, w, reply)
+                    with lock:
+                        whole.post(mailbox, w, reply)
                         wake = wakeups.progressed()
                     if wake:
                         wakeups.wake_caller()

@@ -84,7 +84,7 @@ class WholeSteps:
         helper posted its part or never started: then its job is taken back), closing it;
         None while it is not. Parts are taken out of the mailboxes in their order as each is
         done, so a later look starts at the first helper still running."""
-        if self.shares[w]:
+        if any(self.shares[w].queues):  # what Share's bool says, without a call to it
             return None
         parts = self.parts[w]
         assert parts is not None

@@ -187,17 +187,25 @@ _THREAD_CLOCK = time.get_clock_info("thread_time").resolution < 1e-5
 
 def spin_until(condition: Callable[[], Any], seconds: float) -> bool:
     """Look at ``condition`` for up to ``seconds`` without giving up the core; whether it came
-    true. Stops early (False) when this thread is not getting its core (:data:`MIN_RUNNING`)."""
-    clock, cpu = time.perf_counter, time.thread_time
+    true. Stops early (False) when this thread is not getting its core (:data:`MIN_RUNNING`),
+    counted from the first check on: a wait that ends sooner reads no thread clock (a system
+    call), as most of the waits of a step do."""
+    if condition():
+        return True
+    clock = time.perf_counter
     start = clock()
-    ran, end, check = cpu(), start + seconds, start + CHECK_S
+    end, check = start + seconds, start + CHECK_S
+    since, ran = 0.0, -1.0  # when this thread's clock was first read, and what it said
     while not condition():
         now = clock()
         if now >= end:
             return False
         if now >= check:
-            if _THREAD_CLOCK and cpu() - ran < (now - start) * MIN_RUNNING:
-                return False
+            if _THREAD_CLOCK:
+                if ran < 0:
+                    since, ran = now, time.thread_time()
+                elif time.thread_time() - ran < (now - since) * MIN_RUNNING:
+                    return False
             check = now + CHECK_S
     return True
 

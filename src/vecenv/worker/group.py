@@ -27,6 +27,7 @@ __all__ = ["EnvDescription", "EnvGroup", "MadeEnvs", "close_envs", "make_envs"]
 
 _NEXT = AutoresetMode.NEXT_STEP
 _SAME = AutoresetMode.SAME_STEP
+_thread_id = threading.get_ident
 
 
 class EnvDescription(NamedTuple):
@@ -117,18 +118,26 @@ class _Lane(NamedTuple):
     """
 
     buffers: StepBuffers
+    observations: Any  # buffers.observations
+    action: Callable[[int], Any]  # env j's action in the buffer
+    rewards: np.ndarray
+    terminations: np.ndarray
+    truncations: np.ndarray
     needs_reset: np.ndarray
     envs: list[Any]
     rows: np.ndarray | None  # the observation rows when the space is one fixed leaf
     shape: tuple[int, ...] | None  # the shape an observation written there must have
+    next_step: bool  # the autoreset mode is NEXT_STEP
+    same_step: bool  # ... SAME_STEP
 
     @classmethod
     def of(cls, group: EnvGroup) -> _Lane:
         """The calling thread's lane of ``group`` (made by that thread: its own objects)."""
-        buffers = group.buffers.rows(0, group.buffers.n)  # type: ignore[union-attr]
-        rows, shape = buffers.observations.single_leaf()
-        return cls(buffers, group._needs_reset[:], list(group.envs), rows,
-                   None if shape is None else tuple(list(shape)))
+        b = group.buffers.rows(0, group.buffers.n)  # type: ignore[union-attr]
+        rows, shape = b.observations.single_leaf()
+        return cls(b, b.observations, b.actions.item, b.rewards, b.terminations, b.truncations,
+                   group._needs_reset[:], list(group.envs), rows, None if shape is None else tuple(list(shape)),
+                   group.autoreset_mode is _NEXT, group.autoreset_mode is _SAME)
 
 
 class EnvGroup:
@@ -242,7 +251,7 @@ class EnvGroup:
 
     def _lane(self) -> _Lane:
         """The calling thread's :class:`_Lane`."""
-        lanes, me = self._lanes, threading.get_ident()
+        lanes, me = self._lanes, _thread_id()
         lane = lanes.get(me)
         if lane is None:
             lane = lanes[me] = _Lane.of(self)
@@ -298,15 +307,14 @@ class EnvGroup:
     def step(self, ids: EnvIds | None = None, given: Mapping[int, Any] | None = None) -> StepReply:
         """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer,
         or, for the envs in ``given``, with ``given[j]`` (an action as the caller passed it)."""
-        lane = self._lane()  # nothing below is used by another thread on every env
-        b, needs_reset, envs, rows, shape = lane
-        obs_buf = b.observations
-        action_of = b.actions.item if not given else partial(_given_or_row, given, b.actions.item)
-        rewards, terms, truncs = b.rewards, b.terminations, b.truncations
-        next_step, same_step = self.autoreset_mode is _NEXT, self.autoreset_mode is _SAME
+        # nothing of the lane is used by another thread on every env
+        (_, obs_buf, action_of, rewards, terms, truncs, needs_reset, envs, rows, shape, next_step,
+         same_step) = self._lane()
+        if given:
+            action_of = partial(_given_or_row, given, action_of)
         sink, start = self.info_sink, self.start
         entries: list[InfoEntry] = []
-        for j in self._ids(ids):
+        for j in range(len(envs)) if ids is None else ids:
             env = envs[j]
             try:
                 if next_step and needs_reset[j]:
