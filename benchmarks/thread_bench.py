@@ -25,7 +25,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import sysconfig  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -35,6 +34,7 @@ import numpy as np  # noqa: E402
 from gymnasium import spaces  # noqa: E402
 
 import vecenv  # noqa: E402
+from vecenv.system import gil_enabled, usable_cores  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -130,10 +130,9 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     tables = []
 
-    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
-    print(f"Python {platform.python_version()} ({'GIL' if gil else 'free-threaded'}, "
+    print(f"Python {platform.python_version()} ({'GIL' if gil_enabled() else 'free-threaded'}, "
           f"Py_GIL_DISABLED={sysconfig.get_config_var('Py_GIL_DISABLED')}), "
-          f"{vecenv.make.__globals__['usable_cores']()} usable cores, numpy {np.__version__}")
+          f"{usable_cores()} usable cores, numpy {np.__version__}")
     backends = [b for b in ("serial", "thread", "process") if b in vecenv.available_backends()]
     if args.ray:
         import ray
@@ -175,7 +174,7 @@ def write_json(path: Path, settings: dict, tables: list[dict]) -> None:
     """Every round of every table, with the settings, the machine and the versions."""
     from _results import write_script_json
 
-    write_script_json(path, Path(__file__).name, settings, tables, machine={"gil": getattr(sys, "_is_gil_enabled", lambda: True)()})
+    write_script_json(path, Path(__file__).name, settings, tables, machine={"gil": gil_enabled()})
 
 
 if __name__ == "__main__":
