@@ -488,12 +488,18 @@ def test_spin_until_reads_no_thread_clock_when_the_condition_holds_and_stops_whe
     from vecenv.transports import work
 
     reads = []
-    real = work.time.thread_time
-    monkeypatch.setattr(work.time, "thread_time", lambda: reads.append(1) or real())
+
+    def running() -> float:  # the clock of a thread that never loses its core
+        reads.append(1)
+        return time.perf_counter()
+
+    monkeypatch.setattr(work.time, "thread_time", running)
     assert work.spin_until(lambda: True, 1.0) and not reads
     start = time.perf_counter()
     assert not work.spin_until(lambda: False, 0.002)
     assert 0.002 <= time.perf_counter() - start < 0.5
+    if sys.platform == "win32":  # its thread clock says 100 ns but moves every 15.6 ms
+        assert not work._THREAD_CLOCK
     if work._THREAD_CLOCK:
         assert reads, "a spin longer than CHECK_S looks at the thread clock"
         monkeypatch.setattr(work.time, "thread_time", lambda: 0.0)  # never runs: its core is lost

@@ -8,6 +8,7 @@ thread cannot leave held (:func:`locked`)."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -181,8 +182,9 @@ CHECK_S = 20e-6
 #: is shared with another runnable thread (often the one it waits for), and a thread that blocks
 #: is placed afresh when it is woken, where a core is free
 MIN_RUNNING = 0.5
-#: whether this platform's thread clock can tell (Windows' ticks every 15.6 ms: it cannot)
-_THREAD_CLOCK = time.get_clock_info("thread_time").resolution < 1e-5
+#: whether this platform's thread clock can tell. Windows' (GetThreadTimes) cannot: it says
+#: 100 ns but moves on the scheduler's ticks (15.6 ms), so a spin would look starved at once
+_THREAD_CLOCK = sys.platform != "win32" and time.get_clock_info("thread_time").resolution < 1e-5
 
 
 def spin_until(condition: Callable[[], Any], seconds: float) -> bool:
