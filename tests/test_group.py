@@ -485,7 +485,7 @@ def test_each_thread_steps_through_views_and_env_list_of_its_own():
     assert len(lanes) == 2 and threading.get_ident() in group._lanes
     mine, theirs = lanes
     for a, b, shared in [(mine.rows, theirs.rows, buffers.observations.item(0).base),
-                         (mine.buffers.rewards, theirs.buffers.rewards, buffers.rewards),
+                         (mine.rewards, theirs.rewards, buffers.rewards),
                          (mine.needs_reset, theirs.needs_reset, group._needs_reset)]:
         assert a is not b and np.shares_memory(a, shared) and np.shares_memory(b, shared)
     assert mine.envs is not theirs.envs and mine.envs == theirs.envs == group.envs

@@ -117,8 +117,7 @@ class _Lane(NamedTuple):
     or copy made by the thread that uses it is that thread's own.
     """
 
-    buffers: StepBuffers
-    observations: Any  # buffers.observations
+    observations: Any  # the observation buffer's rows (a BatchBuffer)
     action: Callable[[int], Any]  # env j's action in the buffer
     rewards: np.ndarray
     terminations: np.ndarray
@@ -135,7 +134,7 @@ class _Lane(NamedTuple):
         """The calling thread's lane of ``group`` (made by that thread: its own objects)."""
         b = group.buffers.rows(0, group.buffers.n)  # type: ignore[union-attr]
         rows, shape = b.observations.single_leaf()
-        return cls(b, b.observations, b.actions.item, b.rewards, b.terminations, b.truncations,
+        return cls(b.observations, b.actions.item, b.rewards, b.terminations, b.truncations,
                    group._needs_reset[:], list(group.envs), rows, None if shape is None else tuple(list(shape)),
                    group.autoreset_mode is _NEXT, group.autoreset_mode is _SAME)
 
@@ -276,7 +275,7 @@ class EnvGroup:
     ) -> StepReply:
         """Reset envs ``ids`` (local indices; all when ``None``), env ``j`` with ``seeds[j]``."""
         lane = self._lane()
-        b, needs_reset = lane.buffers, lane.needs_reset
+        terms, truncs, needs_reset = lane.terminations, lane.truncations, lane.needs_reset
         entries: list[InfoEntry] = []
         for j in self._ids(ids):
             seed = None if seeds is None else seeds[j]
@@ -289,8 +288,8 @@ class EnvGroup:
                 except self._catch as exc2:
                     raise self._error(j, "reset after a restart", exc2) from exc2
                 info = {**info, **restart_report(reason)}
-            b.terminations[j] = False
-            b.truncations[j] = False
+            terms[j] = False
+            truncs[j] = False
             needs_reset[j] = False
             if info:
                 entries.append(InfoEntry(self.start + j, info))
@@ -301,20 +300,20 @@ class EnvGroup:
         lane = self._lane()
         obs, info = lane.envs[j].reset(seed=seed, options=options)
         _check_info(info)
-        lane.buffers.observations.write(j, obs)
+        lane.observations.write(j, obs)
         return info
 
     def step(self, ids: EnvIds | None = None, given: Mapping[int, Any] | None = None) -> StepReply:
         """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer,
         or, for the envs in ``given``, with ``given[j]`` (an action as the caller passed it)."""
         # nothing of the lane is used by another thread on every env
-        (_, obs_buf, action_of, rewards, terms, truncs, needs_reset, envs, rows, shape, next_step,
+        (obs_buf, action_of, rewards, terms, truncs, needs_reset, envs, rows, shape, next_step,
          same_step) = self._lane()
         if given:
             action_of = partial(_given_or_row, given, action_of)
         sink, start = self.info_sink, self.start
         entries: list[InfoEntry] = []
-        for j in range(len(envs)) if ids is None else ids:
+        for j in self._ids(ids):
             env = envs[j]
             try:
                 if next_step and needs_reset[j]:
