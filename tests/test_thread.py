@@ -502,6 +502,10 @@ def test_spin_until_reads_no_thread_clock_when_the_condition_holds_and_stops_whe
         assert not work._THREAD_CLOCK
     if work._THREAD_CLOCK:
         assert reads, "a spin longer than CHECK_S looks at the thread clock"
+        monkeypatch.setattr(work.time, "thread_time", lambda: 5.0)  # a thread that never runs
+        start = time.perf_counter()
+        assert not work.spin_until(lambda: False, 1.0)
+        assert time.perf_counter() - start < 0.5, "a spin without its core stops before its length"
         monkeypatch.setattr(work.time, "thread_time", lambda: 0.0)  # never runs: its core is lost
         start = time.perf_counter()
         assert not work.spin_until(lambda: False, 5.0)
