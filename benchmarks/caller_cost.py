@@ -1,0 +1,143 @@
+"""The caller's own CPU per vector step: the serial part of every step on many cores.
+
+Every vector step passes through one caller thread; whatever it does once per env or once per
+worker no number of cores shares. Measured here as that thread's CPU time (``time.thread_time``)
+per vector step, with envs that cost nothing, so the figure is the vector env's own work:
+
+- per env-step: (caller CPU per step at ``--envs-high`` envs − at ``--envs-low``) / the difference,
+  with 2 workers;
+- per worker: (caller CPU per step at 16 workers − at 2) / 14, with 64 envs of 4 floats.
+
+vecenv's process backend waits by blocking (``spin_us=0, yield_us=0``): the path every step takes
+once a worker's share of the step outlasts the spin budget, as it does for real simulators at 64
+envs. Peers with one process per env (gymnasium's AsyncVectorEnv, SB3's SubprocVecEnv) are measured
+at 8 and 32 envs (their per-env and per-worker costs are the same thing). Rounds are interleaved;
+medians and spread are printed.
+
+    python benchmarks/caller_cost.py                    # 5 rounds, every row
+    python benchmarks/caller_cost.py --rounds 1 --quick # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+
+import vecenv
+
+#: observation kinds: (space, info keys the env returns every step)
+KINDS: dict[str, tuple[gym.spaces.Space, tuple[str, ...]]] = {
+    "4 floats": (gym.spaces.Box(-1.0, 1.0, (4,), np.float32), ()),
+    "17 floats + 4 infos": (gym.spaces.Box(-np.inf, np.inf, (17,), np.float64),
+                            ("x_position", "x_velocity", "reward_forward", "reward_ctrl")),
+    "84x84x4 frames": (gym.spaces.Box(0, 255, (84, 84, 4), np.uint8), ()),
+}
+
+
+class NullEnv(gym.Env):
+    """An env whose step costs nothing: a fixed observation, float infos, 1000-step episodes."""
+
+    def __init__(self, kind: str = "4 floats") -> None:
+        self.observation_space, self._keys = KINDS[kind]
+        self.action_space = gym.spaces.Discrete(4)
+        self._obs = self.observation_space.sample()
+        self._t = 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self._obs, {}
+
+    def step(self, action):
+        self._t += 1
+        infos = {key: 0.5 for key in self._keys}
+        return self._obs, 1.0, False, self._t >= 1000, infos
+
+
+def _vecenv(n: int, kind: str, workers: int) -> gym.vector.VectorEnv:
+    return vecenv.make(lambda: NullEnv(kind), n, backend="process", num_workers=workers,
+                       spin_us=0, yield_us=0)
+
+
+def _gym_async(n: int, kind: str, _workers: int) -> gym.vector.VectorEnv:
+    return gym.vector.AsyncVectorEnv([lambda: NullEnv(kind)] * n)
+
+
+def _gym_sync(n: int, kind: str, _workers: int) -> gym.vector.VectorEnv:
+    return gym.vector.SyncVectorEnv([lambda: NullEnv(kind)] * n)
+
+
+def _sb3_subproc(n: int, kind: str, _workers: int):
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    return SubprocVecEnv([lambda: NullEnv(kind)] * n)
+
+
+def cpu_per_step(build: Callable, n: int, kind: str, workers: int, steps: int) -> float:
+    """The caller thread's CPU seconds per vector step, after a warm-up."""
+    envs = build(n, kind, workers)
+    try:
+        envs.reset()
+        step = envs.step  # gymnasium's and SB3's step both take one action per env
+        actions = np.zeros(n, dtype=np.int64)
+        for _ in range(max(20, steps // 10)):
+            step(actions)
+        start = time.thread_time()
+        for _ in range(steps):
+            step(actions)
+        return (time.thread_time() - start) / steps
+    finally:
+        envs.close()
+
+
+def rows(quick: bool, envs_low: int, envs_high: int) -> list[tuple[str, Callable, list[tuple[int, int]], str]]:
+    """(name, builder, the two (envs, workers) points, observation kind) for each row."""
+    table = []
+    for kind in KINDS:
+        table.append((f"vecenv process, per env-step, {kind}", _vecenv,
+                      [(envs_low, 2), (envs_high, 2)], kind))
+    table.append(("vecenv process, per worker, 4 floats, 64 envs", _vecenv, [(64, 2), (64, 16)], "4 floats"))
+    peers = [("gym AsyncVectorEnv", _gym_async), ("gym SyncVectorEnv", _gym_sync)]
+    try:
+        import stable_baselines3  # noqa: F401
+
+        peers.append(("SB3 SubprocVecEnv", _sb3_subproc))
+    except ImportError:
+        pass
+    for name, build in peers:
+        for kind in (("4 floats",) if quick else KINDS):
+            table.append((f"{name}, per env-step, {kind}", build, [(8, 8), (32, 32)], kind))
+    return table
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--envs-low", type=int, default=8)
+    parser.add_argument("--envs-high", type=int, default=512)
+    parser.add_argument("--quick", action="store_true", help="fewer steps and peers (a smoke run)")
+    args = parser.parse_args(argv)
+    table = rows(args.quick, args.envs_low, args.envs_high)
+    samples: dict[str, list[float]] = {name: [] for name, *_ in table}
+    budget = 0.2 if args.quick else 1.0  # vector steps scaled so each point takes ~budget s
+    for _ in range(args.rounds):
+        for name, build, points, kind in table:
+            cpu = []
+            for n, workers in points:
+                steps = max(20, int(budget / (2e-5 * n + 1e-4)))
+                cpu.append(cpu_per_step(build, n, kind, workers, steps))
+            (n0, w0), (n1, w1) = points
+            per = (n1 - n0) if n1 != n0 else (w1 - w0)
+            samples[name].append((cpu[1] - cpu[0]) / per * 1e6)
+    print(f"{'caller CPU (µs)':<60} {'median':>8} {'min':>8} {'max':>8}")
+    for name, values in samples.items():
+        print(f"{name:<60} {statistics.median(values):8.2f} {min(values):8.2f} {max(values):8.2f}")
+
+
+if __name__ == "__main__":
+    main()
