@@ -1,0 +1,43 @@
+"""The measurement scripts in benchmarks/ that other figures rest on run, cut down."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("layout", ["serial", "process"])
+def test_step_trace_counts_the_vecenv_functions_of_a_step(layout):
+    step_trace = _load("step_trace")
+    calls, total = step_trace.trace(layout, steps=3, warmup=3)
+    assert "vecenv.engine.core:VectorEnv.step" in calls
+    assert calls["vecenv.engine.core:VectorEnv.step"] == 3  # only the traced steps count
+    assert total >= len(calls) >= 2
+    assert all(name.startswith("vecenv.") for name in calls)
+
+
+@pytest.mark.timeout(60)
+def test_caller_cost_null_env_and_cpu_per_step():
+    caller_cost = _load("caller_cost")
+    env = caller_cost.NullEnv("17 floats + 4 infos")
+    obs, _ = env.reset(seed=0)
+    assert env.observation_space.contains(obs)
+    _, reward, terminated, truncated, infos = env.step(0)
+    assert sorted(infos) == sorted(caller_cost.KINDS["17 floats + 4 infos"][1])
+    assert (reward, terminated, truncated) == (1.0, False, False)
+    cpu = caller_cost.cpu_per_step(caller_cost._vecenv, 4, "4 floats", 2, steps=20)
+    assert 0 < cpu < 0.1
