@@ -131,6 +131,17 @@ def test_help_documents_every_option(capsys):
     assert "exit codes" in capsys.readouterr().out
 
 
+def test_bench_help_names_every_peer_it_can_run(capsys):
+    """--compare's help lists every peer the bench runs, PufferLib's included."""
+    from vecenv.bench.contenders import PEERS
+
+    assert main(["bench", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert {"gym-sync", "envpool", "pufferlib-serial", "pufferlib-mp", "pufferlib-async"} <= set(PEERS)
+    for name in PEERS:
+        assert name in out, name
+
+
 @pytest.mark.timeout(60)
 def test_python_m_vecenv_bench_help():
     proc = subprocess.run(

@@ -309,7 +309,7 @@ EXIT_CASES = [("fork", "idle"), ("fork", "hung"), *((c, "pending") for c in CONT
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize(("context", "state"), EXIT_CASES)
 def test_workers_end_at_interpreter_exit_without_close(tmp_path, context, state):
-    """README: interpreter exit ends every worker, as close() would (idle, mid-step, hung)."""
+    """docs/errors.md: interpreter exit ends every worker, as close() would (idle, mid-step, hung)."""
     done, pids, _ = exit_without_close(tmp_path, "process", context, state)
     assert len(pids) == 2, done.stderr[-3000:]
     deadline = time.monotonic() + 30  # a generous bound: they end at exit, not on a timer

@@ -1,4 +1,4 @@
-"""README: "every ``gymnasium.wrappers.vector.*`` wrapper works on it unchanged".
+"""docs/gymnasium.md: "every ``gymnasium.wrappers.vector.*`` wrapper works on it unchanged".
 
 Each wrapper in ``gymnasium.wrappers.vector.__all__`` wraps each backend, and the same stack on
 gymnasium's ``SyncVectorEnv`` runs beside it with the same seeds and actions: observations,

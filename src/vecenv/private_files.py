@@ -62,7 +62,7 @@ def _warn_once(path: str, problem: str, purpose: str) -> None:
     warnings.warn(
         f"vecenv does not use {path!r} for {purpose}: {problem}; expected a directory of this "
         "user's that no other user can write to. vecenv goes on without it (remove the directory, "
-        "or point the variable named in vecenv's README security notes elsewhere).",
+        "or point the variable that docs/security.md names for it elsewhere).",
         UnsafePathWarning,
         stacklevel=3,
     )

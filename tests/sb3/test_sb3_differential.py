@@ -1340,7 +1340,7 @@ def test_cases_cover_both_outcomes() -> None:
 
 
 # ========================================================================= deliberate differences
-# Each test shows SB3's behaviour, then vecenv's; README's "Migrating" section lists them.
+# Each test shows SB3's behaviour, then vecenv's; docs/sb3.md's "What differs from SB3" lists them.
 def test_env_exception_in_subproc_is_the_envs_own_and_the_env_survives() -> None:
     """SB3's SubprocVecEnv loses the worker (the caller gets EOFError); vecenv raises the env's
     exception, as SB3's DummyVecEnv does, noting the env, and keeps every env usable."""

@@ -475,7 +475,7 @@ def _faulty(fault=None, at=3):
 
 @pytest.mark.timeout(60)
 def test_subproc_on_error_restart_ends_the_episode_as_a_truncation(closing):
-    """README: SubprocVecEnv takes on_error=; a failed env is rebuilt and its episode ends as a
+    """docs/sb3.md: SubprocVecEnv takes on_error=; a failed env is rebuilt and its episode ends as a
     time-limit truncation (SB3's way of saying the episode was cut), the others run on as if
     nothing happened."""
     from functools import partial
@@ -523,7 +523,7 @@ def test_subproc_on_error_raise_is_the_default(closing):
 
 @pytest.mark.timeout(60)
 def test_subproc_step_timeout_ends_a_hung_env(closing):
-    """README: SubprocVecEnv takes step_timeout=: a hung env is reported by name, never a hang;
+    """docs/sb3.md: SubprocVecEnv takes step_timeout=: a hung env is reported by name, never a hang;
     with on_error="restart" its worker is replaced and the run goes on."""
     from functools import partial
 

@@ -9,7 +9,7 @@ Three peers, each stepping gymnasium envs wrapped in ``pufferlib.emulation.Gymna
 - ``pufferlib-async``: the same with ``batch_size = num_envs // 2`` (PufferLib's ``"auto"``):
   ``recv`` returns the first workers' envs that are ready, ``send`` steps those.
 
-What differs from gymnasium's and vecenv's vector envs (the README's tables say it too):
+What differs from gymnasium's and vecenv's vector envs (docs/performance.md says it too):
 observations, rewards and flags are views of PufferLib's buffers, overwritten by the next step;
 infos are a list of the envs' dicts; a finished env resets on its next step (the action dropped).
 

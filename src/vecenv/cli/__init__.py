@@ -82,16 +82,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     """The ``bench`` subcommand and its options."""
+    from vecenv.bench.contenders import PEERS
     from vecenv.make import BACKENDS
 
-    peers = "gym-sync, gym-async, sb3-dummy, sb3-subproc, envpool"
+    peers = ", ".join(PEERS)  # every peer the bench can run, PufferLib's included
     bench = sub.add_parser(
         "bench",
-        help="measure env steps per second of every backend next to gymnasium and SB3",
+        help="measure env steps per second of every backend next to gymnasium, SB3, EnvPool and PufferLib",
         description=(
             "Measure env steps per second of vecenv's backends side by side with gymnasium's "
-            "SyncVectorEnv/AsyncVectorEnv, SB3's DummyVecEnv/SubprocVecEnv and EnvPool (those "
-            "installed), interleaving the contenders over several rounds and reporting medians. "
+            "SyncVectorEnv/AsyncVectorEnv, SB3's DummyVecEnv/SubprocVecEnv, EnvPool and "
+            "PufferLib's Serial/Multiprocessing (those installed), interleaving the contenders over several rounds and reporting medians. "
             "With no env given, runs the default suite: CartPole-v1 at num_envs 2, 8, 16 and "
             "the busy env (vecenv/Busy-v0: 84x84x4 uint8 frames, 100 µs of CPU per step) at 8."
         ),
