@@ -299,51 +299,50 @@ def test_a_handler_raising_as_sigint_is_put_back_still_lets_it_be_put_back(monke
     assert len(calls) == 3 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+class _CutInYourThread(gym.Wrapper):
+    """Raises KeyboardInterrupt once, when armed, in a step that runs in the main thread (as a
+    Ctrl-C lands while your thread steps its own group)."""
+
+    armed = False
+
+    def step(self, action):
+        if _CutInYourThread.armed and threading.current_thread() is threading.main_thread():
+            _CutInYourThread.armed = False
+            raise KeyboardInterrupt
+        return self.env.step(action)
+
+
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("cut", ["after_queueing", "counted_only", "handed_to_no_helper", "before_its_part"])
+@pytest.mark.parametrize("cut", ["after_queueing", "before_queueing", "inside_your_group"])
 @pytest.mark.parametrize("groups", [1, 2, 4])
-def test_thread_interrupt_between_queueing_and_counting_is_healed_by_reset(cut, groups):
-    """A command queued (or only counted, or a shared step opened but handed to no helper, or
-    one the caller was cut from before stepping its part) when an interruption lands must not
-    leave reset() waiting for a reply that can never come: reset settles each group from what it
-    really served. ``groups=1, 2``: steps shared by the threads; ``4``: one env a group, queued."""
-    with vecenv.make(_cartpole, 4, backend="thread", num_workers=2, groups=groups) as envs, \
+def test_thread_interrupt_anywhere_in_a_step_is_healed_by_reset(cut, groups):
+    """An interruption that lands after the last group's command was queued, before it reached
+    the transport, or inside an env your thread steps, must not leave reset() waiting for a
+    reply that can never come: reset() settles each group, and the next rollout is serial's."""
+    with vecenv.make(_cartpole, 4, backend="thread", num_workers=2, groups=groups,
+                     wrappers=[_CutInYourThread]) as envs, \
             vecenv.make(_cartpole, 4, backend="serial") as ref:
         envs.reset(seed=3)
         transport = envs._transport
-        last = groups - 1
-        if cut == "before_its_part":
-            run = transport._run
-
-            def cut_run(w, slot):
-                if slot == 0:
-                    raise KeyboardInterrupt
-                return run(w, slot)
-
-            transport._run = cut_run
+        if cut == "inside_your_group":
+            _CutInYourThread.armed = True
         else:
             submit = transport.submit
 
             def cut_submit(w, command):
-                if w != last:
-                    return submit(w, command)
-                if cut == "after_queueing":
-                    submit(w, command)
-                elif cut == "handed_to_no_helper" and transport._shares[w].size > 1:
-                    transport._commands[w] = command  # submit() up to handing the step out
-                    transport._shared[w] = True
-                    transport._shares[w].deal(command.ids)
-                    transport._sent[w] += 1
-                    transport._whole.parts[w] = []
-                else:  # the count moved, the command never reached the queue
-                    transport._sent[w] += 1
-                raise KeyboardInterrupt
+                if w == groups - 1:
+                    if cut == "after_queueing":
+                        submit(w, command)
+                    raise KeyboardInterrupt
+                return submit(w, command)
 
             transport.submit = cut_submit
-        with pytest.raises(KeyboardInterrupt):
-            envs.step(np.zeros(4, dtype=np.int64))
-        transport.__dict__.pop("submit", None)
-        transport.__dict__.pop("_run", None)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                envs.step(np.zeros(4, dtype=np.int64))
+        finally:
+            _CutInYourThread.armed = False
+            transport.__dict__.pop("submit", None)
         assert envs._flight.state in (CallState.INTERRUPTED, CallState.WAITING_STEP)
         assert_same(_rollout(envs, 5), _rollout(ref, 5))
         assert not any(transport.outstanding(w) for w in range(groups))

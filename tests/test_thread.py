@@ -54,14 +54,14 @@ class GateEnv(gym.Env):
         return np.full(1, float(self.t)), 1.0, False, False, {}
 
 
-def test_defaults_one_shared_group_or_one_group_per_env():
+def test_defaults_one_group_per_thread_or_one_group_per_env():
     with vecenv.ThreadVectorEnv([GateEnv] * 5) as envs:
         assert envs.backend == "thread"
-        assert envs.num_threads == usable_cores() and envs.num_workers == 1
+        assert envs.num_threads == usable_cores() and envs.num_workers == min(5, usable_cores())
         assert len(_vecenv_threads()) == usable_cores() - 1  # the caller is one of the threads
     with vecenv.ThreadVectorEnv([GateEnv] * 5, num_workers=3, batch_size=2) as envs:
         assert envs.num_threads == 3 and envs.num_workers == 5  # async batches: one group per env
-        assert len(_vecenv_threads()) == 2  # the caller is one of them here too
+        assert len(_vecenv_threads()) == 3  # helpers step; the caller computes
     with vecenv.ThreadVectorEnv([GateEnv] * 5, num_workers=2, groups=2) as envs:
         assert envs.num_workers == 2
     assert not _vecenv_threads()
@@ -91,23 +91,25 @@ def test_each_thread_steps_its_own_block_of_envs_at_once():
         assert stepped == [[threading.current_thread().name], ["vecenv-thread-1"]]
 
 
-def test_a_free_thread_takes_over_the_envs_of_a_slow_one():
-    """Env 0 is slow: while the caller steps it, the helper steps every other env, its own
-    block and then the caller's."""
-    fns = [lambda: GateEnv(delay=0.2)] + [GateEnv] * 5
+def test_each_env_is_stepped_by_the_thread_that_owns_its_group_only():
+    """Six envs on two threads: envs 0-2 in your thread, 3-5 in the helper's, on every step
+    (env 0 is slow: nothing moves to the other thread), and every call reaches them there."""
+    fns = [lambda: GateEnv(delay=0.05)] + [GateEnv] * 5
     with vecenv.ThreadVectorEnv(fns, num_workers=2) as envs:
         envs.reset(seed=0)
-        obs, *_ = envs.step(np.zeros(6, int))
-        assert obs[:, 0].tolist() == [1.0] * 6
+        for _ in range(3):
+            obs, *_ = envs.step(np.zeros(6, int))
+        assert obs[:, 0].tolist() == [3.0] * 6
         stepped = envs.apply(lambda env: sorted(env.unwrapped.stepped_in))
+        made = envs.apply(lambda env: env.unwrapped.made_in)
         me = threading.current_thread().name
-        assert stepped[0] == [me] and stepped[1:] == [["vecenv-thread-1"]] * 5
+        assert stepped == [[me]] * 3 + [["vecenv-thread-1"]] * 3
+        assert made == [me] * 3 + ["vecenv-thread-1"] * 3
 
 
 def test_async_batches_return_the_fastest_envs_first():
-    """While one helper steps the slow env 0, the other (and the caller, once the fast envs'
-    steps are timed) steps the fast envs and their batches come back, round after round; the
-    slow env's result arrives later, intact."""
+    """While one helper steps the slow env 0, the others take the fast envs from the queue and
+    their batches come back, round after round; the slow env's result arrives later, intact."""
     fns = [lambda: GateEnv(delay=0.5)] + [GateEnv] * 3
     with vecenv.ThreadVectorEnv(fns, num_workers=3, batch_size=2) as envs:
         _, infos = envs.reset(seed=0)
@@ -126,31 +128,6 @@ def test_async_batches_return_the_fastest_envs_first():
             if 0 not in got:
                 envs.send(np.zeros(2, int), infos["env_id"])
         assert got[0] == 1.0 and min(got.values()) >= 1.0
-
-
-def test_with_async_batches_the_caller_steps_quick_envs_and_leaves_slow_ones_to_the_helper():
-    """recv() waits by stepping queued envs whose last step was quick (two threads at work on
-    two cores, not one), never an env not timed yet or slow: env 0 takes 100 ms a step against
-    the others' 3 ms, so only the helper ever steps it, and batches of the fast envs keep
-    coming back while it does."""
-    fns = [lambda: GateEnv(delay=0.1)] + [lambda: GateEnv(delay=0.003)] * 5
-    me = threading.current_thread().name
-    with vecenv.ThreadVectorEnv(fns, num_workers=2, batch_size=2) as envs:
-        _, infos = envs.reset(seed=0)
-        ids = [infos["env_id"], envs.recv()[-1]["env_id"], envs.recv()[-1]["env_id"]]
-        for part in ids:
-            envs.send(np.zeros(2, int), part)
-        returned = []
-        for _ in range(40):
-            infos = envs.recv()[-1]  # with a timeout, the caller would leave every env to the helper
-            returned.extend(infos["env_id"].tolist())
-            envs.send(np.zeros(2, int), infos["env_id"])
-        for _ in range(3):  # every env back
-            envs.recv(timeout=10)
-        stepped = envs.apply(lambda env: sorted(env.unwrapped.stepped_in))
-    assert stepped[0] == ["vecenv-thread-1"]
-    assert any(me in s for s in stepped[1:]), stepped
-    assert returned.count(0) < returned.count(1) / 2, "the slow env held the fast ones back"
 
 
 def test_recv_timeout_and_recovery():
@@ -194,9 +171,8 @@ class _Closing(GateEnv):
 
 
 def test_each_env_is_made_by_the_thread_that_steps_it():
-    """A shared group's envs are made by the threads that step them (each thread's block; the
-    barrier in the env_fn makes both threads make one at once), so their objects are that
-    thread's own."""
+    """A group's envs are made by the thread that steps them (the barrier in the env_fn makes
+    both threads make one at once), so their objects are that thread's own."""
     barrier, steps = threading.Barrier(2, timeout=10), threading.Barrier(2, timeout=10)
 
     def make():
@@ -213,12 +189,10 @@ def test_each_env_is_made_by_the_thread_that_steps_it():
 
 
 @pytest.mark.parametrize("late", [0.0, 0.05])
-def test_an_env_fn_failing_in_a_shared_group_closes_the_envs_made_by_every_thread(late):
+def test_an_env_fn_failing_in_one_thread_closes_the_envs_made_by_every_thread(late):
     """Env 2 of 4 fails while both threads make envs (env 0 in your thread, env 2 in the
     helper's, at once): the error names env 2 and env_fn(), as serial's would, and every env
-    made is closed. Your thread may make env 1 (and take env 3 from the helper's block) before
-    it sees the failure: making runs in parallel, as it would for any two envs (``late``: the
-    failure comes after your thread has had time to make them)."""
+    made is closed (``late``: the failure comes after your thread has made its envs)."""
     _Closing.made, _Closing.closed = [], []
     barrier = threading.Barrier(2, timeout=10)
 
@@ -230,7 +204,7 @@ def test_an_env_fn_failing_in_a_shared_group_closes_the_envs_made_by_every_threa
     fns = [lambda: _Closing(0, barrier), lambda: _Closing(1, None), broken, lambda: _Closing(3, None)]
     with pytest.raises(vecenv.EnvError, match=r"env 2 .*OSError in env_fn\(\)") as info:
         vecenv.ThreadVectorEnv(fns, num_workers=2)
-    assert info.value.worker == 0
+    assert info.value.worker == 1
     assert _Closing.made[0] == 0 and set(_Closing.made) <= {0, 1, 3}
     assert sorted(_Closing.closed) == sorted(_Closing.made)
     time.sleep(0.05)
@@ -263,9 +237,9 @@ def test_close_with_a_hung_env_returns_in_bounded_time():
             entered.set()
             return super().step(action)
 
-    envs = vecenv.ThreadVectorEnv([lambda: Hung(gate), GateEnv], num_workers=2)
+    envs = vecenv.ThreadVectorEnv([GateEnv, lambda: Hung(gate)], num_workers=2)
     envs.reset(seed=0)
-    envs.step_async(np.zeros(2, int))  # the helper takes both envs: the caller is not waiting
+    envs.step_async(np.zeros(2, int))  # the helper steps its env; the caller is not waiting
     assert entered.wait(10)
     t0 = time.monotonic()
     envs.close(timeout=0.3)
@@ -312,45 +286,6 @@ def test_errors_leave_threads_serving():
         assert len(_vecenv_threads()) == 1
 
 
-class _Held(GateEnv):
-    """Steps meet at ``barrier`` (so two threads are inside at once), then wait for ``release``."""
-
-    def __init__(self, barrier: threading.Barrier, release: threading.Event) -> None:
-        super().__init__(barrier)
-        self.release = release
-
-    def step(self, action):
-        result = super().step(action)
-        self.release.wait(10)
-        return result
-
-
-def test_a_step_a_busy_helper_has_not_started_is_taken_back():
-    """Two groups of two envs: the helper is held inside group 0's second env, so it cannot
-    start group 1's step, which waits in its mailbox; the caller steps all of group 1 itself and
-    takes the job back, then waits only for the helper's part of group 0."""
-    barrier, release = threading.Barrier(2, timeout=10), threading.Event()
-    fns = [lambda: GateEnv(barrier), lambda: _Held(barrier, release), GateEnv, GateEnv]
-    with vecenv.ThreadVectorEnv(fns, num_workers=2, groups=2) as envs:
-        envs.reset(seed=0)
-        timer = threading.Timer(0.3, release.set)
-        timer.start()
-        try:
-            obs, *_ = envs.step(np.zeros(4, int))
-        finally:
-            timer.cancel()
-            release.set()
-        assert obs[:, 0].tolist() == [1.0] * 4
-        me = threading.current_thread().name
-        stepped = envs.apply(lambda env: sorted(env.unwrapped.stepped_in))
-        assert stepped == [[me], ["vecenv-thread-1"], [me], [me]]
-        mailbox = envs._transport.helpers[0].mailbox
-        assert not mailbox.jobs and not mailbox.parts and mailbox.current == -1
-        for _ in range(20):  # and the groups go on as usual
-            obs, *_ = envs.step(np.zeros(4, int))
-        assert obs[:, 0].tolist() == [21.0] * 4
-
-
 @pytest.mark.parametrize("batch_size", [2, None])
 def test_a_caller_waiting_for_helpers_sleeps(batch_size):
     """While helpers step slow envs (async batches, or a wait with a timeout), the caller's
@@ -372,9 +307,8 @@ def test_a_caller_waiting_for_helpers_sleeps(batch_size):
 
 
 def test_close_from_another_thread_ends_a_step_waiting_on_a_hung_helper():
-    """The caller stepped its env (slow enough that the helper takes the other) and waits for
-    the helper's, which hangs: close() from another thread ends the wait
-    (ClosedEnvironmentError), and the hung helper is abandoned."""
+    """The caller stepped its env and waits for the helper's, which hangs: close() from another
+    thread ends the wait (ClosedEnvironmentError), and the hung helper is abandoned."""
     gate, entered = threading.Event(), threading.Event()
 
     class Hung(GateEnv):
@@ -418,7 +352,7 @@ class _RaisingAsAcquired:
 
 
 def test_a_lock_taken_through_locked_is_released_wherever_an_interrupt_lands():
-    from vecenv.transports.work import locked
+    from vecenv.transports.spin import locked
 
     lock = _RaisingAsAcquired()
     with pytest.raises(KeyboardInterrupt):
@@ -431,61 +365,11 @@ def test_a_lock_taken_through_locked_is_released_wherever_an_interrupt_lands():
     plain.release()
 
 
-def test_a_mailbox_job_goes_to_the_helper_or_back_to_the_caller_never_both():
-    """The whole-batch hand-over's rule, one side at a time: a job not taken is taken back; one
-    the helper took is waited for until it posts; one never handed (an interruption between)
-    is not waited for."""
-    from vecenv.transports.work import SILENT, Mailbox
-
-    box = Mailbox()
-    box.hand(0)
-    assert box.part(0) is SILENT and not box.jobs  # taken back
-    assert box.take() == -1  # the helper finds nothing
-    box.hand(1)
-    assert box.take() == 1 and box.current == 1
-    assert box.part(1) is None  # the helper runs it
-    box.post(1, (True, "part"))
-    assert box.current == -1 and box.part(1) == (True, "part")
-    assert box.part(2) is SILENT  # never handed
-    assert not box.parts and not box.jobs
-
-
-def test_a_whole_step_completes_once_every_helper_is_done_with_it_parts_in_helper_order():
-    """``WholeSteps.complete``: nothing while envs are left to take or a helper still runs its
-    part; a helper that posted is not looked at again; the parts come as your thread's, then
-    each helper's in order. ``joined`` makes one reply of them: the first error, else every
-    entry, and a step where no thread said anything is the shared silent part."""
-    from vecenv.infos import InfoEntry, StepReply
-    from vecenv.transports.whole_steps import WholeSteps
-    from vecenv.transports.work import SILENT, Mailbox, Share, joined
-
-    first, second = Mailbox(), Mailbox()
-    share = Share(3, 6)
-    whole = WholeSteps([first, second], [share])
-    share.deal(None)
-    whole.open(0)
-    assert whole.complete(0) is None  # envs left to take
-    share.clear()
-    whole.parts[0].append(SILENT)  # your thread's part
-    said = (True, StepReply([InfoEntry(4, {"x": 1})], None))
-    assert first.take() == 0 and second.take() == 0
-    first.post(0, said)
-    assert whole.complete(0) is None and whole.collected[0] == 1  # the second helper runs
-    assert not first.parts  # the first one's part is already out of its mailbox
-    second.post(0, SILENT)
-    parts = whole.complete(0)
-    assert parts == [SILENT, said, SILENT] and whole.parts[0] is None
-    assert joined(parts) == (True, StepReply([InfoEntry(4, {"x": 1})], None))
-    assert joined([SILENT, SILENT]) is SILENT
-    error = ValueError("env 3")
-    assert joined([said, (False, error), SILENT]) == (False, error)
-
-
 def test_spin_until_reads_no_thread_clock_when_the_condition_holds_and_stops_when_the_core_is_lost(monkeypatch):
     """``spin_until``: true at once without reading this thread's clock (a system call); false
     once ``seconds`` pass; false early when the thread clock says this thread ran less than
     MIN_RUNNING of the time since its first read (its core is shared)."""
-    from vecenv.transports import work
+    from vecenv.transports import spin as work
 
     reads = []
 

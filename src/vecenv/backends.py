@@ -99,26 +99,27 @@ class SyncVectorEnv(SerialVectorEnv):
 
 
 class ThreadVectorEnv(VectorEnv):
-    """Env groups stepped by a pool of threads that share one queue of work, in parallel.
+    """Env groups stepped in parallel by threads, each group owned by one thread.
 
     The right choice on a free-threaded Python (3.13t, 3.14t) and when a step releases the GIL
-    (C/C++ simulators, numpy-heavy steps): no process boundary, no copies. Any free thread takes
-    the next group, the caller's own included while it waits, so a core that another program
-    holds part of the time slows nothing down. Pure-Python steps under the GIL gain nothing from
-    threads: use processes. Threads cannot be interrupted, so ``step_timeout`` is refused.
+    (C/C++ simulators, numpy-heavy steps): no process boundary, no copies. Each group is built
+    and stepped by one thread only; with whole batches your thread steps one group while the
+    helpers step theirs. Pure-Python steps under the GIL gain nothing from threads: use
+    processes. Threads cannot be interrupted, so ``step_timeout`` is refused.
 
     Args:
         env_fns: one callable per env, each returning a fresh env.
-        num_workers: threads stepping at once, the caller's included; default the usable cores,
-            at most ``num_envs``.
-        groups: how many groups the envs are split into; default one (threads share its envs one
-            by one on every step), or one per env with async batches.
-        batch_size: ``< num_envs`` for async batches (:meth:`send` / :meth:`recv`).
+        num_workers: threads stepping at once, yours included; default the usable cores, at
+            most ``num_envs``.
+        groups: how many groups the envs are split into (contiguous, dealt to the threads in
+            blocks); default one per thread, or one per env with async batches.
+        batch_size: ``< num_envs`` for async batches (:meth:`send` / :meth:`recv`): then only
+            helper threads step, and your thread computes while they do.
         copy: as in gymnasium.
         observation_mode: as in gymnasium.
         autoreset_mode: as in gymnasium.
-        spin_us: how long an idle thread looks for work before it sleeps (default: 100 on a
-            free-threaded Python, 0 under the GIL).
+        spin_us: how long a waiting thread looks for work or a reply before it sleeps (default:
+            100 on a free-threaded Python, 0 under the GIL).
     """
 
     def __init__(
@@ -136,10 +137,11 @@ class ThreadVectorEnv(VectorEnv):
     ) -> None:
         env_fns = list(env_fns)
         threads = usable_cores() if num_workers is None else check_count("num_workers", num_workers, None)
-        # a whole batch is one group whose envs the threads share; async batches return envs
-        # as they finish, so each env is a group of its own
+        # a whole batch: one group per thread; async batches return envs as they finish, so each
+        # env is a group of its own
         whole = batch_size is None or (isinstance(batch_size, int) and batch_size >= len(env_fns))
-        n_groups = (1 if whole else len(env_fns)) if groups is None else check_count("groups", groups, None)
+        default = min(threads, len(env_fns)) if whole else len(env_fns)
+        n_groups = default if groups is None else check_count("groups", groups, None)
         if spin_us is not None and not (isinstance(spin_us, (int, float)) and spin_us >= 0):
             raise ValueError(f"spin_us: expected a number of microseconds >= 0, got {spin_us!r}")
         super().__init__(env_fns, ThreadTransport(threads, spin_us, whole), num_workers=max(1, n_groups),

@@ -1,26 +1,23 @@
-"""Thread transport: env groups stepped by a pool of threads.
+"""Thread transport: env groups stepped by threads, your thread one of them.
 
-Data flow of one call (``T`` threads: the caller and ``T - 1`` helpers)::
+Data flow of one call::
 
-    whole-batch step or reset of a group (shared env by env; see whole_steps.py):
-    engine ── submit(w, step) ──► share[w] (envs dealt in blocks) ──► a job in each helper's mailbox
-    caller ── ready(ws): steps its part, then waits for each helper's part (or takes a job back)
-       └──► reply = every part joined
+    engine ── submit(w, command) ──► w's queue (a deque) ──► the thread that serves it runs it ──► reply[w]
+    engine ◄── ready(ws) ── your thread: runs the commands of the groups it owns, then waits for
+                            the helpers' replies (a short spin, then sleep until woken)
+    engine ◄── fetch(w) ─── reply[w] (a group's error raised here)
 
-    any other command (call, render, ... or async batches: one env a group):
-    engine ── submit(w, command) ──► commands[w], pending ◄── claim ── helper threads
-    engine ◄── ready(ws) / fetch(w) ── caller (claims work too while it waits)
-                 └────────── finished (in the order groups finish) ◄── replies[w], served[w]
+With whole batches (``step``/``reset`` wait for every group) the partition is static: your
+thread owns the first group and steps it while each helper steps its own, and a group is built
+by the thread that steps it and stepped by no other, so each env's objects stay with one thread.
+With async batches (``batch_size < num_envs``, every env a group of its own) the helpers take
+envs from one queue, oldest first, so a slow env holds back no other, and ``recv`` returns as
+soon as enough envs are done while your thread computes the next actions.
 
-A step (or reset) of a group is shared env by env (:class:`~vecenv.transports.work.Share`):
-each thread takes its own block first, then what the others have not started, so the core that
-is free does more of the work. Each env is stepped by one thread at a time and writes straight
-into its row of the caller's batch buffers. With whole batches such a step reaches the helpers
-without a lock (:class:`~vecenv.transports.whole_steps.WholeSteps`); other commands go through
-one queue under a lock (``pending``), run whole by whichever thread claims them.
-
-Waiting threads spin, then sleep (:mod:`~vecenv.transports.wakeups`); they spin on a
-free-threaded Python only: under the GIL a spinning thread would keep it from the others.
+A waiting thread spins for ``spin`` seconds (on a free-threaded Python only: under the GIL a
+spinning thread keeps the GIL from the thread it waits for), then sleeps. It marks itself asleep
+under the transport's lock after a last look; whoever wakes it does so under the same lock, and
+:data:`NAP` bounds every sleep all the same.
 """
 
 from __future__ import annotations
@@ -29,99 +26,108 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Collection
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, NamedTuple
 
 from vecenv.engine.transport import Transport
 from vecenv.errors import VecEnvError
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
-from vecenv.transports.pace import Pace
-from vecenv.transports.pending import Pending
-from vecenv.transports.wakeups import Wakeups, moved_since
-from vecenv.transports.whole_steps import CALLER as _CALLER
-from vecenv.transports.whole_steps import Build, WholeSteps, built_group, make_block
-from vecenv.transports.work import Mailbox, Share, joined, locked, part_of, run_share, spin_until
+from vecenv.transports.spin import locked, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
-from vecenv.worker.commands import Command, GivenStep, Reset, Step
+from vecenv.worker.commands import Command
 
 __all__ = ["ThreadTransport"]
 
+#: longest a sleeping thread waits before it looks again (a backstop: every wake-up is posted)
+NAP = 0.1
 #: the reply slot of a group with nothing to hand over
 _EMPTY: tuple[bool, Any] = (True, None)
 
 
-class _Helper:
-    """One daemon thread serving the queue; ``wake`` gets a token when work arrives."""
+class Build(NamedTuple):
+    """Build a group from its env_fns, in the thread that owns it; reply: its envs' descriptions."""
 
-    def __init__(self, transport: ThreadTransport, index: int) -> None:
-        self.slot = index
+    env_fns: Sequence[Callable[[], Any]]
+    start: int
+
+
+class _Sleeper:
+    """A thread that may sleep: ``asleep`` is set under the transport's lock, ``wake`` wakes it."""
+
+    __slots__ = ("asleep", "wake")
+
+    def __init__(self) -> None:
+        self.asleep = False
         self.wake: queue.SimpleQueue = queue.SimpleQueue()
-        self.mailbox = Mailbox()  # the whole-batch steps handed to it
+
+
+class _Helper(_Sleeper):
+    """A daemon thread running the commands of the groups it owns, oldest first."""
+
+    __slots__ = ("jobs", "current", "thread")
+
+    def __init__(self, transport: ThreadTransport, slot: int, jobs: deque[int]) -> None:
+        super().__init__()
+        self.jobs = jobs  # groups with a command for this thread to run (shared with async batches)
+        self.current = -1  # the group whose command runs now (-1: none)
         self.thread = threading.Thread(target=transport.serve_forever, args=(self,),
-                                       name=f"vecenv-thread-{index}", daemon=True)  # a hung env must not block exit
+                                       name=f"vecenv-thread-{slot}", daemon=True)  # a hung env must not block exit
 
 
 class ThreadTransport(Transport):
-    """Steps env groups on ``threads`` threads (the caller's included) that share one queue.
+    """Env groups, each owned by one of ``threads`` threads (the caller's own included).
 
-    ``threads``: how many threads step at once, the caller's included (default: one per usable
-    core). ``spin_us``: how long an idle helper and a waiting caller keep looking for work before
-    they sleep; ``None``: 100 µs on a free-threaded Python, 0 under the GIL.
-
-    ``whole_batches``: the engine waits for every group of a call (no async batches), so the
-    caller steps envs for as long as any is queued, then waits for the helpers. With async
-    batches the caller returns a batch as soon as enough envs are done, and computes the next
-    actions while the helpers step the others; while it waits it steps only queued envs whose
-    steps are known to be quick (:mod:`~vecenv.transports.pace`), so a slow env cannot hold
-    its batch back.
+    ``threads``: how many threads step at once (default 1). ``spin_us``: how long a waiting
+    thread looks before it sleeps; ``None``: 100 µs on a free-threaded Python, 0 under the GIL.
+    ``whole_batches``: the engine waits for every group of a call, so your thread owns the first
+    group(s) and each helper a contiguous block of the others; otherwise (async batches) helpers
+    take the groups' commands from one queue, oldest first, and your thread only waits.
     """
 
     name = "thread"
 
     def __init__(self, threads: int | None = None, spin_us: float | None = None,
                  whole_batches: bool = True) -> None:
-        self.threads = threads
+        self.threads = max(1, threads or 1)
         self.whole_batches = whole_batches
-        spin = (0.0 if gil_enabled() else 100e-6) if spin_us is None else spin_us * 1e-6
+        self.spin = (0.0 if gil_enabled() else 100e-6) if spin_us is None else spin_us * 1e-6
         self.helpers: list[_Helper] = []
         self.groups: list[EnvGroup | None] = []
+        self._mine: deque[int] = deque()  # your groups with a command to run
+        self._queues: list[deque[int]] = []  # where each group's commands go (_mine: yours)
         self._commands: list[Any] = []
-        self._shares: list[Share] = []
         self._replies: list[tuple[bool, Any]] = []
-        self._parts: list[list[tuple[bool, Any]]] = []  # a shared step's replies with entries, per group
         self._sent: list[int] = []  # commands given to each group
         self._served: list[int] = []  # commands each group finished
         self._taken: list[int] = []  # replies fetched
-        self._runners: list[list[int]] = []  # threads running each group's command now
-        self._shared: list[bool] = []  # whether each group's command is a step shared env by env
-        self._whole = WholeSteps([], [])  # the whole-batch steps open now
-        self._caller_in = -1  # the group the caller is running (-1: none)
-        self._pending = Pending([], [], [], None)  # groups with work no thread took yet
         self._done: deque[int] = deque()  # groups that finished, in that order, not yet seen
         self._finished: dict[int, None] = {}  # groups seen finished, reply not yet fetched
-        #: guards claiming and finishing work, and going to sleep; taken through :func:`locked`
-        #: wherever the caller's thread takes it (a Ctrl-C must not leave it held)
+        self._caller = _Sleeper()
+        self._caller_in = -1  # the group whose command your thread runs now (-1: none)
+        #: guards going to sleep and waking; taken through :func:`locked` in your thread (a
+        #: Ctrl-C must not leave it held)
         self._lock = threading.RLock()
-        self._wakeups = Wakeups(self._lock, spin)
         self._stopping = False
 
     # ----------------------------------------------------------------- lifecycle
     def launch(self) -> list[EnvDescription]:
         g = self.num_workers
+        yours = 1 if self.whole_batches else 0  # your thread is the first slot with whole batches
+        helpers = min(self.threads, g + yours) - yours if self.threads > 1 else 0
+        if self.whole_batches:  # contiguous blocks of groups, each with a queue of its own
+            self.helpers = [_Helper(self, k + 1, deque()) for k in range(helpers)]
+            slots: list[deque[int]] = [self._mine, *(h.jobs for h in self.helpers)]
+            self._queues = [slots[w * len(slots) // g] for w in range(g)]
+        else:  # async batches: one queue, any helper takes the next env
+            shared: deque[int] = deque()
+            self.helpers = [_Helper(self, k + 1, shared) for k in range(max(1, helpers))]
+            self._queues = [shared] * g
         self.groups, self._commands, self._replies = [None] * g, [None] * g, [_EMPTY] * g
-        self._parts, self._runners = [[] for _ in range(g)], [[] for _ in range(g)]
-        self._shared = [False] * g
         self._sent, self._served, self._taken = [0] * g, [0] * g, [0] * g
-        threads = max(1, self.threads or 1)
-        self.helpers = [_Helper(self, k + 1) for k in range(threads - 1)]  # the caller is one
-        self._shares = [Share(len(self.helpers) + 1, stop - start) for start, stop in self.partition]
-        pace = Pace(g) if self.helpers and not self.whole_batches else None  # see the class docstring
-        self._pending = Pending(self._commands, self._shares, self._shared, pace)
-        self._whole = WholeSteps([h.mailbox for h in self.helpers], self._shares)
         for h in self.helpers:
             h.thread.start()
-        for w, (start, _) in enumerate(self.partition):  # groups are built in parallel too
+        for w, (start, _) in enumerate(self.partition):  # each group built by its owner
             self.submit(w, Build(self.group_fns(w), start))  # type: ignore[arg-type]
         for w in range(g):  # every group is built (or failed) before one is used
             self.ready([w])
@@ -132,128 +138,65 @@ class ThreadTransport(Transport):
         return [d for _, described in results for d in described]
 
     def attach(self, buffers: StepBuffers) -> None:
-        # every group is idle; taking the next command (under the lock, or out of a mailbox:
-        # deque operations are atomic) orders this write before the thread that runs it reads it
+        # every group is idle; the owner reads the rows after taking its next job from a deque
         for group, (start, stop) in zip(self.groups, self.partition, strict=True):
             group.attach(buffers.rows(start, stop))  # type: ignore[union-attr]
 
     def close(self, timeout: float | None = None) -> None:
-        locked(self._lock, self._stop)
+        self._stopping = True
+        self._mine.clear()
         helpers, self.helpers = self.helpers, []
-        self._whole.clear()
         for h in helpers:
-            h.wake.put(None)
-        self._wakeups.wake_caller()  # a wait in another thread ends (ready() returns nothing)
+            h.jobs.clear()
+            self._wake(h)
+        self._wake(self._caller)  # a wait in another thread ends (ready() returns nothing)
         deadline = time.monotonic() + (5.0 if timeout is None else timeout)
         for h in helpers:  # a thread stuck in a hung env is abandoned (it is a daemon)
             h.thread.join(max(0.0, deadline - time.monotonic()))
+        stuck = {h.current for h in helpers if h.thread.is_alive()}
         groups, self.groups = self.groups, []
-        for w, group in enumerate(groups):  # not one that a thread still runs
-            if (group is not None and all(r == _CALLER for r in self._runners[w])
-                    and not self._whole.running(w)):
+        for w, group in enumerate(groups):
+            if group is not None and w not in stuck:  # not one that a thread still runs
                 group.close()
         self._finished.clear()
 
-    def _stop(self) -> None:
-        self._stopping = True
-        self._wakeups.work.bump()  # a spinning helper looks up and sees it
-        self._pending.clear()
-        for share in self._shares:
-            share.clear()
-
     # ----------------------------------------------------------------- the engine's side
     def submit(self, worker: int, command: Command) -> None:
-        # Counted, then queued: a signal handler that raises between the two leaves a count
-        # that settle() puts right (a command nobody runs is not waited for).
+        # counted, then queued: a signal handler that raises between the two leaves a count
+        # that settle() puts right (a command nobody runs is not waited for)
         self._commands[worker] = command
-        kind = type(command)
-        share = self._shares[worker]
-        if (kind is Step or kind is GivenStep or kind is Reset) and share.size > 1:
-            self._shared[worker] = True
-            share.deal(command.ids)  # type: ignore[union-attr,arg-type]
-        elif kind is Build and share.size > 1 and self.whole_batches:
-            self._shared[worker] = True  # each env made by the thread that will step it
-            share.deal(None)
-        else:
-            self._shared[worker] = False
         self._sent[worker] += 1
-        if self._shared[worker] and self.whole_batches:
-            self._whole.open(worker)
-            self._wakeups.queued(every_helper=True)
-            return
-        self._pending.append(worker)
-        self._wakeups.queued(every_helper=False)
+        jobs = self._queues[worker]
+        jobs.append(worker)
+        if jobs is not self._mine:
+            for h in self.helpers:  # one helper that serves this queue and sleeps
+                if h.jobs is jobs and h.asleep:
+                    self._wake(h)
+                    break
 
     def outstanding(self, worker: int) -> bool:
         return self._sent[worker] != self._taken[worker]
 
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
-        """Groups among ``workers`` with a reply, in the order they finished. The caller takes
-        queued work itself while it waits, unless the wait has a ``timeout`` and helpers can
-        do the work (nothing can cut an env's step short to keep a deadline)."""
+        """Groups among ``workers`` with a reply, in the order they finished. Your thread runs
+        the commands of its own groups first; a wait with a ``timeout`` hands them to the first
+        helper instead, since nothing can cut an env's step short to keep a deadline."""
         if self._caller_in >= 0:  # an earlier wait was cut short inside a group's command
             self._cut(self._caller_in, KeyboardInterrupt())
+        mine = self._mine
+        if mine and timeout is not None and self.helpers:
+            helper = self.helpers[0]
+            while mine:
+                helper.jobs.append(mine.popleft())
+            self._wake(helper)
+        while mine:
+            self._serve_here(mine.popleft())
         deadline = None if timeout is None else time.monotonic() + timeout
-        wanted = workers  # a handful of groups: a list is looked up as fast as a set
-        greedy = self.whole_batches
-        # env code cannot be bounded: under a timeout the caller steps nothing while a helper can
-        helps = not self.helpers or timeout is None
-        if self._whole.any_open(wanted):
-            self._serve_whole(wanted, helps, deadline)
         while True:
-            found = None if greedy and self._pending and helps else self._finished_now(wanted)
-            if found:
-                return found
-            if helps:
-                w = self._claim(_CALLER)
-                if w >= 0:
-                    self._serve_here(w)
-                    continue
-            found = self._finished_now(wanted)
+            found = self._finished_now(workers)
             if found or self._stopping or (deadline is not None and time.monotonic() >= deadline):
                 return found
-            self._await_finish(deadline, helps)
-
-    def _serve_whole(self, wanted: Collection[int], helps: bool, deadline: float | None) -> None:
-        """Take part in the whole-batch steps among ``wanted`` (when the caller ``helps``), then
-        wait until each is complete (or ``deadline``)."""
-        whole = self._whole
-        for w in wanted:  # (a share all taken by the helpers makes a part that steps nothing)
-            if helps and whole.parts[w] is not None:
-                whole.caller_part(w, self._run, self._cut_error)
-        moved = None
-        while True:
-            waiting = False
-            for w in wanted:
-                if whole.parts[w] is not None and not self._whole_done(w, whole.complete(w)):
-                    waiting = True
-            if not waiting or self._stopping or (deadline is not None and time.monotonic() >= deadline):
-                return
-            if moved is None:  # taken before a look that precedes a wait: no post goes unseen
-                moved = moved_since(self._wakeups.progress)
-                continue
-            self._finished_now(())  # what general work finished meanwhile is seen, not waited on
-            self._await_finish(deadline, False, moved)
-            moved = None
-
-    def _whole_done(self, w: int, parts: list[tuple[bool, Any]] | None) -> bool:
-        """Finish group ``w``'s whole-batch step from its ``parts`` (None: not complete yet)."""
-        if parts is None:
-            return False
-        command = self._commands[w]
-        if type(command) is Build:
-            reply, self.groups[w] = built_group(parts, command.env_fns, command.start, w,
-                                                self.autoreset_mode)
-        else:
-            reply = joined(parts)
-        self._complete(w, reply)
-        return True
-
-    def _complete(self, w: int, reply: tuple[bool, Any]) -> None:
-        """Group ``w``'s command is done with ``reply`` (both paths end here)."""
-        self._replies[w] = reply
-        self._served[w] += 1
-        self._done.append(w)
+            self._sleep(self._caller, lambda: self._done or self._stopping, deadline)
 
     def fetch(self, worker: int) -> Any:
         ok, value = self._take(worker)
@@ -262,150 +205,125 @@ class ThreadTransport(Transport):
         return value
 
     def settle(self, worker: int, timeout: float | None) -> bool:
-        """Let the threads running ``worker``'s command finish, drop what none started and the
-        reply, and count afresh from what the group really served.
-
-        An interruption can land between counting a command and queueing it, or cut the caller
-        out of a group it was stepping; the group's own count and its runners are the truth.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        whole = self._whole
-        while True:
-            still_open = whole.parts[worker] is not None and not self._whole_done(worker, whole.drop(worker))
-            if not still_open and locked(self._lock, self._settled, worker):
-                return True
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
-            self._await_finish(deadline, False)
-
-    def _settled(self, worker: int) -> bool:
-        """Drop what no thread started of ``worker``'s command; when no thread runs it any more,
-        count afresh from what it served (True)."""
-        self._pending.discard(worker)  # never started, or its envs not all taken
-        self._shares[worker].clear()
-        runners = self._runners[worker]
-        while _CALLER in runners:  # the caller was cut out of it
-            runners.remove(_CALLER)
+        """Drop ``worker``'s command if no thread started it, let its owner finish it otherwise,
+        drop the reply and count afresh from what the group really served. An interruption can
+        land between counting a command and queueing it, or cut your thread out of a group's
+        command; the group's own count is the truth."""
         if self._caller_in == worker:
-            self._caller_in = -1
-        if runners:
-            return False
+            self._cut(worker, KeyboardInterrupt())
+        for jobs in [self._mine, *(h.jobs for h in self.helpers)]:  # (handed on by a timed wait)
+            if worker in jobs:
+                try:
+                    jobs.remove(worker)  # atomic: either this takes it or a helper does
+                except ValueError:
+                    pass
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._running(worker):  # a helper marks it current before it leaves the jobs
+            if self._stopping or (deadline is not None and time.monotonic() >= deadline):
+                return False
+            self._sleep(self._caller, lambda: not self._running(worker) or self._stopping, deadline)
         self._sent[worker] = self._taken[worker] = self._served[worker]
         self._replies[worker] = _EMPTY
-        self._parts[worker].clear()
         self._finished.pop(worker, None)
         return True
 
+    def _running(self, w: int) -> bool:
+        """Whether a helper runs group ``w``'s command now."""
+        return any(h.current == w for h in self.helpers)
+
     # ----------------------------------------------------------------- running commands
-    def _claim(self, who: int) -> int:
-        """A queued group for ``who`` to run (or to take envs of, for a shared step); -1 when
-        nothing is queued."""
-        if not self._pending:
-            return -1
-        return locked(self._lock, self._claim_next, who)
-
-    def _claim_next(self, who: int) -> int:
-        w = -1 if self._stopping else self._pending.next_for(who == _CALLER)
-        if w >= 0:
-            if who == _CALLER:
-                self._caller_in = w  # first: a cut after it is put right by the next wait
-            self._runners[w].append(who)
-            self._pending.taken(w)
-        return w
-
-    def _run(self, w: int, slot: int) -> Any:
+    def _run(self, w: int) -> Any:
         command = self._commands[w]
         if type(command) is Build:
-            if self._shared[w]:
-                return make_block(command.env_fns, self._shares[w], slot)
-            made = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode)
-            return made.describe()
-        group: Any = self.groups[w]
-        if not self._shared[w]:
-            return command.run(group)
-        return run_share(command, group, self._shares[w], slot)
+            group = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode)
+            return group.describe()
+        return command.run(self.groups[w])
 
     def _serve_here(self, w: int) -> None:
-        """Run (a share of) group ``w``'s command in the caller's thread, where a Ctrl-C must
-        get through: an exception that is not an ``Exception`` ends the wait, and the group's
-        reply says it was cut short."""
+        """Run group ``w``'s command in your thread, where a Ctrl-C must get through: an
+        exception that is not an ``Exception`` ends the wait, and the group's reply says that
+        its command was cut short."""
+        self._caller_in = w  # first: a cut after it is put right by the next wait
         try:
-            reply = (True, self._run(w, _CALLER))
+            reply = (True, self._run(w))
         except Exception as exc:
             reply = (False, exc)
         except BaseException as exc:
             self._cut(w, exc)
             raise
-        self._finish(w, _CALLER, reply)
+        self._caller_in = -1
+        self._complete(w, reply)
 
     def _cut(self, w: int, exc: BaseException) -> None:
-        """The caller left group ``w``'s command part-way (``exc`` cut it): that is its reply."""
-        self._finish(w, _CALLER, (False, self._cut_error(w, exc)))
-
-    def _cut_error(self, w: int, exc: BaseException) -> VecEnvError:
-        return VecEnvError(f"worker {w}: its {type(self._commands[w]).__name__.lower()} was cut short by "
-                           f"{type(exc).__name__} in the calling thread; call reset()")
+        """Your thread left group ``w``'s command part-way (``exc`` cut it): that is its reply."""
+        self._caller_in = -1
+        self._complete(w, (False, VecEnvError(
+            f"worker {w}: its {type(self._commands[w]).__name__.lower()} was cut short by "
+            f"{type(exc).__name__} in the calling thread; call reset()")))
 
     def serve_forever(self, helper: _Helper) -> None:
-        """A helper thread's loop: take queued work and run it until the transport closes."""
-        me = helper.slot
-        pending, mailbox, wakeups, whole, lock = self._pending, helper.mailbox, self._wakeups, self._whole, self._lock
-        jobs = mailbox.jobs
-
-        def busy() -> bool:
-            return bool(pending or jobs or self._stopping)
-
+        """A helper thread's loop: run its groups' commands until the transport closes. Whatever
+        env code raises, a ``SystemExit`` or ``KeyboardInterrupt`` included, is the reply, raised
+        in your thread by :meth:`fetch`; the thread keeps serving."""
+        jobs = helper.jobs
         while not self._stopping:
-            if jobs:
-                w = mailbox.take()
-                if w >= 0:  # else the caller took it back
-                    reply = self._helper_part(w, me)
-                    with lock:
-                        whole.post(mailbox, w, reply)
-                        wake = wakeups.progressed()
-                    if wake:
-                        wakeups.wake_caller()
+            if not jobs:
+                self._sleep(helper, lambda: jobs or self._stopping, None)
                 continue
-            w = self._claim(me)
-            if w >= 0:
-                self._finish(w, me, self._helper_part(w, me))
+            w = jobs[0]
+            helper.current = w  # before it leaves the jobs: settle() waits while it runs
+            try:
+                jobs.remove(w)
+            except ValueError:  # settle() took it back
+                helper.current = -1
                 continue
-            wakeups.helper_nap(helper.wake, busy)
+            try:
+                reply = (True, self._run(w))
+            except BaseException as exc:
+                reply = (False, exc)
+            self._complete(w, reply)
+            helper.current = -1
+            if self._caller.asleep:
+                self._wake(self._caller)
 
-    def _helper_part(self, w: int, me: int) -> tuple[bool, Any]:
-        """Helper ``me`` runs group ``w``'s command (or its share of it). Whatever env code
-        raises, a ``SystemExit`` or ``KeyboardInterrupt`` included, is its reply, raised in the
-        caller by :meth:`fetch` as if the caller had stepped that env; the thread keeps serving."""
-        try:
-            return part_of(self._run(w, me))
-        except BaseException as exc:
-            return False, exc
+    def _complete(self, w: int, reply: tuple[bool, Any]) -> None:
+        """Group ``w``'s command is done with ``reply``."""
+        self._replies[w] = reply
+        self._served[w] += 1
+        self._done.append(w)
 
-    def _finish(self, w: int, who: int, reply: tuple[bool, Any]) -> None:
-        """``who`` is done with group ``w``; the last runner of a step with no env left makes
-        the group's reply from every runner's part."""
-        if locked(self._lock, self._finished_by, w, who, reply):
-            self._wakeups.wake_caller()
+    # ----------------------------------------------------------------- waiting
+    def _sleep(self, me: _Sleeper, woken: Callable[[], object], deadline: float | None) -> None:
+        """Wait until ``woken()``, ``deadline`` or :data:`NAP`: spin first, then sleep in
+        ``me.wake`` (a spurious return is harmless: every caller looks again)."""
+        if self.spin and spin_until(woken, self.spin):
+            return
+        if locked(self._lock, self._mark_asleep, me, woken):
+            left = NAP if deadline is None else min(NAP, max(0.0, deadline - time.monotonic()))
+            try:
+                me.wake.get(timeout=left)
+            except queue.Empty:
+                pass
+            me.asleep = False
 
-    def _finished_by(self, w: int, who: int, reply: tuple[bool, Any]) -> bool:
-        """:meth:`_finish` under the lock; whether the caller sleeps and must be woken."""
-        runners = self._runners[w]
-        if who in runners:
-            runners.remove(who)
-        if who == _CALLER:
-            self._caller_in = -1
-        if self._shared[w]:
-            parts = self._parts[w]
-            parts.append(reply)
-            if runners or self._shares[w]:
-                return False  # others still step this group's envs
-            reply = joined(parts)
-            parts.clear()
-        self._pending.done(w)
-        self._complete(w, reply)
-        return self._wakeups.progressed()
+    @staticmethod
+    def _mark_asleep(me: _Sleeper, woken: Callable[[], object]) -> bool:
+        """Mark ``me`` asleep, then look once more (under the lock): whether to sleep."""
+        me.asleep = True
+        if woken():
+            me.asleep = False
+            return False
+        return True
 
-    # ----------------------------------------------------------------- the caller's waits
+    def _wake(self, sleeper: _Sleeper) -> None:
+        locked(self._lock, self._post_wake, sleeper)
+
+    @staticmethod
+    def _post_wake(sleeper: _Sleeper) -> None:
+        if sleeper.asleep:
+            sleeper.asleep = False
+            sleeper.wake.put(None)
+
     def _finished_now(self, wanted: Collection[int]) -> list[int]:
         """Groups among ``wanted`` whose command is done, in the order they finished."""
         done, finished = self._done, self._finished
@@ -414,32 +332,8 @@ class ThreadTransport(Transport):
         sent, served, taken = self._sent, self._served, self._taken
         return [w for w in finished if w in wanted and taken[w] < sent[w] == served[w]]
 
-    def _await_finish(self, deadline: float | None, helps: bool,
-                      moved: Callable[[], bool] | None = None) -> None:
-        """Wait until a group finishes, a helper posts its part of a shared step, work is queued
-        (when the caller ``helps``) or ``deadline``; a spurious return is harmless. ``moved``:
-        whether there was progress since the caller last looked (default: since now)."""
-        wakeups = self._wakeups
-        if moved is None:
-            moved = moved_since(wakeups.progress, wakeups.work) if helps else moved_since(wakeups.progress)
-        queued = helps and self._pending and self._pending.pace is None  # else looked at under the lock
-        if self._done or queued or (wakeups.spin and spin_until(moved, wakeups.spin)):
-            return
-        if locked(self._lock, self._sleep_as_caller, helps):
-            wakeups.caller_sleep(deadline)
-
-    def _sleep_as_caller(self, helps: bool) -> bool:
-        """Mark the caller asleep unless there is something to look at (then False)."""
-        whole = self._whole
-        if self._done or whole.posted or (helps and self._pending.caller_may_take()):
-            whole.posted = False
-            return False
-        self._wakeups.caller_asleep = True
-        return True
-
     def _take(self, w: int) -> tuple[bool, Any]:
         self._finished.pop(w, None)
         self._taken[w] = self._sent[w]
         reply, self._replies[w] = self._replies[w], _EMPTY
         return reply
-
