@@ -93,13 +93,14 @@ def test_each_thread_steps_its_own_block_of_envs_at_once():
 
 def test_each_env_is_stepped_by_the_thread_that_owns_its_group_only():
     """Six envs on two threads: envs 0-2 in your thread, 3-5 in the helper's, on every step
-    (env 0 is slow: nothing moves to the other thread), and every call reaches them there."""
-    fns = [lambda: GateEnv(delay=0.05)] + [GateEnv] * 5
+    (env 0 is slow, so the helper has long started its own when your thread is done), and every
+    call reaches them there."""
+    fns = [lambda: GateEnv(delay=0.2)] + [GateEnv] * 5
     with vecenv.ThreadVectorEnv(fns, num_workers=2) as envs:
         envs.reset(seed=0)
-        for _ in range(3):
+        for _ in range(2):
             obs, *_ = envs.step(np.zeros(6, int))
-        assert obs[:, 0].tolist() == [3.0] * 6
+        assert obs[:, 0].tolist() == [2.0] * 6
         stepped = envs.apply(lambda env: sorted(env.unwrapped.stepped_in))
         made = envs.apply(lambda env: env.unwrapped.made_in)
         me = threading.current_thread().name
@@ -284,6 +285,43 @@ def test_errors_leave_threads_serving():
                 envs.step(np.zeros(2, int))
         assert envs.get_attr("steps") == (2, 2)
         assert len(_vecenv_threads()) == 1
+
+
+class _Held(GateEnv):
+    """A step that waits for ``release`` (at most 10 s)."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__()
+        self.release = release
+
+    def step(self, action):
+        self.release.wait(10)
+        return super().step(action)
+
+
+def test_a_command_a_busy_helper_has_not_started_is_taken_back():
+    """Four groups on two threads: the helper owns groups 2 and 3 and is held inside group 2's
+    step, so it cannot start group 3's; your thread steps groups 0 and 1 (slowly: the helper has
+    started group 2 by then), then takes group 3 back and steps it too, and waits only for group
+    2. Nothing runs twice; later steps go on as usual."""
+    release = threading.Event()
+    fns = [lambda: GateEnv(delay=0.1), GateEnv, lambda: _Held(release), GateEnv]
+    with vecenv.ThreadVectorEnv(fns, num_workers=2, groups=4) as envs:
+        envs.reset(seed=0)
+        timer = threading.Timer(0.3, release.set)
+        timer.start()
+        try:
+            obs, *_ = envs.step(np.zeros(4, int))
+        finally:
+            timer.cancel()
+            release.set()
+        assert obs[:, 0].tolist() == [1.0] * 4
+        me = threading.current_thread().name
+        stepped = envs.apply(lambda env: sorted(env.unwrapped.stepped_in))
+        assert stepped[:2] == [[me], [me]] and stepped[2] == ["vecenv-thread-1"] and me in stepped[3]
+        for _ in range(20):
+            obs, *_ = envs.step(np.zeros(4, int))
+        assert obs[:, 0].tolist() == [21.0] * 4
 
 
 @pytest.mark.parametrize("batch_size", [2, None])

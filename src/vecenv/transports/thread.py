@@ -179,8 +179,9 @@ class ThreadTransport(Transport):
 
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
         """Groups among ``workers`` with a reply, in the order they finished. Your thread runs
-        the commands of its own groups first; a wait with a ``timeout`` hands them to the first
-        helper instead, since nothing can cut an env's step short to keep a deadline."""
+        the commands of its own groups first, then those no helper has started; a wait with a
+        ``timeout`` hands your groups to the first helper instead and takes none back, since
+        nothing can cut an env's step short to keep a deadline."""
         if self._caller_in >= 0:  # an earlier wait was cut short inside a group's command
             self._cut(self._caller_in, KeyboardInterrupt())
         mine = self._mine
@@ -191,12 +192,33 @@ class ThreadTransport(Transport):
             self._wake(helper)
         while mine:
             self._serve_here(mine.popleft())
+        if self.whole_batches and timeout is None:
+            self._take_back(workers)
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             found = self._finished_now(workers)
             if found or self._stopping or (deadline is not None and time.monotonic() >= deadline):
                 return found
             self._sleep(self._caller, lambda: self._done or self._stopping, deadline)
+
+    def _take_back(self, workers: Collection[int]) -> None:
+        """Run here the commands among ``workers`` that no helper has started by the time your
+        thread is done with its own (a helper without its core: another program holds it), so
+        a step is never slower than your thread stepping everything."""
+        for h in self.helpers:
+            jobs = h.jobs
+            while jobs:
+                try:
+                    w = jobs[-1]  # the helper takes from the front
+                except IndexError:
+                    break
+                if w not in workers or type(self._commands[w]) is Build:  # built by its owner
+                    break
+                try:
+                    jobs.remove(w)  # atomic: either this takes it or the helper does
+                except ValueError:
+                    break
+                self._serve_here(w)
 
     def fetch(self, worker: int) -> Any:
         ok, value = self._take(worker)
