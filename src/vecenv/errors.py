@@ -257,7 +257,8 @@ class StepTimeoutError(VecEnvError, TimeoutError):
     Ray actors were not placed and started within ``start_timeout``; ``detail`` says why)."""
 
     def __init__(
-        self, env_indices: list[int], worker: int | None, timeout: float, method: str = "step", detail: str = ""
+        self, env_indices: list[int], worker: int | None, timeout: float | None, method: str = "step",
+        detail: str = "",
     ):
         self.env_indices = list(env_indices)
         self.worker = worker
@@ -266,7 +267,8 @@ class StepTimeoutError(VecEnvError, TimeoutError):
         self.detail = detail
         where = f" (worker {worker})" if worker is not None else ""
         super().__init__(
-            f"envs {self.env_indices}{where} did not finish {method} within {timeout:g} s"
+            f"envs {self.env_indices}{where} did not finish {method} "
+            + (f"within {timeout:g} s" if timeout is not None else "in time")
             + (f": {detail}" if detail else "")
         )
 
