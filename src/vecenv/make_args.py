@@ -19,6 +19,7 @@ from typing import Any
 from gymnasium.envs.registration import EnvSpec, VectorizeMode, load_env_creator
 from gymnasium.vector import AutoresetMode
 
+from vecenv.engine import parse_autoreset_mode
 from vecenv.policy import FailureOptions
 
 __all__ = [
@@ -131,6 +132,7 @@ def check_env_keywords(env: str | Callable[..., Any], spec: EnvSpec | None, keyw
     if spec is not None:
         if spec.entry_point is None:
             return
+        creator: Any
         try:
             creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
         except Exception:  # noqa: BLE001 - gym.make reports an unloadable entry point itself
@@ -169,7 +171,7 @@ def autoreset_from(vector: dict[str, Any], autoreset_mode: str | AutoresetMode) 
     if "autoreset_mode" not in vector:
         return autoreset_mode
     given = vector.pop("autoreset_mode")
-    if autoreset_mode != AutoresetMode.NEXT_STEP and AutoresetMode(autoreset_mode) != AutoresetMode(given):
+    if parse_autoreset_mode(autoreset_mode) not in (AutoresetMode.NEXT_STEP, parse_autoreset_mode(given)):
         raise TypeError(f"autoreset_mode given twice: make(..., autoreset_mode={autoreset_mode!r}) and "
                         f"vector_kwargs={{'autoreset_mode': {given!r}}}; pass it once")
     return given
