@@ -83,6 +83,8 @@ def test_async_mode_is_the_process_backend_with_the_same_rollout():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.skipif(importlib.util.find_spec("pygame") is None, reason="rendering needs pygame: "
+                    "pip install 'gymnasium[classic-control]'")
 def test_render_mode_reaches_each_env_and_render_returns_its_frames():
     with closing(gym.make_vec(ENV_ID, 2, vectorization_mode="sync", render_mode="rgb_array")) as expected, \
             vecenv.make(ENV_ID, 2, render_mode="rgb_array") as got:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,7 +25,7 @@ from vecenv.envpool.mujoco import EnvPoolMujocoInfos, mujoco_task
 from vecenv.envpool.pool import EnvPool
 from vecenv.envpool.spec import EnvSpec
 from vecenv.envpool.styles import GymEnvPool, GymnasiumEnvPool
-from vecenv.make import find_spec, usable_cores
+from vecenv.make import find_spec
 from vecenv.make import make as make_vector_env
 
 __all__ = ["list_all_envs", "make", "make_dm", "make_gym", "make_gymnasium", "make_spec"]
@@ -117,8 +116,8 @@ def make(
     try:
         config = {**plan.config, "num_threads": venv.num_workers, "backend": venv.backend}
         # copies: callers may edit the pool's spaces (``envs.action_space.n -= 1``), never the engine's
-        spec = EnvSpec(plan.name, config, copy.deepcopy(venv.single_observation_space),
-                       copy.deepcopy(venv.single_action_space), plan.gym_spec)
+        spec = EnvSpec(plan.name, config, *plan.cls.spaces(venv.single_observation_space,
+                                                             venv.single_action_space), plan.gym_spec)
         return plan.cls(venv, spec, plan.seeds, plan.render_env_id, env_elapsed=plan.env_elapsed)
     except BaseException:
         venv.close()
@@ -153,7 +152,7 @@ def make_spec(task_id: Task, env_type: str = "gymnasium", **kwargs: Any) -> EnvS
     finally:
         env.close()
     config = {**plan.config, "num_threads": plan.workers or 0, "backend": plan.backend}
-    return EnvSpec(plan.name, config, observation_space, action_space, plan.gym_spec)
+    return EnvSpec(plan.name, config, *plan.cls.spaces(observation_space, action_space), plan.gym_spec)
 
 
 def list_all_envs() -> list[str]:
@@ -204,9 +203,7 @@ def _plan(task: Any, env_type: Any, options: dict[str, Any], env_kwargs: dict[st
                          "as make's own argument")
     wrappers = list(options["wrappers"] or [])
     target = _target(task, dict(env_kwargs), max_episode_steps, options["reward_threshold"], wrappers)
-    backend = options["backend"]
-    if backend == "auto":
-        backend = "process" if usable_cores() > 1 else "serial"
+    backend = options["backend"]  # "auto": vecenv.make measures and chooses (VECENV_BACKEND forces)
     config = {
         "num_envs": n, "batch_size": batch, "num_threads": workers, "max_num_players": 1,
         "thread_affinity_offset": int(options["thread_affinity_offset"]), "seed": options["seed"],
