@@ -32,7 +32,7 @@ __all__ = ["list_all_envs", "make", "make_dm", "make_gym", "make_gymnasium", "ma
 
 Task = str | Callable[..., gym.Env]
 
-_STYLES: dict[str, type[EnvPool]] = {"gymnasium": GymnasiumEnvPool, "gym": GymEnvPool}
+_STYLES: dict[str, type[GymnasiumEnvPool]] = {"gymnasium": GymnasiumEnvPool, "gym": GymEnvPool}
 #: EnvPool render options a gymnasium env cannot take after it is made
 _RENDER_SIZE = ("render_width", "render_height", "render_camera_id")
 #: vector env keywords that make() sets itself
@@ -167,7 +167,7 @@ _DEFAULTS: dict[str, Any] = dict(make.__kwdefaults__ or {})
 
 @dataclass
 class _Plan:
-    cls: type[EnvPool]
+    cls: type[GymnasiumEnvPool]
     task: Task
     name: str
     num_envs: int
@@ -296,7 +296,7 @@ def _atari_target(task_id: str, game: str, env_kwargs: dict[str, Any], max_episo
                    options=atari_config(game, options), shown=render, env_elapsed=True)
 
 
-def _style(env_type: Any) -> type[EnvPool]:
+def _style(env_type: Any) -> type[GymnasiumEnvPool]:
     if env_type == "dm":
         raise NotImplementedError("env_type='dm': dm_env's TimeStep API is not offered by "
                                   "vecenv.envpool; use env_type='gymnasium' or 'gym'")
