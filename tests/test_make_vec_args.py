@@ -168,3 +168,12 @@ def test_register_vector_env_refuses_what_is_not_an_env():
     with pytest.raises(TypeError, match="env: expected"):
         vecenv.register_vector_env("VecenvTestBad-v0", 3)  # type: ignore[arg-type]
     assert "VecenvTestBad-v0" not in gym.registry
+
+
+@pytest.mark.timeout(60)
+def test_an_env_spec_is_taken_as_make_vec_takes_it():
+    spec = gym.spec("CartPole-v1")
+    with closing(gym.make_vec(spec, 2, vectorization_mode="sync", max_episode_steps=6)) as expected, \
+            vecenv.make(spec, 2, max_episode_steps=6) as got:
+        assert got.spec.id == "CartPole-v1"
+        assert_same(rollout(got, 20), rollout(expected, 20))

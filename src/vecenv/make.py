@@ -56,7 +56,7 @@ def find_spec(env_id: str) -> EnvSpec:
     return _find_spec(env_id)
 
 
-def _make_from_id(env_id: str, env_kwargs: dict, wrappers: Sequence[Callable]) -> gym.Env:
+def _make_from_id(env_id: str | EnvSpec, env_kwargs: dict, wrappers: Sequence[Callable]) -> gym.Env:
     return _wrap(gym.make(env_id, **env_kwargs), wrappers)
 
 
@@ -71,7 +71,7 @@ def _wrap(env: gym.Env, wrappers: Sequence[Callable]) -> gym.Env:
 
 
 def make(
-    env: str | Callable[..., gym.Env] | Sequence[Callable[[], gym.Env]],
+    env: str | EnvSpec | Callable[..., gym.Env] | Sequence[Callable[[], gym.Env]],
     num_envs: int | None = None,
     *,
     backend: str = "auto",
@@ -89,7 +89,8 @@ def make(
 
     Args:
         env: a registered env id (``"CartPole-v1"``, or ``"module:EnvId"`` to import the module
-            that registers it first, as ``gym.make`` does: ``"ale_py:ALE/Pong-v5"``), a callable returning an env (called with
+            that registers it first, as ``gym.make`` does: ``"ale_py:ALE/Pong-v5"``) or its
+            ``EnvSpec`` (as ``gym.make_vec`` takes), a callable returning an env (called with
             the env keywords), or a list of callables (then ``num_envs`` is its length).
         num_envs: how many copies (default 1; for a list, its length).
         backend: ``"serial"``, ``"thread"``, ``"process"``, ``"ray"`` or ``"auto"``: the layout
@@ -160,10 +161,10 @@ def make(
 def _env_fns(env: Any, num_envs: Any, env_kwargs: dict[str, Any],
              wrappers: list[Callable]) -> tuple[EnvSpec | None, list[Callable[[], gym.Env]]]:
     """The id's spec (``None`` for callables) and one callable per env."""
-    if isinstance(env, str):
+    if isinstance(env, (str, EnvSpec)):
         # gymnasium's clear error for an unknown id; "module:EnvId" imports module here, and the
         # whole id reaches every worker's gym.make, which imports it there (spawn, forkserver)
-        spec = find_spec(env)
+        spec = env if isinstance(env, EnvSpec) else find_spec(env)
         check_env_keywords(env, spec, env_kwargs)
         return spec, [partial(_make_from_id, env, env_kwargs, wrappers)] * _num_envs(num_envs)
     if callable(env):

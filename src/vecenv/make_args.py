@@ -12,7 +12,7 @@ anything starts, with an error that says where each kind of keyword belongs.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -121,7 +121,7 @@ def check_backend_keywords(backend: str, vector: Mapping[str, Any]) -> None:
                             f"backend={backend!r}, which takes {sorted(params[backend])}")
 
 
-def check_env_keywords(env: str | Callable[..., Any], spec: EnvSpec | None, keywords: Mapping[str, Any]) -> None:
+def check_env_keywords(env: Any, spec: EnvSpec | None, keywords: Mapping[str, Any]) -> None:
     """Refuse, before any env is made, a keyword that neither the env nor ``gym.make`` takes.
 
     The env's constructor is read from the id's entry point (or is ``env`` itself for a
