@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+import gymnasium
 from gymnasium.envs.registration import EnvSpec, VectorizeMode, load_env_creator
 from gymnasium.vector import AutoresetMode
 
@@ -31,8 +32,11 @@ __all__ = [
     "vector_keywords",
 ]
 
-#: what ``gym.make`` itself takes beside the env's constructor arguments
-GYM_MAKE_KEYWORDS = ("max_episode_steps", "disable_env_checker")
+#: what ``gym.make`` itself takes beside the env's constructor arguments (``max_episode_steps``,
+#: ``disable_env_checker``), read from the installed gymnasium
+GYM_MAKE_KEYWORDS = tuple(
+    p.name for p in inspect.signature(gymnasium.make).parameters.values()
+    if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "id")
 #: gymnasium's vectorization modes and the backend each one means here
 _MODE_BACKENDS = {VectorizeMode.SYNC: "serial", VectorizeMode.ASYNC: "process"}
 
