@@ -19,6 +19,7 @@ from gymnasium import spaces
 from gymnasium.wrappers import TimeLimit
 
 import vecenv.envpool.pool
+import vecenv.envpool.styles
 from vecenv import envpool
 
 PROCESS = {"num_workers": 2, "backend_kwargs": {"context": "fork"}}
@@ -230,7 +231,9 @@ def test_cleanrl_style_sync_loop_with_gym_type_and_a_wrapper():
     envs.num_envs = 4
     envs.single_action_space = envs.action_space
     envs.single_observation_space = envs.observation_space
-    assert isinstance(envs.single_action_space, spaces.Discrete)
+    # the gym package's spaces where it is installed (as EnvPool's), else gymnasium's
+    gym_spaces = getattr(vecenv.envpool.styles.old_gym(), "spaces", spaces)
+    assert isinstance(envs.single_action_space, gym_spaces.Discrete)
     assert envs.single_observation_space.shape == (4,)
     wrapped = RecordEpisodeStatistics(envs)
     next_obs = wrapped.reset()
@@ -247,8 +250,14 @@ def test_cleanrl_style_sync_loop_with_gym_type_and_a_wrapper():
 
 
 # ==================================================================== EnvPool's conventions
+@pytest.fixture
+def without_gym(monkeypatch):
+    """env_type="gym" as it is where the gym package is not installed: old gym's tuples."""
+    monkeypatch.setattr(vecenv.envpool.styles, "old_gym", lambda: None)
+
+
 @pytest.mark.timeout(60)
-def test_gym_type_returns_four_tuples_with_done_and_time_limit():
+def test_gym_type_returns_four_tuples_with_done_and_time_limit(without_gym):
     """env_type="gym": (obs, rew, done, info), info["TimeLimit.truncated"], reset() -> obs."""
     seed, n, limit = 4, 3, 4
     ref = gym.vector.SyncVectorEnv([lambda: TimeLimit(Corridor(half_length=4), limit)] * n)
@@ -278,7 +287,7 @@ def test_gym_type_returns_four_tuples_with_done_and_time_limit():
 
 
 @pytest.mark.timeout(60)
-def test_gym_reset_return_info_and_recv_reset_forms():
+def test_gym_reset_return_info_and_recv_reset_forms(without_gym):
     with envpool.make("CartPole-v1", env_type="gym", num_envs=2, seed=0, backend="serial",
                       gym_reset_return_info=True) as envs:
         obs, info = envs.reset()
@@ -623,3 +632,20 @@ def test_mujoco_infos_without_envpool_installed():
     assert set(reset) == set(step) == {"x_position", "x_velocity", "tag"} | pool_keys
     assert step["tag"].tolist() == [7, 7]
     assert envpool.make_spec("HalfCheetah-v5").id == "HalfCheetah-v5"
+
+
+# ==================================================================== the layout
+@pytest.mark.timeout(120)
+def test_auto_chooses_the_layout_as_vecenv_make_does(monkeypatch):
+    """backend="auto" (the default) is vecenv.make's: VECENV_BACKEND forces it, else it is
+    measured; ``layout`` says what was chosen and why (None for an explicit backend)."""
+    monkeypatch.setenv("VECENV_BACKEND", "serial")
+    with envpool.make("CartPole-v1", num_envs=2, seed=0) as envs:
+        assert envs.layout.backend == "serial" and "VECENV_BACKEND" in envs.layout.reason
+        assert envs.config["backend"] == "serial" and type(envs.vector_env).__name__ == "SerialVectorEnv"
+    monkeypatch.delenv("VECENV_BACKEND")
+    with envpool.make("CartPole-v1", num_envs=2, seed=0) as envs:
+        assert envs.layout is not None and envs.layout.reason
+        assert envs.config["backend"] == envs.layout.backend == envs.vector_env.backend
+    with envpool.make("CartPole-v1", num_envs=2, seed=0, backend="serial") as envs:
+        assert envs.layout is None

@@ -297,6 +297,9 @@ def test_wrappers_on_ray(request, tmp_path, kind):
         pytest.skip(f"the wrappers on {kind} need packages that are not installed")
     use_backend(request, "ray")
     fns = [ENVS[kind]] * NUM_ENVS
+    # every wrapper is kept until the Ray env is closed: gymnasium before 1.3 closes the vector
+    # env under a wrapper when the wrapper is collected
+    wrapped = []
     with make_backend("ray", fns) as inner:
         for name in names:
             case = CASES[name]
@@ -304,6 +307,7 @@ def test_wrappers_on_ray(request, tmp_path, kind):
             try:
                 ref = case.wrap(ref_inner, tmp_path / name / "gymnasium")
                 ours = case.wrap(inner, tmp_path / name / "vecenv")
+                wrapped.append(ours)
                 assert ours.observation_space == ref.observation_space, name
                 assert ours.action_space == ref.action_space, name
                 try:

@@ -22,7 +22,7 @@ from vecenv.errors import (
     VecEnvError,
     WorkerDiedError,
 )
-from vecenv.make import available_backends, make
+from vecenv.make import available_backends, make, register_vector_env
 from vecenv.policy import FailurePolicy
 
 # The one place the version is written: pyproject.toml reads it from here at build time
@@ -47,4 +47,5 @@ __all__ = [
     "WorkerDiedError",
     "available_backends",
     "make",
+    "register_vector_env",
 ]

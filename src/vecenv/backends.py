@@ -38,6 +38,10 @@ __all__ = [
 
 ObservationMode = str | tuple[spaces.Space, spaces.Space]
 
+# Every public class names gymnasium's VectorEnv among its direct bases (vecenv's engine already
+# derives from it, so isinstance and the method order are unchanged): libraries that recognise a
+# gymnasium vector env by its class's direct bases, such as skrl's wrap_env, then take these.
+
 
 def _start_timeout(value: Any) -> float | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
@@ -52,7 +56,7 @@ def _count(env_fns: Any) -> int:
         return 1  # the engine reports what env_fns should be
 
 
-class SerialVectorEnv(VectorEnv):
+class SerialVectorEnv(VectorEnv, gym.vector.VectorEnv):
     """Steps every env in the caller's process, one after the other.
 
     The fastest choice for cheap envs on one core, and the reference the other backends are
@@ -93,12 +97,12 @@ class SerialVectorEnv(VectorEnv):
                          observation_mode=observation_mode, autoreset_mode=autoreset_mode, **failure)
 
 
-class SyncVectorEnv(SerialVectorEnv):
+class SyncVectorEnv(SerialVectorEnv, gym.vector.VectorEnv):
     """Drop-in for ``gymnasium.vector.SyncVectorEnv``: the serial backend under gymnasium's name
     (so its repr and messages read as gymnasium's), with the same constructor."""
 
 
-class ThreadVectorEnv(VectorEnv):
+class ThreadVectorEnv(VectorEnv, gym.vector.VectorEnv):
     """Env groups stepped in parallel by threads, each group owned by one thread.
 
     The right choice on a free-threaded Python (3.13t, 3.14t) and when a step releases the GIL
@@ -154,7 +158,7 @@ class ThreadVectorEnv(VectorEnv):
         return self._transport.threads  # type: ignore[attr-defined]
 
 
-class ProcessVectorEnv(VectorEnv):
+class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
     """Steps the envs in worker processes, several envs per worker, results in shared memory.
 
     Args:
@@ -263,7 +267,7 @@ class ProcessVectorEnv(VectorEnv):
         return list(self._transport.processes)  # type: ignore[attr-defined]
 
 
-class AsyncVectorEnv(ProcessVectorEnv):
+class AsyncVectorEnv(ProcessVectorEnv, gym.vector.VectorEnv):
     """Drop-in for ``gymnasium.vector.AsyncVectorEnv``: same constructor, same behaviour.
 
     Like gymnasium it runs one env per worker process unless ``num_workers`` is given; pass
@@ -366,7 +370,7 @@ def _log_env_error(exc: BaseException) -> None:
     logger.error("Raising the last exception back to the main process.")
 
 
-class RayVectorEnv(VectorEnv):
+class RayVectorEnv(VectorEnv, gym.vector.VectorEnv):
     """Env groups as Ray actors: many envs per actor, across the cores of a Ray cluster.
 
     Ray is started locally when none is running (and shut down again at :meth:`close`);

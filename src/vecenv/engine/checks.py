@@ -225,7 +225,9 @@ def check_policy(failure: Mapping[str, Any], backend: str, can_end_workers: bool
     if unknown:
         raise TypeError(
             f"unexpected keyword argument(s) {sorted(unknown)}; the failure policy takes "
-            f"{sorted(FailureOptions.__annotations__)}"
+            f"{sorted(FailureOptions.__annotations__)}. An env's own keywords (max_episode_steps, "
+            "render_mode, ...) go to gym.make inside each env_fn, or to vecenv.make(id, n, ...) "
+            "directly or in env_kwargs={...}, which passes them to every env"
         )
     policy = FailurePolicy(**failure)
     if policy.step_timeout is not None and not can_end_workers:

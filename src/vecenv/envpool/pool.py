@@ -75,6 +75,8 @@ class EnvPool(gym.Env):
         self._action_space = vector_env.single_action_space  # what actions are cast to
         self.metadata = dict(vector_env.metadata)
         self.render_mode = vector_env.render_mode
+        #: what ``backend="auto"`` chose and why (``None`` for an explicit backend)
+        self.layout = vector_env.layout
         self._config = spec.config._asdict()  # type: ignore[attr-defined]
         self._all_env_ids = np.arange(n, dtype=np.int32)
         self._all = np.arange(n, dtype=np.int64)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,14 +25,14 @@ from vecenv.envpool.mujoco import EnvPoolMujocoInfos, mujoco_task
 from vecenv.envpool.pool import EnvPool
 from vecenv.envpool.spec import EnvSpec
 from vecenv.envpool.styles import GymEnvPool, GymnasiumEnvPool
-from vecenv.make import find_spec, usable_cores
+from vecenv.make import find_spec
 from vecenv.make import make as make_vector_env
 
 __all__ = ["list_all_envs", "make", "make_dm", "make_gym", "make_gymnasium", "make_spec"]
 
 Task = str | Callable[..., gym.Env]
 
-_STYLES: dict[str, type[EnvPool]] = {"gymnasium": GymnasiumEnvPool, "gym": GymEnvPool}
+_STYLES: dict[str, type[GymnasiumEnvPool]] = {"gymnasium": GymnasiumEnvPool, "gym": GymEnvPool}
 #: EnvPool render options a gymnasium env cannot take after it is made
 _RENDER_SIZE = ("render_width", "render_height", "render_camera_id")
 #: vector env keywords that make() sets itself
@@ -117,8 +116,8 @@ def make(
     try:
         config = {**plan.config, "num_threads": venv.num_workers, "backend": venv.backend}
         # copies: callers may edit the pool's spaces (``envs.action_space.n -= 1``), never the engine's
-        spec = EnvSpec(plan.name, config, copy.deepcopy(venv.single_observation_space),
-                       copy.deepcopy(venv.single_action_space), plan.gym_spec)
+        spec = EnvSpec(plan.name, config, *plan.cls.spaces(venv.single_observation_space,
+                                                             venv.single_action_space), plan.gym_spec)
         return plan.cls(venv, spec, plan.seeds, plan.render_env_id, env_elapsed=plan.env_elapsed)
     except BaseException:
         venv.close()
@@ -153,7 +152,7 @@ def make_spec(task_id: Task, env_type: str = "gymnasium", **kwargs: Any) -> EnvS
     finally:
         env.close()
     config = {**plan.config, "num_threads": plan.workers or 0, "backend": plan.backend}
-    return EnvSpec(plan.name, config, observation_space, action_space, plan.gym_spec)
+    return EnvSpec(plan.name, config, *plan.cls.spaces(observation_space, action_space), plan.gym_spec)
 
 
 def list_all_envs() -> list[str]:
@@ -168,7 +167,7 @@ _DEFAULTS: dict[str, Any] = dict(make.__kwdefaults__ or {})
 
 @dataclass
 class _Plan:
-    cls: type[EnvPool]
+    cls: type[GymnasiumEnvPool]
     task: Task
     name: str
     num_envs: int
@@ -204,9 +203,7 @@ def _plan(task: Any, env_type: Any, options: dict[str, Any], env_kwargs: dict[st
                          "as make's own argument")
     wrappers = list(options["wrappers"] or [])
     target = _target(task, dict(env_kwargs), max_episode_steps, options["reward_threshold"], wrappers)
-    backend = options["backend"]
-    if backend == "auto":
-        backend = "process" if usable_cores() > 1 else "serial"
+    backend = options["backend"]  # "auto": vecenv.make measures and chooses (VECENV_BACKEND forces)
     config = {
         "num_envs": n, "batch_size": batch, "num_threads": workers, "max_num_players": 1,
         "thread_affinity_offset": int(options["thread_affinity_offset"]), "seed": options["seed"],
@@ -299,7 +296,7 @@ def _atari_target(task_id: str, game: str, env_kwargs: dict[str, Any], max_episo
                    options=atari_config(game, options), shown=render, env_elapsed=True)
 
 
-def _style(env_type: Any) -> type[EnvPool]:
+def _style(env_type: Any) -> type[GymnasiumEnvPool]:
     if env_type == "dm":
         raise NotImplementedError("env_type='dm': dm_env's TimeStep API is not offered by "
                                   "vecenv.envpool; use env_type='gymnasium' or 'gym'")
