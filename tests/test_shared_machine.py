@@ -79,14 +79,19 @@ def test_auto_beside_a_busy_process_says_what_it_saw_and_steps_as_gymnasium(busy
 
 
 # ==================================================================== other runs on the machine
-def test_a_process_counts_as_a_run_while_it_has_a_live_vector_env(tmp_path, monkeypatch):
+def test_a_process_counts_as_a_run_while_it_has_a_live_auto_vector_env(tmp_path, monkeypatch):
+    """A vector env built by backend="auto" counts while it lives; one built with an explicit
+    backend writes no file of vecenv's."""
     from vecenv import runs
 
     monkeypatch.setenv("VECENV_RUNS_DIR", str(tmp_path))
+    monkeypatch.setenv("VECENV_BACKEND", "serial")  # auto, with its measurement forced
     mine = tmp_path / str(os.getpid())
-    with vecenv.SerialVectorEnv([ENV]) as a:
-        assert mine.exists()
-        with vecenv.SerialVectorEnv([ENV]):
+    with vecenv.SerialVectorEnv([ENV]), vecenv.make(ENV, 1, backend="serial"):
+        assert not mine.exists()
+    with vecenv.make(ENV, 1) as a:
+        assert a.layout is not None and mine.exists()
+        with vecenv.make(ENV, 1):
             pass
         assert mine.exists() and not a.closed  # the other one is still open
     assert not mine.exists()
@@ -121,8 +126,9 @@ def test_auto_counts_another_process_with_a_live_vector_env(tmp_path, monkeypatc
     costs = L.MachineCosts(fixed_us=20.0, per_env_us=3.0, process_us=(80.0, 8.0), inline_us=(37.0, 8.0), cores=2)
     monkeypatch.setattr(L, "machine_costs", lambda: costs)
     other = subprocess.Popen(
-        [sys.executable, "-c", "import gymnasium as gym, vecenv, sys\n"
-         "e = vecenv.SerialVectorEnv([lambda: gym.make('CartPole-v1')])\n"
+        [sys.executable, "-c", "import os, vecenv, sys\n"
+         "os.environ['VECENV_BACKEND'] = 'serial'\n"
+         "e = vecenv.make('CartPole-v1', 1)\n"
          "print('ready', flush=True); sys.stdin.readline(); e.close()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )

@@ -144,17 +144,24 @@ def make(
     mode = parse_autoreset_mode(autoreset_from(backend_kwargs, autoreset_mode))
     check_backend_keywords(backend, backend_kwargs)
     spec, env_fns = _env_fns(env, num_envs, env_kwargs, list(wrappers or []))
-    chosen = None
-    with runs.starting():  # a run started beside this one sees it while both choose
-        if backend == "auto":
-            chosen = choose(env_fns, backend_kwargs)
-            backend = chosen.backend
-            backend_kwargs = {**chosen.kwargs(), **backend_kwargs}
+    if backend == "auto":
+        envs = _make_auto(env_fns, mode, backend_kwargs)
+    else:  # an explicit backend touches no file of vecenv's
         envs = BACKENDS[backend](env_fns, autoreset_mode=mode, **backend_kwargs)
-    if chosen is not None:
-        envs.layout = chosen
     if spec is not None:
         envs.spec = _made_spec(spec, env_kwargs, len(env_fns))
+    return envs
+
+
+def _make_auto(env_fns: list[Callable[[], gym.Env]], mode: AutoresetMode,
+               backend_kwargs: dict[str, Any]) -> VectorEnv:
+    """The layout ``backend="auto"`` measures and chooses; the vector env counts as a run on this
+    machine while it lives (:mod:`vecenv.runs`), so that other processes' ``auto`` sees it."""
+    with runs.starting():  # a run started beside this one sees it while both choose
+        chosen = choose(env_fns, backend_kwargs)
+        envs = BACKENDS[chosen.backend](env_fns, autoreset_mode=mode, **{**chosen.kwargs(), **backend_kwargs})
+        envs.layout = chosen
+        envs.count_as_run()
     return envs
 
 

@@ -73,6 +73,8 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     layout: Any = None
     #: False lets step() come before the first reset() (SB3's API leaves that to the envs)
     require_reset: bool = True
+    #: whether this env counts as a run of this process (:meth:`count_as_run`)
+    _counted_as_run: bool = False
 
     def __init__(
         self,
@@ -105,7 +107,6 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self._calls = Calls(flight)
         descriptions = transport.start(self.env_fns, partition, self.autoreset_mode)
         self.closed = False
-        runs.opened()  # other processes' backend="auto" now counts this one as a run
         try:
             self._setup_spaces(descriptions, observation_mode)
             self._buffers = flight.buffers = transport.allocate(self.single_observation_space,
@@ -418,8 +419,17 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
             return
         check_timeout(kwargs.get("timeout"), "close")
         self.closed = True  # first: a call blocked in another thread sees it and stops
-        runs.closed()
+        if self._counted_as_run:
+            self._counted_as_run = False
+            runs.closed()
         self.close_extras(**kwargs)
+
+    def count_as_run(self) -> None:
+        """Count this vector env as a run on this machine until it closes (``backend="auto"``
+        does, so that ``auto`` in other processes sees it: :mod:`vecenv.runs`)."""
+        if not self._counted_as_run:
+            runs.opened()
+            self._counted_as_run = True
 
     def __enter__(self) -> VectorEnv:
         return self
