@@ -158,6 +158,12 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]
             self.closed = True
             self.games.close(**kwargs)
 
+    def __enter__(self) -> PettingZooVectorEnv:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def __repr__(self) -> str:
         return (f"PettingZooVectorEnv(num_games={self.num_games}, num_agents={self.num_agents}, "
                 f"backend={self.games.backend!r})")
