@@ -20,6 +20,8 @@ CASES = {
     "async_batches.py": (["torch"], "async_batches: first-ready batches reached"),
     "ppo_atari.py": (["torch", "ale_py", "cv2"], "ppo_atari: done"),
     "ppo_mujoco.py": (["torch", "mujoco"], "ppo_mujoco: done"),
+    "pettingzoo_pistonball_sb3.py": (["torch", "stable_baselines3", "pettingzoo", "pymunk", "supersuit"],
+                                     "pettingzoo_pistonball_sb3: trained"),
 }
 
 

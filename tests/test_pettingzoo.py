@@ -11,10 +11,9 @@ import pytest
 
 pytest.importorskip("pettingzoo", reason="vecenv.pettingzoo needs pettingzoo (pip install 'vecenv[pettingzoo]')")
 
-from pz_envs import DyingEnv, MixedSpacesEnv, Reference  # noqa: E402
-
 import vecenv  # noqa: E402
 import vecenv.pettingzoo as vpz  # noqa: E402
+from pz_envs import DyingEnv, MixedSpacesEnv, Reference  # noqa: E402
 from vecenv.pettingzoo.game import import_pettingzoo  # noqa: E402
 
 #: (backend, keywords): serial, threads, and processes started by fork and by spawn

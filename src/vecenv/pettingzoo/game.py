@@ -130,12 +130,12 @@ class GameEnv(gym.Env):
         self.num_agents = n = len(self.possible_agents)
         self.agent_observation_space, self.agent_action_space = common_spaces(par, self.possible_agents)
         self.reset_when, self.mode = reset_when, autoreset_mode
-        flags = spaces.Box(0, 1, (n,), np.bool_)
+        flags = spaces.Box(0, 1, (n,), np.bool_)  # type: ignore[arg-type]  # gymnasium takes bool
         self.observation_space = spaces.Dict({
             "obs": batch_space(self.agent_observation_space, n),
             "reward": spaces.Box(-np.inf, np.inf, (n,), np.float64),
             "terminated": flags, "truncated": flags, "active": flags,
-            "ended": spaces.Box(0, 1, (), np.bool_),
+            "ended": spaces.Box(0, 1, (), np.bool_),  # type: ignore[arg-type]
         })
         self.action_space = batch_space(self.agent_action_space, n)
         self.metadata = dict(getattr(par, "metadata", None) or {})
@@ -144,14 +144,15 @@ class GameEnv(gym.Env):
         self._out = _zeros(self.observation_space)
         self._over = False
 
-    # gymnasium's attribute look-ups (vecenv's get_attr/set_attr) reach the game's own env
+    # gymnasium's attribute look-ups (vecenv's get_attr/set_attr) reach the game's own env first
     def get_wrapper_attr(self, name: str) -> Any:
-        """``name`` of this game env, else of its PettingZoo env."""
-        return getattr(self, name) if hasattr(self, name) else getattr(self.par, name)
+        """``name`` of the PettingZoo env, else of this game env."""
+        return getattr(self.par, name) if hasattr(self.par, name) else getattr(self, name)
 
-    def set_wrapper_attr(self, name: str, value: Any, *, force: bool = True) -> None:
-        """Set ``name`` on this game env if it has it, else on its PettingZoo env."""
-        setattr(self if hasattr(self, name) else self.par, name, value)
+    def set_wrapper_attr(self, name: str, value: Any, *, force: bool = True) -> bool:
+        """Set ``name`` on the PettingZoo env, unless only this game env has it."""
+        setattr(self if hasattr(self, name) and not hasattr(self.par, name) else self.par, name, value)
+        return True
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         """Reset the game (``seed`` and ``options`` go to the PettingZoo env's ``reset``)."""

@@ -136,8 +136,8 @@ def _merge_infos(row_infos: list[dict], reset_infos: list[dict], infos: dict[str
     ``terminal_observation`` (its agent's next info, if its game was reset, goes to
     ``reset_infos``)."""
     n = len(row_infos)
-    final_obs = infos.get("final_obs")
-    ended = set(np.flatnonzero(infos["_final_obs"]).tolist()) if final_obs is not None else set()
+    final_obs = infos.get("final_obs", ())
+    ended = set(np.flatnonzero(infos["_final_obs"]).tolist()) if "final_obs" in infos else set()
     final_info = _rows_of(infos.get("final_info", {}), n)
     for i, info in enumerate(_agent_infos(infos, n)):
         if i in ended:

@@ -137,7 +137,7 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]
         if array.dtype != np.bool_ or array.shape != (self.num_envs,):
             raise ValueError(f"reset_mask must be a bool array of shape ({self.num_envs},), one per "
                              f"row, got {array.dtype} of shape {array.shape}")
-        return array.reshape(self.num_games, self.num_agents).any(axis=1)
+        return np.asarray(array.reshape(self.num_games, self.num_agents).any(axis=1))
 
     # ------------------------------------------------------------------ the rest
     def render(self) -> tuple[Any, ...]:
