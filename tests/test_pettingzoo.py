@@ -162,6 +162,10 @@ def test_agents_with_different_spaces_are_refused_naming_them_and_the_padding():
 def test_bad_arguments_are_refused_clearly():
     with pytest.raises(ValueError, match="reset_when must be one of"):
         vpz.make(DyingEnv, 1, backend="serial", reset_when="some")
+    with pytest.raises(ValueError, match="batch_size=1 is not supported"):
+        vpz.make(DyingEnv, 2, backend="serial", batch_size=1)
+    with pytest.raises(ValueError, match="on_error='restart' is not supported"):
+        vpz.make(DyingEnv, 2, backend="serial", on_error="restart")
     with vpz.make(DyingEnv, 2, backend="serial") as envs:
         envs.reset(seed=0)
         with pytest.raises(ValueError, match=r"one action per row: 6 \(2 games x 3 agents\)"):

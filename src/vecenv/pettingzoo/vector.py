@@ -186,6 +186,10 @@ def make_games(env_fn: Callable[[], Any], num_games: int, *, backend: str,
         raise TypeError(f"env_fn: expected a callable returning a PettingZoo env, got {env_fn!r:.100}")
     mode = parse_autoreset_mode(autoreset_mode)
     num_games = check_count("num_games", num_games, None)
+    for key, allowed in (("batch_size", (None, num_games)), ("on_error", ("raise",))):
+        if options.get(key, allowed[0]) not in allowed:
+            raise ValueError(f"vecenv.pettingzoo.make: {key}={options[key]!r} is not supported for "
+                             f"PettingZoo games (every game is stepped at once, a failure raises)")
     game_fn = partial(GameEnv, env_fn, reset_when, _MODE_NAMES[mode])
     games = vecenv.make(game_fn, num_games, backend=backend, autoreset_mode="disabled", **options)
     try:
