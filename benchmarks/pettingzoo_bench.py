@@ -146,7 +146,7 @@ def contenders() -> dict[str, Callable[[Callable[[], Any], int], Any]]:
 
 
 def measure(build: Callable[[Callable[[], Any], int], Any], env_fn: Callable[[], Any], games: int,
-            seconds: float, warmup: int = 5) -> dict[str, float]:
+            seconds: float, warmup: int = 5) -> dict[str, Any]:
     """One measurement: game steps per second over ``seconds`` of stepping."""
     probe = env_fn()
     agent = probe.possible_agents[0]
@@ -168,7 +168,11 @@ def measure(build: Callable[[Callable[[], Any], int], Any], env_fn: Callable[[],
         elapsed = time.perf_counter() - start
     finally:
         envs.close()
-    return {"game_steps_per_s": steps * games / elapsed, "load": load}
+    result: dict[str, Any] = {"game_steps_per_s": steps * games / elapsed, "load": load}
+    layout = getattr(getattr(getattr(envs, "envs", None), "games", None), "layout", None)
+    if layout is not None:  # what backend="auto" chose
+        result["layout"] = layout.name
+    return result
 
 
 def main() -> None:
@@ -190,8 +194,9 @@ def main() -> None:
             for name in order:
                 m = measure(everyone[name], env_fn, g, args.seconds)
                 results.setdefault(env_name, {}).setdefault(name, []).append(m)
+                chosen = f", auto chose {m['layout']}" if "layout" in m else ""
                 print(f"round {r + 1} {env_name:14s} {name:15s} {m['game_steps_per_s']:9.1f} game steps/s "
-                      f"(load {m['load']:.1f})", flush=True)
+                      f"(load {m['load']:.1f}{chosen})", flush=True)
     report(results, games)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -199,18 +204,25 @@ def main() -> None:
                                                "results": results}, indent=1))
 
 
-def report(results: dict[str, dict[str, list[dict[str, float]]]], games: dict) -> None:
-    """Medians, spreads, and each contender against SuperSuit and PufferLib."""
+def report(results: dict[str, dict[str, list[dict[str, Any]]]], games: dict) -> None:
+    """Medians and spreads, and each contender against SuperSuit and PufferLib: the median over
+    rounds of the ratio within a round (the two measured minutes apart, not tens of minutes)."""
     for env_name, by in results.items():
-        med = {name: statistics.median(m["game_steps_per_s"] for m in ms) for name, ms in by.items()}
-        print(f"\n{env_name} ({games[env_name][1]} games), game steps/s, median of {len(next(iter(by.values())))} rounds")
-        print("| contender | median | min-max | x supersuit | x pufferlib-mp |")
+        rounds = len(next(iter(by.values())))
+        print(f"\n{env_name} ({games[env_name][1]} games), game steps/s, {rounds} rounds")
+        print("| contender | median | min-max | x supersuit (per round) | x pufferlib-mp (per round) |")
         print("|---|---:|---:|---:|---:|")
         for name, ms in by.items():
             values = [m["game_steps_per_s"] for m in ms]
-            ss = med[name] / med["supersuit"] if "supersuit" in med else float("nan")
-            pl = med[name] / med["pufferlib-mp"] if "pufferlib-mp" in med else float("nan")
-            print(f"| {name} | {med[name]:.0f} | {min(values):.0f}-{max(values):.0f} | {ss:.2f} | {pl:.2f} |")
+            cells = []
+            for peer in ("supersuit", "pufferlib-mp"):
+                if peer not in by:
+                    cells.append("-")
+                    continue
+                ratios = [v / p["game_steps_per_s"] for v, p in zip(values, by[peer], strict=True)]
+                cells.append(f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
+            print(f"| {name} | {statistics.median(values):.0f} | {min(values):.0f}-{max(values):.0f} | "
+                  f"{cells[0]} | {cells[1]} |")
 
 
 if __name__ == "__main__":

@@ -89,27 +89,31 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]
         if options is not None and "reset_mask" in options:
             options = dict(options)
             options["reset_mask"] = self._game_mask(options["reset_mask"])
-        obs, infos = self.games.reset(seed=seed, options=options)
-        return self._rows(obs, infos)
+        games, infos = self.games.reset(seed=seed, options=options)
+        return self._obs_rows(games), self._info_rows(games, infos)
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every game with one action per row (inactive rows' actions are ignored)."""
-        obs, _, _, _, infos = self.games.step(self._by_game(actions))
-        obs, row_infos = self._rows(obs, infos)
-        return obs, self._last["reward"], self._last["terminated"], self._last["truncated"], row_infos
+        games, _, _, _, infos = self.games.step(self._by_game(actions))
+        rows = self.num_envs
+        return (self._obs_rows(games), games["reward"].reshape(rows), games["terminated"].reshape(rows),
+                games["truncated"].reshape(rows), self._info_rows(games, infos))
 
-    def _rows(self, obs: dict, infos: dict) -> tuple[Any, dict[str, Any]]:
-        """The games' arrays as rows, and the infos of the rows."""
-        n, rows = self.num_agents, self.num_envs
-        flat = {key: obs[key].reshape(rows) for key in ("reward", "terminated", "truncated", "active")}
-        self._last = flat
-        row_infos: dict[str, Any] = {"active": flat["active"],
-                                     "game_ended": np.repeat(obs["ended"], n), **self._constant}
+    def _obs_rows(self, games: dict) -> Any:
+        """The games' ``(games, agents, ...)`` observations as ``(rows, ...)`` (views)."""
+        rows = self.num_envs
+        return _tree(lambda x: x.reshape(rows, *x.shape[2:]), games["obs"])
+
+    def _info_rows(self, games: dict, infos: dict) -> dict[str, Any]:
+        """The infos of the rows: the masks and names, and the reports of the games that sent one."""
+        n = self.num_agents
+        row_infos: dict[str, Any] = {"active": games["active"].reshape(self.num_envs),
+                                     "game_ended": np.repeat(games["ended"], n), **self._constant}
         reports = infos.get("agents")
         if reports is not None:
             for g in np.flatnonzero(infos["_agents"]).tolist():
                 self._add_report(row_infos, reports[g], g * n)
-        return _tree(lambda x: x.reshape(rows, *x.shape[2:]), obs["obs"]), row_infos
+        return row_infos
 
     def _add_report(self, infos: dict[str, Any], report: AgentReport, first: int) -> None:
         rows = self.num_envs
