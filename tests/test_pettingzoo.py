@@ -13,6 +13,7 @@ pytest.importorskip("pettingzoo", reason="vecenv.pettingzoo needs pettingzoo (pi
 
 import vecenv  # noqa: E402
 import vecenv.pettingzoo as vpz  # noqa: E402
+from helpers import use_backend  # noqa: E402
 from pz_envs import DyingEnv, MixedSpacesEnv, Reference  # noqa: E402
 from vecenv.pettingzoo.game import import_pettingzoo  # noqa: E402
 
@@ -22,6 +23,7 @@ LAYOUTS = {
     "thread": ("thread", {"num_workers": 2}),
     "fork": ("process", {"num_workers": 2, "context": "fork"}),
     "spawn": ("process", {"num_workers": 2, "context": "spawn"}),
+    "ray": ("ray", {"num_workers": 2}),
 }
 
 
@@ -76,7 +78,8 @@ def _run(env_fn, layout: str, steps: int, mode: str = "next_step", reset_when: s
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_agents_that_come_and_go_match_the_reference(layout):
+def test_agents_that_come_and_go_match_the_reference(layout, request):
+    use_backend(request, LAYOUTS[layout][0])  # skips where the backend cannot run, says why
     _run(DyingEnv, layout, steps=14)
 
 
@@ -93,14 +96,18 @@ def test_modes_match_the_reference_in_worker_processes(mode):
     _run(DyingEnv, "fork", steps=10, mode=mode, reset_when="any")
 
 
+#: the games below on the local backends (Ray's is tested above, on the quick game)
+LOCAL = ["serial", "thread", "fork", "spawn"]
+
+
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("layout", LOCAL)
 def test_mpe2_matches_the_reference(layout):
     _run(_mpe(), layout, steps=6)
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("layout", LOCAL)
 def test_pistonball_matches_the_reference(layout):
     _run(_pistonball(), layout, steps=6)
 
