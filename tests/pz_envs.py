@@ -72,6 +72,16 @@ class MixedSpacesEnv(DyingEnv):
         return spaces.Box(-np.inf, np.inf, (3 if agent == "c" else 2,), np.float32)
 
 
+class DictObsEnv(DyingEnv):
+    """DyingEnv whose observations are a Dict: the step count and a random draw apart."""
+
+    def observation_space(self, agent: str) -> spaces.Space:
+        return spaces.Dict({"t": spaces.Box(0, 99, (), np.int64), "x": spaces.Box(0, 1, (1,), np.float32)})
+
+    def _obs(self, agent: str) -> dict:
+        return {"t": np.int64(self.t), "x": np.array([self.rng.random()], dtype=np.float32)}
+
+
 class Reference:
     """What vecenv.pettingzoo must return, from a plain loop over ``num_games`` ParallelEnvs.
 

@@ -14,7 +14,7 @@ pytest.importorskip("pettingzoo", reason="vecenv.pettingzoo needs pettingzoo (pi
 import vecenv  # noqa: E402
 import vecenv.pettingzoo as vpz  # noqa: E402
 from helpers import use_backend  # noqa: E402
-from pz_envs import DyingEnv, MixedSpacesEnv, Reference  # noqa: E402
+from pz_envs import DictObsEnv, DyingEnv, MixedSpacesEnv, Reference  # noqa: E402
 from vecenv.pettingzoo.game import import_pettingzoo  # noqa: E402
 
 #: (backend, keywords): serial, threads, and processes started by fork and by spawn
@@ -138,6 +138,17 @@ def test_rows_name_their_agent_and_game_and_carry_the_agents_infos():
         _, _, _, _, infos = envs.step(np.zeros(6, dtype=np.int64))
         assert infos["_t"].tolist() == [True, False, False, True, False, False]  # a, on odd steps
         assert infos["t"][0] == 1
+
+
+@pytest.mark.timeout(60)
+def test_dict_observations_are_a_dict_of_rows():
+    with vpz.make(DictObsEnv, 2, backend="process", num_workers=2, context="fork") as envs:
+        obs, infos = envs.reset(seed=0)
+        assert obs["t"].shape == (6,) and obs["x"].shape == (6, 1)
+        for _ in range(3):
+            obs, *_, infos = envs.step(np.zeros(6, dtype=np.int64))
+        assert (obs["x"][~infos["active"]] == 0).all()  # absent agents: zero rows
+        assert (obs["x"][infos["active"]] > 0).all() and obs["t"].dtype == np.int64
 
 
 @pytest.mark.timeout(30)

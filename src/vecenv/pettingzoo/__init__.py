@@ -47,10 +47,8 @@ def make(
         **options: passed to :func:`vecenv.make` (``num_workers``, ``context``, ``copy``, ...).
     """
     import_pettingzoo()
-    envs = make_games(env_fn, num_games, backend=backend, reset_when=reset_when,
-                      autoreset_mode=autoreset_mode, **options)
-    envs._pending_seed = seed
-    return envs
+    return make_games(env_fn, num_games, backend=backend, reset_when=reset_when,
+                      autoreset_mode=autoreset_mode, seed=seed, **options)
 
 
 def make_sb3(env: Any, num_games: int, *, backend: str = "auto", reset_when: str = "all",

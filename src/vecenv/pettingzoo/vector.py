@@ -54,7 +54,8 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]
     :func:`vecenv.pettingzoo.make`.
     """
 
-    def __init__(self, games: VectorEnv, autoreset_mode: AutoresetMode, reset_when: str) -> None:
+    def __init__(self, games: VectorEnv, autoreset_mode: AutoresetMode, reset_when: str,
+                 seed: int | None = None) -> None:
         self.games = games
         self.num_games = g = games.num_envs
         agents, self.single_observation_space, self.single_action_space = games.apply(
@@ -76,13 +77,14 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]
             "game": _frozen(np.repeat(np.arange(g), n)), "_game": _frozen(ones.copy()),
             "_active": _frozen(ones.copy()), "_game_ended": _frozen(ones),
         }
-        self._pending_seed: int | None = None
+        self._pending_seed = seed  # the first reset's, when it is given none
 
     # ------------------------------------------------------------------ reset / step
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
               options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        """Reset the games: game ``g`` gets ``seed + g``. ``options={"reset_mask": rows}``
-        resets only the games that hold a marked row (e.g. ``infos["game_ended"]``)."""
+        """Reset the games: game ``g`` gets ``seed + g`` (or ``seed[g]`` from a list, one per
+        game). ``options={"reset_mask": rows}`` resets only the games that hold a marked row
+        (e.g. ``infos["game_ended"]``)."""
         if seed is None and self._pending_seed is not None:
             seed = self._pending_seed
         self._pending_seed = None
@@ -179,7 +181,7 @@ def _agent_facts(game: GameEnv) -> tuple[list[str], gym.Space, gym.Space]:
 
 
 def make_games(env_fn: Callable[[], Any], num_games: int, *, backend: str,
-               reset_when: str, autoreset_mode: str | AutoresetMode,
+               reset_when: str, autoreset_mode: str | AutoresetMode, seed: int | None = None,
                **options: Any) -> PettingZooVectorEnv:
     """Build the vector env of :func:`vecenv.pettingzoo.make` (its arguments are checked here)."""
     import vecenv
@@ -197,7 +199,7 @@ def make_games(env_fn: Callable[[], Any], num_games: int, *, backend: str,
     game_fn = partial(GameEnv, env_fn, reset_when, _MODE_NAMES[mode])
     games = vecenv.make(game_fn, num_games, backend=backend, autoreset_mode="disabled", **options)
     try:
-        return PettingZooVectorEnv(games, mode, reset_when)
+        return PettingZooVectorEnv(games, mode, reset_when, seed)
     except BaseException:
         games.close()
         raise
