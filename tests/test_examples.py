@@ -21,6 +21,8 @@ CASES = {
     "ppo_atari.py": (["torch", "ale_py", "cv2"], "ppo_atari: done"),
     "ppo_mujoco.py": (["torch", "mujoco"], "ppo_mujoco: done"),
     "rllib_ppo.py": (["torch", "ray.rllib"], "rllib_ppo: done"),
+    "pettingzoo_pistonball_sb3.py": (["torch", "stable_baselines3", "pettingzoo", "pymunk", "supersuit"],
+                                     "pettingzoo_pistonball_sb3: trained"),
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "vecenv"
 #: the layers above the engine: what picks a layout (``layout``), checks one (``check``), and the
 #: API adapters
-_ABOVE = ("vecenv.backends", "vecenv.sb3", "vecenv.layout", "vecenv.check", "vecenv.make")
+_ABOVE = ("vecenv.backends", "vecenv.sb3", "vecenv.layout", "vecenv.check", "vecenv.make", "vecenv.pettingzoo")
 FORBIDDEN = {
     "spaces": ("vecenv.transports", "vecenv.engine", "vecenv.worker", "vecenv.infos", *_ABOVE),
     "infos": ("vecenv.transports", "vecenv.engine", "vecenv.worker", *_ABOVE),
@@ -21,7 +21,7 @@ FORBIDDEN = {
 }
 #: API layers: they may use the transports' packages (``vecenv.transports.process``), never a
 #: module inside one, and nothing of the worker layer
-API_LAYERS = ("sb3", "check", "layout")
+API_LAYERS = ("sb3", "check", "layout", "pettingzoo")
 #: what only vecenv.infos and the process transport's placement code name: the rows, the codec's
 #: schemas and the record views of the columns
 INFO_INTERNALS = {"InfoRows", "Schema", "signature", "ROW_BYTES", "MAX_SCHEMAS"}

@@ -61,7 +61,11 @@ def _make_from_id(env_id: str | EnvSpec, env_kwargs: dict, wrappers: Sequence[Ca
 
 
 def _make_from_callable(fn: Callable[..., gym.Env], env_kwargs: dict, wrappers: Sequence[Callable]) -> gym.Env:
-    return _wrap(fn(**env_kwargs), wrappers)
+    env = fn(**env_kwargs)
+    if not isinstance(env, gym.Env) and hasattr(env, "possible_agents"):  # a PettingZoo game
+        raise TypeError(f"env_fn returned a PettingZoo env ({type(env).__qualname__}): step its agents "
+                        "as rows with vecenv.pettingzoo.make(env_fn, num_games) (docs/pettingzoo.md)")
+    return _wrap(env, wrappers)
 
 
 def _wrap(env: gym.Env, wrappers: Sequence[Callable]) -> gym.Env:

@@ -1,0 +1,271 @@
+"""One PettingZoo game as a gymnasium env (the "game env"), run by vecenv's workers like any env.
+
+Its observation is a Dict of per-game arrays, one row per agent of ``possible_agents``: the
+agents' stacked observations, rewards, terminations, truncations and which rows took part in
+this step (``active``), and whether the game ended. The worker's per-leaf shared-memory buffers
+carry every one of them, so the caller's side (:mod:`vecenv.pettingzoo.vector`) only reshapes
+whole arrays. The game env is stepped with vecenv's autoreset disabled: it resets its own game,
+by the rules below, and never reports an episode end of its own to the engine.
+
+Rules, per game:
+
+- an agent that leaves reports ``terminated`` (or ``truncated``) with its last reward on the step
+  it leaves; its row is then zeros (reward 0, ``active`` False) until the game resets;
+- the game ends when every agent is done (``reset_when="all"``) or any is
+  (``reset_when="any"``); on that step every agent still in it and not done is truncated;
+- ``next_step``: the step after the game ends only resets it (reward 0, flags False);
+  ``same_step``: the step that ends it resets it too, the last observations going to
+  ``final_obs``; ``disabled``: it waits (zero rows, all inactive) for the caller's reset.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector.utils import batch_space, concatenate
+
+__all__ = ["INSTALL", "AgentReport", "GameEnv", "InstanceCopier", "as_parallel", "import_pettingzoo"]
+
+#: how to install what this package needs
+INSTALL = "pip install 'vecenv[pettingzoo]'"
+#: the modes a game env knows (the engine's own autoreset stays disabled)
+MODES = ("next_step", "same_step", "disabled")
+#: the values of ``reset_when``
+RESET_WHEN = ("all", "any")
+
+
+def import_pettingzoo() -> Any:
+    """The ``pettingzoo`` module, or an ImportError naming the extra that installs it."""
+    try:
+        return importlib.import_module("pettingzoo")
+    except ImportError as exc:
+        raise ImportError(f"vecenv.pettingzoo needs PettingZoo, which cannot be imported ({exc}): "
+                          f"{INSTALL}") from exc
+
+
+def as_parallel(env: Any) -> Any:
+    """``env`` as a PettingZoo ParallelEnv: an AEC env through PettingZoo's own
+    ``aec_to_parallel``; a TypeError for anything else."""
+    pz = import_pettingzoo()
+    if isinstance(env, pz.ParallelEnv):
+        return env
+    if isinstance(env, pz.AECEnv):
+        from pettingzoo.utils.conversions import aec_to_parallel
+
+        return aec_to_parallel(env)
+    raise TypeError(f"env_fn returned an object of type {type(env).__qualname__}, expected a "
+                    "PettingZoo ParallelEnv or AECEnv")
+
+
+class InstanceCopier:
+    """A factory of copies of one env instance (each call unpickles a fresh one), as SuperSuit
+    copies the env it is given; picklable, so each worker makes its own copies."""
+
+    def __init__(self, env: Any) -> None:
+        self.blob = cloudpickle.dumps(env)
+
+    def __call__(self) -> Any:
+        return cloudpickle.loads(self.blob)
+
+
+@dataclass
+class AgentReport:
+    """What a game reports beyond its arrays, by agent index; sent only when not empty."""
+
+    #: the agents' info dicts that are not empty
+    infos: dict[int, dict] = field(default_factory=dict)
+    #: SAME_STEP: the last observation of each agent whose episode ended in this step
+    final_obs: dict[int, Any] = field(default_factory=dict)
+    #: SAME_STEP: the last info of each of those agents
+    final_info: dict[int, dict] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.infos or self.final_obs)
+
+
+def common_spaces(par: Any, agents: list[str]) -> tuple[spaces.Space, spaces.Space]:
+    """The observation and action space every agent shares; a ValueError naming the agents and
+    spaces that differ, and how to pad them, otherwise."""
+    if not agents:
+        raise ValueError("the env's possible_agents is empty: a game needs at least one agent")
+    found = []
+    for kind, space_of, pad in (("observation", par.observation_space, "pad_observations_v0"),
+                                ("action", par.action_space, "pad_action_space_v0")):
+        first = space_of(agents[0])
+        differ = [(a, s) for a in agents[1:] if (s := space_of(a)) != first]
+        if differ:
+            others = "".join(f", {a!r} has {s}" for a, s in differ[:3])
+            more = f" (and {len(differ) - 3} more)" if len(differ) > 3 else ""
+            raise ValueError(
+                f"the agents' {kind} spaces differ: {agents[0]!r} has {first}{others}{more}. "
+                f"vecenv.pettingzoo steps every agent as a row of one batch, so all agents need one "
+                f"{kind} space: pad them to a common one first, e.g. with SuperSuit's {pad} "
+                f"(supersuit.{pad}(env))")
+        found.append(first)
+    return found[0], found[1]
+
+
+class GameEnv(gym.Env):
+    """A PettingZoo game as a gymnasium env whose arrays hold one row per possible agent.
+
+    Args:
+        env_fn: makes the ParallelEnv (or AECEnv, converted) of this game.
+        reset_when: ``"all"`` (the game ends when every agent is done) or ``"any"``.
+        autoreset_mode: ``"next_step"``, ``"same_step"`` or ``"disabled"`` (see the module).
+    """
+
+    def __init__(self, env_fn: Callable[[], Any], reset_when: str = "all",
+                 autoreset_mode: str = "next_step") -> None:
+        self.par = par = as_parallel(env_fn())
+        self.possible_agents = list(par.possible_agents)
+        self._index = {a: k for k, a in enumerate(self.possible_agents)}
+        self.num_agents = n = len(self.possible_agents)
+        self.agent_observation_space, self.agent_action_space = common_spaces(par, self.possible_agents)
+        self.reset_when, self.mode = reset_when, autoreset_mode
+        flags = spaces.Box(0, 1, (n,), np.bool_)  # type: ignore[arg-type]  # gymnasium takes bool
+        self.observation_space = spaces.Dict({
+            "obs": batch_space(self.agent_observation_space, n),
+            "reward": spaces.Box(-np.inf, np.inf, (n,), np.float64),
+            "terminated": flags, "truncated": flags, "active": flags,
+            "ended": spaces.Box(0, 1, (), np.bool_),  # type: ignore[arg-type]
+        })
+        self.action_space = batch_space(self.agent_action_space, n)
+        self.metadata = dict(getattr(par, "metadata", None) or {})
+        self.render_mode = getattr(par, "render_mode", None)
+        self._zero = _zeros(self.agent_observation_space)
+        self._out = _zeros(self.observation_space)
+        self._over = False
+
+    # gymnasium's attribute look-ups (vecenv's get_attr/set_attr) reach the game's own env first
+    def get_wrapper_attr(self, name: str) -> Any:
+        """``name`` of the PettingZoo env, else of this game env."""
+        return getattr(self.par, name) if hasattr(self.par, name) else getattr(self, name)
+
+    def set_wrapper_attr(self, name: str, value: Any, *, force: bool = True) -> bool:
+        """Set ``name`` on the PettingZoo env, unless only this game env has it."""
+        setattr(self if hasattr(self, name) and not hasattr(self.par, name) else self.par, name, value)
+        return True
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        """Reset the game (``seed`` and ``options`` go to the PettingZoo env's ``reset``)."""
+        report = AgentReport()
+        self._reset_game(seed, options, report)
+        out = self._out
+        out["reward"][:] = 0.0
+        out["terminated"][:] = False
+        out["truncated"][:] = False
+        out["ended"][()] = False
+        return out, self._info(report)
+
+    def step(self, actions: Any) -> tuple[dict, float, bool, bool, dict]:
+        """Step the game with one action per row (the rows of absent agents are ignored)."""
+        if self._over:  # the game ended on the last step
+            if self.mode == "next_step":
+                obs, info = self.reset()
+                return obs, 0.0, False, False, info
+            return self._idle()
+        index, out = self._index, self._out
+        obs, rewards, terms, truncs, infos = self.par.step(
+            {a: actions[index[a]] for a in self.par.agents})
+        reward, term, trunc = out["reward"], out["terminated"], out["truncated"]
+        _fill(reward, 0.0, rewards, index)
+        _fill(term, False, terms, index)
+        _fill(trunc, False, truncs, index)
+        active = self._set_active(obs)
+        done = term | trunc
+        going = [a for a in self.par.agents if not done[index[a]]]
+        over = bool(done.any()) if self.reset_when == "any" else not going
+        if over:
+            trunc |= active & ~done  # still in the game when it ended: cut short
+        report = AgentReport()
+        self._add_infos(report.infos, infos)
+        if self.mode == "same_step":
+            self._same_step(obs, report, (term | trunc) & active, over)
+        else:
+            self._write_obs(obs)
+            self._over = over
+        out["ended"][()] = over
+        return out, 0.0, False, False, self._info(report)
+
+    def _same_step(self, obs: dict, report: AgentReport, ended: np.ndarray, over: bool) -> None:
+        """SAME_STEP: each agent whose episode ended hands its observation and info over to
+        ``final_obs``/``final_info``; its row is zeros, or the game's reset when it is over."""
+        agents = self.possible_agents
+        for k in np.flatnonzero(ended).tolist():
+            report.final_obs[k] = copy.deepcopy(obs[agents[k]])
+            report.final_info[k] = report.infos.pop(k, {})
+        if over:
+            took_part = self._out["active"].copy()
+            self._reset_game(None, None, report)
+            self._out["active"][:] = took_part  # this step's rewards and flags are theirs
+        else:
+            self._write_obs({a: o for a, o in obs.items() if not ended[self._index[a]]})
+
+    def _reset_game(self, seed: int | None, options: dict | None, report: AgentReport) -> None:
+        """Reset the PettingZoo env: its observations, agents and infos to the rows."""
+        obs, infos = self.par.reset(seed=seed, options=options)
+        self._write_obs(obs)
+        self._set_active(obs)
+        self._add_infos(report.infos, infos)
+        self._over = False
+
+    def _idle(self) -> tuple[dict, float, bool, bool, dict]:
+        """DISABLED, stepped after the game ended: zero rows, all inactive, until a reset."""
+        out = self._out
+        self._write_obs({})
+        for key in ("reward", "terminated", "truncated", "active", "ended"):
+            out[key][...] = 0
+        return out, 0.0, False, False, {}
+
+    def _write_obs(self, obs: dict) -> None:
+        """Each agent's observation to its row; zeros in the rows of the others."""
+        items = [self._zero] * self.num_agents
+        for a, o in obs.items():
+            items[self._index[a]] = o
+        concatenate(self.agent_observation_space, items, self._out["obs"])
+
+    def _set_active(self, obs: dict) -> np.ndarray:
+        active = self._out["active"]
+        active[:] = False
+        active[[self._index[a] for a in obs]] = True
+        return active
+
+    def _add_infos(self, target: dict[int, dict], infos: dict) -> None:
+        for a, info in infos.items():
+            if info and a in self._index:
+                target[self._index[a]] = info
+
+    @staticmethod
+    def _info(report: AgentReport) -> dict:
+        return {"agents": report} if report else {}
+
+    def render(self) -> Any:
+        """The game's frame (its PettingZoo env's ``render``)."""
+        return self.par.render()
+
+    def close(self) -> None:
+        self.par.close()
+
+
+def _fill(row: np.ndarray, empty: Any, values: dict, index: dict[str, int]) -> None:
+    """``row`` set to ``empty``, then to each agent's value in its place."""
+    row[:] = empty
+    for a, v in values.items():
+        row[index[a]] = v
+
+
+def _zeros(space: spaces.Space) -> Any:
+    """Zeros of ``space``'s shape and dtype (a dict or tuple of them for Dict and Tuple)."""
+    if isinstance(space, spaces.Dict):
+        return {key: _zeros(sub) for key, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_zeros(sub) for sub in space.spaces)
+    return np.zeros(space.shape, dtype=space.dtype)
