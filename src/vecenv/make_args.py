@@ -49,8 +49,8 @@ def _backend_params() -> dict[str, frozenset[str]]:
     failure = set(FailureOptions.__annotations__)
     params = {}
     for name, cls in BACKENDS.items():
-        signature = inspect.signature(cls.__init__)
-        own = {p.name for p in signature.parameters.values()
+        init = inspect.signature(cls.__init__)
+        own = {p.name for p in init.parameters.values()
                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in ("self", "env_fns")}
         params[name] = frozenset(own | failure)
     return params
@@ -160,10 +160,9 @@ def check_env_keywords(env: Any, spec: EnvSpec | None, keywords: Mapping[str, An
 def _parameters(creator: Any) -> set[str] | None:
     """The keywords ``creator`` takes; ``None`` when it takes any (or cannot be inspected)."""
     try:
-        signature = inspect.signature(creator)
+        params = inspect.signature(creator).parameters.values()
     except (TypeError, ValueError):
         return None
-    params = signature.parameters.values()
     if any(p.kind is p.VAR_KEYWORD for p in params):
         return None
     return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
