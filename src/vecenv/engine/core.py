@@ -22,6 +22,7 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from typing_extensions import Unpack
 
 from vecenv import runs
+from vecenv.engine import owner
 from vecenv.engine.batches import flight_for
 from vecenv.engine.calls import Calls, in_order
 from vecenv.engine.checks import (
@@ -103,8 +104,10 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self._flight = flight = flight_for(transport, partition, self.policy, self.batch_size,
                                            self.autoreset_mode, self.copy)
         self._calls = Calls(flight)
+        self._owner = owner.adopt(self)  # before any worker starts: a forked one inherits it
         descriptions = transport.start(self.env_fns, partition, self.autoreset_mode)
         self.closed = False
+        self._open = True  # the transport is not closed yet (closed: close() was called)
         runs.opened()  # other processes' backend="auto" now counts this one as a run
         try:
             self._setup_spaces(descriptions, observation_mode)
@@ -413,13 +416,24 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self._transport.close(0.0 if terminate else timeout)
 
     def close(self, **kwargs: Any) -> None:
-        """Close the envs and release every worker and buffer; calling it again does nothing."""
-        if getattr(self, "closed", True):
+        """Close the envs and release every worker and buffer; calling it again does nothing,
+        unless an interruption cut the first call short: then it finishes closing."""
+        if not getattr(self, "_open", False):
             return
         check_timeout(kwargs.get("timeout"), "close")
-        self.closed = True  # first: a call blocked in another thread sees it and stops
-        runs.closed()
+        if not self.closed:
+            self.closed = True  # first: a call blocked in another thread sees it and stops
+            runs.closed()
         self.close_extras(**kwargs)
+        self._open = False
+        owner.release(self)
+
+    def _hand_over(self) -> None:
+        """In a fork's child: leave this vector env to the process that made it
+        (:mod:`vecenv.engine.owner`)."""
+        self._open = False
+        self._flight.closed = True  # every call now goes through _check_open, which refuses
+        self._transport.disown()
 
     def __enter__(self) -> VectorEnv:
         return self
@@ -429,7 +443,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
 
     def __del__(self) -> None:
         # no module global here: one collected as the interpreter shuts down may find them gone
-        if not getattr(self, "closed", True):
+        if getattr(self, "_open", False):
             try:
                 self.close(terminate=True)
             except Exception:
@@ -438,6 +452,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     # ================================================================ helpers
     def _check_open(self) -> None:
         if self.closed:
+            owner.refuse_if_foreign(self, self._owner)
             raise ClosedEnvironmentError(f"Trying to operate on `{type(self).__name__}`, after a call to `close()`.")
 
     def _check_idle(self, method: str) -> None:

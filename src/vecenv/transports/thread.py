@@ -44,6 +44,7 @@ from vecenv.transports.whole_steps import Build, WholeSteps, built_group, make_b
 from vecenv.transports.work import Mailbox, Share, joined, locked, part_of, run_share, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
 from vecenv.worker.commands import Command, GivenStep, Reset, Step
+from vecenv.worker.group import warn_close_failures
 
 __all__ = ["ThreadTransport"]
 
@@ -151,7 +152,7 @@ class ThreadTransport(Transport):
         for w, group in enumerate(groups):  # not one that a thread still runs
             if (group is not None and all(r == _CALLER for r in self._runners[w])
                     and not self._whole.running(w)):
-                group.close()
+                warn_close_failures(group.close())
         self._finished.clear()
 
     def _stop(self) -> None:
