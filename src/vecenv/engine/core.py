@@ -416,8 +416,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self._transport.close(0.0 if terminate else timeout)
 
     def close(self, **kwargs: Any) -> None:
-        """Close the envs and release every worker and buffer; calling it again does nothing,
-        unless an interruption cut the first call short: then it finishes closing."""
+        """Close the envs, release every worker and buffer; again: finish what was cut short."""
         if not getattr(self, "_open", False):
             return
         check_timeout(kwargs.get("timeout"), "close")
@@ -427,13 +426,6 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self.close_extras(**kwargs)
         self._open = False
         owner.release(self)
-
-    def _hand_over(self) -> None:
-        """In a fork's child: leave this vector env to the process that made it
-        (:mod:`vecenv.engine.owner`)."""
-        self._open = False
-        self._flight.closed = True  # every call now goes through _check_open, which refuses
-        self._transport.disown()
 
     def __enter__(self) -> VectorEnv:
         return self

@@ -48,7 +48,9 @@ def _forked() -> None:
     """In a fork's child: every open vector env is its owner's (see the module docstring)."""
     for env in list(_OPEN):
         _OPEN.discard(env)
-        env._hand_over()
+        env._open = False  # close() and garbage collection do nothing here
+        env._flight.closed = True  # every call goes through _check_open, which refuses
+        env._transport.disown()
 
 
 if hasattr(os, "register_at_fork"):

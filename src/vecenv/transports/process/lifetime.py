@@ -40,7 +40,7 @@ import time
 import weakref
 from collections.abc import Callable
 from multiprocessing.connection import wait
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from vecenv.system import process_alive
 from vecenv.transports.process.shm import drop_inherited_mappings, libc
@@ -120,7 +120,7 @@ def _release_fork_server() -> None:
     """Close this process's write end of the fork server's "alive" pipe (inherited by every
     process the server starts, and through ``fork``): the server runs as long as one is open."""
     forkserver = sys.modules.get("multiprocessing.forkserver")
-    server = getattr(forkserver, "_forkserver", None)
+    server: Any = getattr(forkserver, "_forkserver", None)
     fd = getattr(server, "_forkserver_alive_fd", None)
     if fd is not None:
         server._forkserver_alive_fd = None  # a forkserver used from here is a new one
@@ -194,6 +194,10 @@ class _Launcher:
     ends (a fork's child starts its own)."""
 
     def __init__(self) -> None:
+        self.forget()
+
+    def forget(self) -> None:
+        """Start afresh (in a fork's child, which has no launcher thread)."""
         self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
@@ -203,7 +207,7 @@ class _Launcher:
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._serve, name="vecenv-launcher", daemon=True)
                 self.thread.start()
-        done, box = threading.Event(), []
+        done, box = threading.Event(), cast(list[tuple[bool, Any]], [])
         self.jobs.put((fn, args, done, box))
         done.wait()
         ok, value = box[0]
@@ -223,7 +227,7 @@ class _Launcher:
 
 _LAUNCHER = _Launcher()
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_LAUNCHER.__init__)
+    os.register_at_fork(after_in_child=_LAUNCHER.forget)
 
 
 def start_lasting(fn: Callable[..., _T], *args: Any) -> _T:

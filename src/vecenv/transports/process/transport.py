@@ -17,7 +17,7 @@ from vecenv.engine.transport import DEFAULT_START_TIMEOUT
 from vecenv.errors import StepTimeoutError, VecEnvError, WorkerDiedError
 from vecenv.infos import IN_ROWS, NO_REPLY, InfoReader, RowsReply
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, envfns, handshake, lifetime, wire
+from vecenv.transports.process import control, envfns, handshake, lifetime, winjob, wire
 from vecenv.transports.process.child import worker_main
 from vecenv.transports.process.closing import DEFAULT_CLOSE_TIMEOUT, Closing
 from vecenv.transports.process.control import ControlBlock, default_spin
@@ -135,6 +135,7 @@ class ProcessTransport(Closing):
             raise
         finally:
             child.close()
+        winjob.put_in_caller_job(process)  # Windows: ends with the caller, whatever its env does
         watch = lifetime.Watch(process)
         peer = self.mechanism.peer(parent, watch.waitable)
         if w < len(self.processes):
