@@ -111,3 +111,22 @@ def test_a_restart_in_an_async_reset_returns_fresh_observations():
     want = _reference(4, 9, 0)[0]
     for i in range(4):
         assert np.array_equal(seen[i], want[i]), i
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_a_call_that_finds_a_worker_dead_restarts_it_and_runs(mode):
+    """A worker that died idle, found by a call (SB3's wrappers call between steps): replaced,
+    the call answered by the new envs, and their episodes end as a truncation at the next step."""
+    with vecenv.ProcessVectorEnv([cartpole] * 4, num_workers=2, context="fork", on_error="restart",
+                                 autoreset_mode=mode) as envs:
+        envs.reset(seed=3)
+        envs.step(np.zeros(4, np.int64))
+        os.kill(envs.processes[1].pid, signal.SIGKILL)
+        envs.processes[1].join(5)
+        assert len(envs.get_attr("spec")) == 4
+        _, _, _, truncs, infos = envs.step(np.zeros(4, np.int64))
+        assert truncs.tolist() == [False, False, True, True]
+        assert infos["_restarted"].tolist() == [False, False, True, True]
+        for _ in range(3):
+            _, _, terms, truncs, _ = envs.step(np.zeros(4, np.int64))
+        assert not truncs.any()

@@ -229,7 +229,10 @@ class InFlight:
     def put_steps(self, ids: np.ndarray | None) -> None:
         """Send the steps of the envs ``ids``: each worker's share goes now, or once its worker is
         free; an env whose worker was restarted while it waited comes back truncated instead."""
-        restarted = [i for i in ids.tolist() if i in self.restarted] if self.restarted and ids is not None else None
+        restarted = None
+        if self.restarted:  # whole batches too: a call may have restarted a worker
+            ids = np.arange(self.num_envs) if ids is None else ids
+            restarted = [i for i in ids.tolist() if i in self.restarted]
         self.lifecycle.fire(Event.SEND_STEP)
         if ids is None:
             commands = self.partition.whole_steps

@@ -105,3 +105,11 @@ class Recovery:
         infos: dict[int, Any] = {e.index: e.info for e in reply.entries}
         made = [InfoEntry(int(i), {**infos.get(int(i), {}), **report}) for i in envs]
         return Restart(made, {i: (report, None, {}) for i in cut}, True, reply.objects)
+
+    def rerun(self, w: int, error: VecEnvError, command: Any) -> Any:
+        """A call (``get_attr``, ``env_method``...) found worker ``w`` dead: replace it, end its
+        envs' episodes at their next step (as for a step's restart), and run ``command`` on the
+        new worker; its reply."""
+        flight = self.flight
+        self.flight.restarted.update(self.restart(w, np.empty(0, np.int64), error, command).later)
+        return flight.fetch_now(w, command)
