@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import vecenv
-from helpers import needs_processes
+from helpers import make_backend, needs_processes
 
 pytestmark = [needs_processes, pytest.mark.timeout(60)]
 
@@ -85,10 +85,9 @@ def test_a_worker_that_died_idle_is_reset_with_the_resets_seeds(context, inline,
 
 
 @pytest.mark.parametrize("fault", ["kill", "hang"])
-def test_a_worker_that_dies_or_hangs_during_reset_is_reset_with_its_seeds(tmp_path, fault):
+def test_a_worker_that_dies_or_hangs_during_reset_is_reset_with_its_seeds(worker_backend, tmp_path, fault):
     fns = [cartpole, cartpole, Faulty(str(tmp_path / "marker"), fault), cartpole]
-    with vecenv.ProcessVectorEnv(fns, num_workers=2, context="fork", on_error="restart",
-                                 step_timeout=1.0 if fault == "hang" else None) as envs:
+    with make_backend(worker_backend, fns, on_error="restart", step_timeout=2.0 if fault == "hang" else 30) as envs:
         obs, infos = envs.reset(seed=5)
         assert infos["_restarted"].tolist() == [False, False, True, True]
         got = [obs] + [envs.step(np.ones(4, np.int64))[0] for _ in range(3)]
