@@ -91,7 +91,7 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(60, method="thread")  # the test owns SIGALRM
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts /proc/self/fd")
 @pytest.mark.parametrize("backend", ["process", "inline", "thread"])
 def test_a_second_close_finishes_what_an_interrupted_one_began(backend):
