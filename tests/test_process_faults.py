@@ -129,8 +129,8 @@ class ForksAndExits(_Base):
         pid = os.fork()
         if pid == 0:
             sys.exit(0)
-        os.waitpid(pid, 0)
-        return np.ones(2, np.float32), 1.0, False, False, {}
+        _, status = os.waitpid(pid, 0)
+        return np.ones(2, np.float32), 1.0, False, False, {"child": os.waitstatus_to_exitcode(status)}
 
 
 @pytest.mark.timeout(60)
@@ -139,8 +139,9 @@ def test_an_envs_forked_copy_never_speaks_for_the_worker(context):
     with vecenv.ProcessVectorEnv([ForksAndExits] * 2, num_workers=2, context=context) as envs:
         envs.reset(seed=0)
         for _ in range(5):
-            obs, rewards, _, _, _ = envs.step(np.zeros(2, np.int64))
+            obs, rewards, _, _, infos = envs.step(np.zeros(2, np.int64))
             assert rewards.tolist() == [1.0, 1.0] and obs.tolist() == [[1, 1], [1, 1]]
+            assert infos["child"].tolist() == [0, 0]  # the copy ended with its own exit status
         start = time.monotonic()
     assert time.monotonic() - start < 3, "close() needed its timeout"
 

@@ -62,13 +62,13 @@ class Child:
         if self.group is not None:
             self.group.contain_exits(False)
 
-    def leave_if_copy(self, error: Any = None) -> None:
-        """End this process without a word if it is a copy of the worker (the exit status of a
-        ``SystemExit`` that ``error`` carries, else 0)."""
+    def leave_if_copy(self, error: BaseException | None = None) -> None:
+        """End this process without a word if it is a copy of the worker: with the status of the
+        ``SystemExit`` that ``error`` is or carries, 1 for another error, 0 without one."""
         if not self.copy:
             return
         cause = error if isinstance(error, SystemExit) else getattr(error, "__cause__", None)
-        code = cause.code if isinstance(cause, SystemExit) else 0
+        code = cause.code if isinstance(cause, SystemExit) else 0 if error is None else 1
         os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 
     # ------------------------------------------------------------ handshake
@@ -137,7 +137,7 @@ class Child:
         """Finish the command: in shared memory alone when it allows (a step's infos included,
         :mod:`.infos`), else as a message."""
         if self.copy:
-            self.leave_if_copy(value)
+            self.leave_if_copy(None if ok else value)
         if ok and type(value) is StepReply:
             message = self.infos.reply(value.entries, value.objects)
             if message is None:
@@ -152,7 +152,7 @@ class Child:
 
     def send(self, ok: bool, value: Any, name: str) -> None:
         """A reply outside the counters (during the handshake)."""
-        self.leave_if_copy(value)
+        self.leave_if_copy(None if ok else value)
         self.peer.write(wire.frame(Frame.MESSAGE, self.dump(ok, value, name)))
 
     def dump(self, ok: bool, value: Any, name: str) -> bytes:
