@@ -16,7 +16,7 @@ import numpy as np
 
 from vecenv.engine.flight import InFlight
 from vecenv.engine.state import Event
-from vecenv.errors import StepTimeoutError
+from vecenv.errors import StepTimeoutError, WorkerDiedError
 from vecenv.worker.commands import Command
 
 __all__ = ["Calls", "NO_IDS", "in_order"]
@@ -59,6 +59,8 @@ class Calls:
                 flight.in_flight.pop(w)
                 try:
                     self.results[w] = flight.transport.fetch(w)
+                except WorkerDiedError as exc:
+                    self.worker_died(w, exc)
                 except BaseException as exc:
                     self.error = self.error or exc
         results, self.results = self.results, {}
@@ -67,6 +69,19 @@ class Calls:
         if error is not None:
             raise error
         return results
+
+    def worker_died(self, w: int, error: WorkerDiedError) -> None:
+        """Worker ``w`` died (while idle, before this call): under ``on_error="restart"`` it is
+        replaced and runs the call (its envs' episodes end at their next step); else the call
+        fails with ``error``."""
+        flight = self.flight
+        if not flight.recovery.may_restart(w, error):
+            self.error = self.error or error
+            return
+        try:
+            self.results[w] = flight.recovery.rerun(w, error, flight.commands.get(w))
+        except BaseException as exc:
+            self.error = self.error or exc
 
     def overdue(self, w: int, envs: np.ndarray, method: str) -> None:
         """Worker ``w`` overran ``step_timeout`` on a call: it is ended, and the call fails."""

@@ -22,6 +22,7 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from typing_extensions import Unpack
 
 from vecenv import runs
+from vecenv.engine import owner
 from vecenv.engine.batches import flight_for
 from vecenv.engine.calls import Calls, in_order
 from vecenv.engine.checks import (
@@ -105,8 +106,10 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self._flight = flight = flight_for(transport, partition, self.policy, self.batch_size,
                                            self.autoreset_mode, self.copy)
         self._calls = Calls(flight)
+        self._owner = owner.adopt(self)  # before any worker starts: a forked one inherits it
         descriptions = transport.start(self.env_fns, partition, self.autoreset_mode)
         self.closed = False
+        self._open = True  # the transport is not closed yet (closed: close() was called)
         try:
             self._setup_spaces(descriptions, observation_mode)
             self._buffers = flight.buffers = transport.allocate(self.single_observation_space,
@@ -414,15 +417,18 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self._transport.close(0.0 if terminate else timeout)
 
     def close(self, **kwargs: Any) -> None:
-        """Close the envs and release every worker and buffer; calling it again does nothing."""
-        if getattr(self, "closed", True):
+        """Close the envs, release every worker and buffer; again: finish what was cut short."""
+        if not getattr(self, "_open", False):
             return
         check_timeout(kwargs.get("timeout"), "close")
-        self.closed = True  # first: a call blocked in another thread sees it and stops
-        if self._counted_as_run:
-            self._counted_as_run = False
-            runs.closed()
+        if not self.closed:
+            self.closed = True  # first: a call blocked in another thread sees it and stops
+            if self._counted_as_run:
+                self._counted_as_run = False
+                runs.closed()
         self.close_extras(**kwargs)
+        self._open = False
+        owner.release(self)
 
     def count_as_run(self) -> None:
         """Count this vector env as a run on this machine until it closes (``backend="auto"``
@@ -439,7 +445,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
 
     def __del__(self) -> None:
         # no module global here: one collected as the interpreter shuts down may find them gone
-        if not getattr(self, "closed", True):
+        if getattr(self, "_open", False):
             try:
                 self.close(terminate=True)
             except Exception:
@@ -448,6 +454,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     # ================================================================ helpers
     def _check_open(self) -> None:
         if self.closed:
+            owner.refuse_if_foreign(self, self._owner)
             raise ClosedEnvironmentError(f"Trying to operate on `{type(self).__name__}`, after a call to `close()`.")
 
     def _check_idle(self, method: str) -> None:

@@ -83,6 +83,7 @@ class InFlight:
         self.recovery = Recovery(self)
         self.lifecycle = CallLifecycle()
         self.in_flight: dict[int, np.ndarray] = {}  # worker -> global ids of its command
+        self.commands: dict[int, Command] = {}  # worker -> its last command (a restart runs a reset again)
         self.sent_at: dict[int, float] = {}
         self.busy = np.zeros(n, dtype=np.bool_)
         self.needs_reset = np.zeros(n, dtype=np.bool_)  # DISABLED mode: ended, not yet reset
@@ -171,6 +172,7 @@ class InFlight:
         """Record ``command`` as in flight, then send it (the record comes first, so an
         interruption between the two leaves a worker to settle, never a reply nobody expects)."""
         self.in_flight[w] = envs
+        self.commands[w] = command
         if self.policy.step_timeout is not None:
             self.sent_at[w] = time.monotonic()
         if type(command) is Step and self.buffers.actions.unconverted:  # actions as the caller gave them
@@ -227,7 +229,10 @@ class InFlight:
     def put_steps(self, ids: np.ndarray | None) -> None:
         """Send the steps of the envs ``ids``: each worker's share goes now, or once its worker is
         free; an env whose worker was restarted while it waited comes back truncated instead."""
-        restarted = [i for i in ids.tolist() if i in self.restarted] if self.restarted and ids is not None else None
+        restarted = None
+        if self.restarted:  # whole batches too: a call may have restarted a worker
+            ids = np.arange(self.num_envs) if ids is None else ids
+            restarted = [i for i in ids.tolist() if i in self.restarted]
         self.lifecycle.fire(Event.SEND_STEP)
         if ids is None:
             commands = self.partition.whole_steps
@@ -388,7 +393,7 @@ class InFlight:
             self.fail(w, envs, error)
             return
         try:
-            plan = self.recovery.restart(w, envs, error)
+            plan = self.recovery.restart(w, envs, error, self.commands.get(w))
         except BaseException:
             self.drop_in_flight()  # the worker stays dead: the next command to it reports so
             raise
@@ -398,12 +403,13 @@ class InFlight:
         """Apply the restart of worker ``w``: its envs ``envs`` (in flight) end truncated now,
         its other envs at their next send (a step deferred for one of them returns at once)."""
         self.restarted.update(plan.later)
-        truncate_rows(self.buffers, envs)
+        if not plan.fresh:
+            truncate_rows(self.buffers, envs)
         deferred = self.deferred.pop(w, [])  # sent while the old worker was busy
         now = [i for i in deferred if i in self.restarted]
         if len(now) < len(deferred):
             self.deferred[w] = [i for i in deferred if i not in self.restarted]
-        self.accept(w, envs, plan.entries, None)
+        self.accept(w, envs, plan.entries, plan.objects)
         if now:
             self.return_restarted(now)
 

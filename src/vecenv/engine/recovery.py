@@ -28,11 +28,15 @@ __all__ = ["Recovery", "Restart"]
 
 class Restart(NamedTuple):
     """What a worker's restart leaves the flight to do: return ``entries`` for its envs that
-    were in flight (their rows truncated), and end the episodes of ``later`` (env -> the restart
-    report, and for SAME_STEP the new env's reset observation and info) at their next send."""
+    were in flight (their rows truncated, unless ``fresh``: the rows hold the new envs' reset,
+    with the custom-space ``objects`` it returned), and end the episodes of ``later`` (env -> the
+    restart report, and for SAME_STEP the new env's reset observation and info) at their next
+    send."""
 
     entries: list[InfoEntry]
     later: dict[int, tuple[dict, Any, dict]]
+    fresh: bool = False
+    objects: Any = None
 
 
 class Recovery:
@@ -46,12 +50,15 @@ class Recovery:
         """Whether worker ``w``, failed with ``error``, is to be replaced (spends the budget)."""
         return self.flight.policy.restarts and self.budget.spend(w, f"worker {w}", error)
 
-    def restart(self, w: int, envs: np.ndarray, error: VecEnvError) -> Restart:
-        """Replace worker ``w`` with a fresh one; the plan for the episodes of its envs.
+    def restart(self, w: int, envs: np.ndarray, error: VecEnvError, command: Any = None) -> Restart:
+        """Replace worker ``w``, which failed running ``command`` for ``envs``, with a fresh
+        one; the plan for the episodes of its envs.
 
-        The rows keep the last observation the old worker wrote. SAME_STEP resets the new envs
-        at once (that observation becomes ``final_obs``); NEXT_STEP resets them on their next
-        step; DISABLED leaves the reset to the caller, as after any episode end.
+        A reset is run again on the new worker, with its seeds and options: its envs return the
+        fresh observations that reset gives. Otherwise the rows keep the last observation the
+        old worker wrote. SAME_STEP resets the new envs at once (that observation becomes
+        ``final_obs``); NEXT_STEP resets them on their next step; DISABLED leaves the reset to
+        the caller, as after any episode end.
         """
         flight = self.flight
         b = flight.buffers
@@ -67,6 +74,8 @@ class Recovery:
         flight.transport.restart(w)
         flight.fetch_now(w, Configure(flight.policy))
         report = restart_report(error)
+        if type(command) is Reset:
+            return self.reset_again(w, envs, command, cut, report)
         if same_step:
             return self.reset_new_envs(w, envs, others, cut, report)
         return Restart([InfoEntry(int(i), dict(report)) for i in envs], {i: (report, None, {}) for i in cut})
@@ -88,3 +97,19 @@ class Recovery:
             b.observations.write(i, obs)
             b.rewards[i], b.terminations[i], b.truncations[i] = reward, terminated, truncated
         return Restart(made, later)
+
+    def reset_again(self, w: int, envs: np.ndarray, command: Reset, cut: list[int], report: dict) -> Restart:
+        """The worker failed during a reset: the new one runs that reset (its seeds and options),
+        so its envs return the observations the reset gives, never the dead worker's last."""
+        reply = self.flight.fetch_now(w, command)
+        infos: dict[int, Any] = {e.index: e.info for e in reply.entries}
+        made = [InfoEntry(int(i), {**infos.get(int(i), {}), **report}) for i in envs]
+        return Restart(made, {i: (report, None, {}) for i in cut}, True, reply.objects)
+
+    def rerun(self, w: int, error: VecEnvError, command: Any) -> Any:
+        """A call (``get_attr``, ``env_method``...) found worker ``w`` dead: replace it, end its
+        envs' episodes at their next step (as for a step's restart), and run ``command`` on the
+        new worker; its reply."""
+        flight = self.flight
+        self.flight.restarted.update(self.restart(w, np.empty(0, np.int64), error, command).later)
+        return flight.fetch_now(w, command)

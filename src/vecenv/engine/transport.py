@@ -103,6 +103,10 @@ class Transport(ABC):
     def close(self, timeout: float | None = None) -> None:
         """Close every env and end every worker; idempotent, returns in bounded time."""
 
+    def disown(self) -> None:  # noqa: B027 - a transport with nothing to let go of does nothing
+        """In a process forked from the caller: let go of what the fork copied (descriptors),
+        acting on nothing of the caller's (:mod:`vecenv.engine.owner`). Nothing by default."""
+
     def outstanding(self, worker: int) -> bool:
         """Whether ``worker`` has a command whose reply was not fetched yet."""
         raise NotImplementedError

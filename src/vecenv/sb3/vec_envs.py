@@ -195,10 +195,8 @@ class VectorEnvAdapter(VecEnv):
         return obs, np.asarray(rewards, dtype=np.float32), dones, infos
 
     def close(self) -> None:
-        if self.closed:
-            return
         self.closed = True
-        self.venv.close()
+        self.venv.close()  # idempotent, and finishes a close() that an interruption cut short
 
     # ----------------------------------------------------------------- per-env requests
     @env_errors

@@ -29,6 +29,7 @@ from vecenv.spaces import StepBuffers
 from vecenv.worker import EnvDescription
 from vecenv.worker.commands import Command
 from vecenv.worker.detached import DetachedGroup, command_inputs, store_outputs
+from vecenv.worker.group import warn_close_failures
 
 __all__ = ["DEFAULT_START_TIMEOUT", "RayTransport", "import_ray"]
 
@@ -112,10 +113,9 @@ class _GroupActor:
         except BaseException as exc:  # delivered by fetch(), like every transport's errors
             return False, portable_error(exc)
 
-    def close(self) -> None:
-        if self.group is not None:
-            self.group.close()
-            self.group = None
+    def close(self) -> list[str]:
+        group, self.group = self.group, None
+        return [] if group is None else group.close()
 
 
 _actor_class: Any = None
@@ -303,7 +303,12 @@ class RayTransport(Transport):
             if actors and ray.is_initialized():
                 limit = _CLOSE_TIMEOUT if timeout is None else timeout
                 refs = [a.close.remote() for a in actors]
-                ray.wait(refs, num_returns=len(refs), timeout=limit)  # let envs close cleanly
+                closed, _ = ray.wait(refs, num_returns=len(refs), timeout=limit)  # let envs close cleanly
+                for ref in closed:
+                    try:
+                        warn_close_failures(ray.get(ref))
+                    except Exception:  # noqa: PERF203 - an actor that died meanwhile
+                        pass
                 for a in actors:
                     try:
                         ray.kill(a, no_restart=True)

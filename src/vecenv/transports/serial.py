@@ -9,6 +9,7 @@ from vecenv.engine.transport import Transport
 from vecenv.spaces import StepBuffers
 from vecenv.worker import EnvDescription, EnvGroup
 from vecenv.worker.commands import Command
+from vecenv.worker.group import warn_close_failures
 
 __all__ = ["SerialTransport"]
 
@@ -69,9 +70,9 @@ class SerialTransport(Transport):
 
     def close(self, timeout: float | None = None) -> None:
         groups, self.groups = self.groups, []
-        for group in groups:
-            group.close()
         self._replies.clear()
+        for group in groups:
+            warn_close_failures(group.close())
 
     @property
     def envs(self) -> list[Any]:

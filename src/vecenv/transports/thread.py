@@ -36,6 +36,7 @@ from vecenv.system import gil_enabled
 from vecenv.transports.spin import locked, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
 from vecenv.worker.commands import Command
+from vecenv.worker.group import warn_close_failures
 
 __all__ = ["ThreadTransport"]
 
@@ -157,7 +158,7 @@ class ThreadTransport(Transport):
         groups, self.groups = self.groups, []
         for w, group in enumerate(groups):
             if group is not None and w not in stuck:  # not one that a thread still runs
-                group.close()
+                warn_close_failures(group.close())
         self._finished.clear()
 
     # ----------------------------------------------------------------- the engine's side

@@ -157,8 +157,8 @@ class Configure(NamedTuple):
 class Close(NamedTuple):
     """Close every env of the group (its worker then ends)."""
 
-    def run(self, group: EnvGroup) -> None:
-        group.close()
+    def run(self, group: EnvGroup) -> list[str]:
+        return group.close()
 
 
 #: every command type a group accepts

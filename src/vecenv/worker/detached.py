@@ -91,5 +91,5 @@ class DetachedGroup:
         )
         return reply, outputs
 
-    def close(self) -> None:
-        self.group.close()
+    def close(self) -> list[str]:
+        return self.group.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, NamedTuple
@@ -23,7 +24,7 @@ from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import COMMANDS, Command, EnvIds
 from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
 
-__all__ = ["EnvDescription", "EnvGroup", "MadeEnvs", "close_envs", "make_envs"]
+__all__ = ["EnvDescription", "EnvGroup", "MadeEnvs", "close_envs", "make_envs", "warn_close_failures"]
 
 _NEXT = AutoresetMode.NEXT_STEP
 _SAME = AutoresetMode.SAME_STEP
@@ -74,13 +75,25 @@ def make_envs(
     return MadeEnvs(made, None)
 
 
-def close_envs(envs: Iterable[Any], catch: type[BaseException] | tuple[type[BaseException], ...] = Exception) -> None:
-    """Close every env, even when one of them fails to close."""
-    for env in envs:
+def close_envs(
+    envs: Iterable[Any], catch: type[BaseException] | tuple[type[BaseException], ...] = Exception, start: int = 0,
+) -> list[str]:
+    """Close every env (``start``: the index of the first), even when one of them fails to
+    close; what each failure raised, one line naming its env (for :func:`warn_close_failures`)."""
+    failures = []
+    for i, env in enumerate(envs, start):
         try:
             env.close()
-        except catch:
-            pass
+        except catch as exc:  # noqa: PERF203 - every env is closed
+            failures.append(f"env {i} ({type(env).__qualname__}) raised in close(): {type(exc).__name__}: {exc}")
+    return failures
+
+
+def warn_close_failures(failures: Any) -> None:
+    """In the caller's process: a ``RuntimeWarning`` for each env that failed to close (the
+    lines :meth:`EnvGroup.close` returned, wherever the group ran)."""
+    for line in failures if isinstance(failures, list) else ():
+        warnings.warn(line, RuntimeWarning, stacklevel=3)
 
 
 def _check_info(info: Any) -> None:
@@ -171,8 +184,8 @@ class EnvGroup:
         contain_exits: bool = False,
         made: Sequence[MadeEnvs] | None = None,
     ) -> None:
-        # what counts as an env's failure (an ``except`` clause evaluates this only on an error)
-        self._catch: type[BaseException] | tuple[type[BaseException], ...] = (Exception, SystemExit, KeyboardInterrupt) if contain_exits else Exception
+        self._catch: type[BaseException] | tuple[type[BaseException], ...] = Exception
+        self.contain_exits(contain_exits)
         self.start = start
         self.worker = worker
         self.autoreset_mode = autoreset_mode
@@ -201,6 +214,11 @@ class EnvGroup:
         self._lanes: dict[int, _Lane] = {}
 
     # ----------------------------------------------------------------- setup
+    def contain_exits(self, contain: bool) -> None:
+        """Whether an exit raised by env code is that env's failure (see ``contain_exits``)."""
+        # what counts as an env's failure (an ``except`` clause evaluates this only on an error)
+        self._catch = (Exception, SystemExit, KeyboardInterrupt) if contain else Exception
+
     def describe(self) -> list[EnvDescription]:
         """Spaces, metadata and render mode of each env, for the engine's checks."""
         return [
@@ -424,10 +442,11 @@ class EnvGroup:
                 raise self._error(j, "render", exc) from exc
         return out
 
-    def close(self) -> None:
-        """Close every env, even when one of them fails to close."""
-        close_envs(self.envs, self._catch)
-        self.envs, self._lanes = [], {}
+    def close(self) -> list[str]:
+        """Close every env, even when one of them fails to close; a line for each failure (the
+        caller warns with :func:`warn_close_failures`)."""
+        envs, self.envs, self._lanes = self.envs, [], {}
+        return close_envs(envs, self._catch, self.start)
 
     # ----------------------------------------------------------------- dispatch
     def run(self, command: Command) -> Any:

@@ -38,8 +38,11 @@ Modules, one concern each:
 - :mod:`.portable`: ``multiprocessing`` pipes and memory shared by name (Windows, anywhere).
 - :mod:`.infos`: where the info rows (:mod:`vecenv.infos`) lie in the shared block.
 - :mod:`.envfns`: the env_fns on their way to a worker (pickled once each for spawn/forkserver).
-- :mod:`.lifetime`: live transports (closed at exit), what a forked worker drops of other
-  vector envs, and the watch that ends a worker with its caller.
+- :mod:`.lifetime`: live transports (closed at exit), how the caller sees a worker end (the
+  process itself), the thread workers start from, what a forked worker drops of other vector
+  envs, the watch that ends a worker with its caller, and the mark on an env's forked copies.
+- :mod:`.closing`: ``close()``, finished by a second call when an interruption cut it short.
+- :mod:`.winjob`: Windows's job object, which ends the workers with their caller.
 - :mod:`.child`: the worker process's loop.
 - :mod:`.transport`: :class:`ProcessTransport`, the caller's side.
 - :mod:`.inline`: :class:`InlineTransport`, the last group in the caller's process.

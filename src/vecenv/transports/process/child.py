@@ -4,6 +4,11 @@ A whole-group step arrives as a counter bump in the control block (op ``S``, or 
 envs flagged in the shared step mask) and, when its envs report nothing but arrays, is answered
 the same way: nothing is pickled. Any other command, or a step whose infos are not empty,
 travels as a pickled message on the socket.
+
+Only the worker answers for itself: a process an env forks from it (a helper, a subprocess
+before its exec) is a copy that shares the worker's socket and memory. The copy is marked at the
+fork (:func:`.lifetime.mark_copies`), so an exit that env code raises there is the copy's own,
+and a copy that comes back to this loop ends at once, touching neither socket nor memory.
 """
 
 from __future__ import annotations
@@ -48,6 +53,23 @@ class Child:
         self.mask: np.ndarray | None = None
         self.infos: InfoWriter | None = None
         self.seq = 0
+        self.copy = False  # this process is a copy of the worker that an env forked
+
+    def forked(self) -> None:
+        """At a fork, in the new process: it is a copy, whose exits are its own (see the module
+        docstring)."""
+        self.copy = True
+        if self.group is not None:
+            self.group.contain_exits(False)
+
+    def leave_if_copy(self, error: BaseException | None = None) -> None:
+        """End this process without a word if it is a copy of the worker: with the status of the
+        ``SystemExit`` that ``error`` is or carries, 1 for another error, 0 without one."""
+        if not self.copy:
+            return
+        cause = error if isinstance(error, SystemExit) else getattr(error, "__cause__", None)
+        code = cause.code if isinstance(cause, SystemExit) else 0 if error is None else 1
+        os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 
     # ------------------------------------------------------------ handshake
     def attach(self) -> None:
@@ -114,6 +136,8 @@ class Child:
     def reply(self, ok: bool, value: Any, name: str) -> None:
         """Finish the command: in shared memory alone when it allows (a step's infos included,
         :mod:`.infos`), else as a message."""
+        if self.copy:
+            self.leave_if_copy(None if ok else value)
         if ok and type(value) is StepReply:
             message = self.infos.reply(value.entries, value.objects)
             if message is None:
@@ -128,6 +152,7 @@ class Child:
 
     def send(self, ok: bool, value: Any, name: str) -> None:
         """A reply outside the counters (during the handshake)."""
+        self.leave_if_copy(None if ok else value)
         self.peer.write(wire.frame(Frame.MESSAGE, self.dump(ok, value, name)))
 
     def dump(self, ok: bool, value: Any, name: str) -> bytes:
@@ -161,25 +186,25 @@ def worker_main(
     spin: tuple[float, float],
     caller_pid: int,
     caller_end: Any,
-    tie_to_parent: bool,
     mechanism: str = "posix",
 ) -> None:
     """Entry point of a worker process: build the group, describe it, attach, serve.
 
     ``caller_end``: with fork, the caller's end of this worker's socket (closed here);
-    ``tie_to_parent``: see :func:`.lifetime.watch_caller`; ``mechanism``: the name of the
-    :class:`~.mechanism.Mechanism` the caller uses.
+    ``mechanism``: the name of the :class:`~.mechanism.Mechanism` the caller uses.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the caller's to handle, once
-    if hasattr(signal, "pthread_sigmask"):  # started with SIGINT blocked: SIGTERM must end us
-        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    if hasattr(signal, "pthread_sigmask"):  # started with SIGINT blocked: SIGTERM must end us,
+        # and SIGINT stays blocked, so a handler an env installs (rclpy's) never runs
+        signal.pthread_sigmask(signal.SIG_SETMASK, (signal.SIGINT,))
     for var in THREAD_VARS:  # for libraries the envs import from now on
         os.environ.setdefault(var, "1")
     if caller_end is not None:
         lifetime.drop_inherited(caller_end)
-    lifetime.watch_caller(caller_pid, tie_to_parent)
+    lifetime.watch_caller(caller_pid)
     how = MECHANISMS[mechanism]
     child = Child(index, how.peer(sock), spin, how)
+    lifetime.mark_copies(child.forked)
     try:
         try:
             fns = [envfns.unpack(fn, start + j, index) for j, fn in enumerate(env_fns)]
@@ -191,9 +216,10 @@ def worker_main(
         child.send(True, descriptions, "describe")
         child.attach()
         child.serve()
-    except (SystemExit, KeyboardInterrupt, EOFError, OSError):
-        pass
+    except (SystemExit, KeyboardInterrupt, EOFError, OSError) as exc:
+        child.leave_if_copy(exc)
     finally:
+        child.leave_if_copy()
         if child.group is not None:
             child.group.close()
         sock.close()

@@ -102,6 +102,9 @@ class InlineTransport(Transport):
         part, w = self._part(worker)
         part.restart(w)
 
+    def disown(self) -> None:
+        self.remote.disown()
+
     def close(self, timeout: float | None = None) -> None:
         try:
             self.local.close(timeout)

@@ -10,6 +10,7 @@ mechanism (:mod:`.mechanism`).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import secrets
@@ -148,6 +149,30 @@ def _bound_reads(conn: Connection) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", STALL_S, 0))
 
 
+def _reserve(fd: int, size: int, name: str) -> None:
+    """Give the block all its memory now: ``ftruncate`` only promises it, and a page that a full
+    ``/dev/shm`` cannot provide later is a ``SIGBUS`` in whichever process first touches it."""
+    if not hasattr(os, "posix_fallocate"):  # macOS: shared memory is not a size-limited file system
+        return
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.ENOMEM):
+            return  # a file system that cannot reserve ahead (EOPNOTSUPP): as before
+        where = "/dev/shm" if os.path.isdir("/dev/shm") else "POSIX shared memory"
+        try:
+            free = os.statvfs(where).f_bavail * os.statvfs(where).f_frsize
+            left = f", and {free} bytes are free there"
+        except OSError:
+            left = ""
+        raise OSError(
+            exc.errno,
+            f"mechanism='portable' needs {size} bytes of shared memory in {where} for {name}{left}: "
+            "make it larger (docker: --shm-size), or use mechanism='posix' (anonymous memory, not "
+            f"limited by {where})",
+        ) from None
+
+
 class NamedBlock:
     """``size`` bytes of zeroed memory shared by name (:attr:`token`): a named section on
     Windows (freed with the last handle), ``shm_open`` elsewhere (registered with
@@ -174,13 +199,19 @@ class NamedBlock:
         try:
             if create:
                 os.ftruncate(fd, self.size)
-            return mmap.mmap(fd, self.size)
+                _reserve(fd, self.size, self.token)
+            memory = mmap.mmap(fd, self.size)
+        except BaseException:
+            if create:
+                _posixshmem.shm_unlink(self.token)
+            raise
         finally:
             os.close(fd)
-            if create:
-                from multiprocessing import resource_tracker
+        if create:
+            from multiprocessing import resource_tracker
 
-                resource_tracker.register(self.token, "shared_memory")
+            resource_tracker.register(self.token, "shared_memory")
+        return memory
 
     @classmethod
     def attach(cls, token: str, size: int) -> NamedBlock:

@@ -13,12 +13,13 @@ import cloudpickle
 import numpy as np
 from gymnasium import spaces
 
-from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport
+from vecenv.engine.transport import DEFAULT_START_TIMEOUT
 from vecenv.errors import StepTimeoutError, VecEnvError, WorkerDiedError
 from vecenv.infos import IN_ROWS, NO_REPLY, InfoReader, RowsReply
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, envfns, handshake, lifetime, wire
+from vecenv.transports.process import control, envfns, handshake, lifetime, winjob, wire
 from vecenv.transports.process.child import worker_main
+from vecenv.transports.process.closing import DEFAULT_CLOSE_TIMEOUT, Closing
 from vecenv.transports.process.control import ControlBlock, default_spin
 from vecenv.transports.process.envfns import EnvFnPicklingError
 from vecenv.transports.process.infos import caller_reader, infos_nbytes
@@ -28,12 +29,10 @@ from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, W
 from vecenv.transports.process.shm import aligned
 from vecenv.transports.signals import deferred, quietly_started
 from vecenv.worker import EnvDescription
-from vecenv.worker.commands import Close, Command, GivenStep, Step
+from vecenv.worker.commands import Command, GivenStep, Step
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport"]
 
-#: how long ``close()`` waits for workers to finish by themselves when given no timeout
-DEFAULT_CLOSE_TIMEOUT = 5.0
 #: default time each side calls sched_yield() (checking for its peer) before it blocks in the
 #: kernel: hands the core to a runnable peer without the cross-CPU wake-up blocking costs
 DEFAULT_YIELD_US = 500.0
@@ -43,7 +42,7 @@ DEATH_CHECK_S = 0.05
 FRAME_TIMEOUT = 30.0
 
 
-class ProcessTransport(Transport):
+class ProcessTransport(Closing):
     """Runs each env group in its own worker process; see the package docstring."""
 
     name = "process"
@@ -67,6 +66,7 @@ class ProcessTransport(Transport):
         self.yield_s = DEFAULT_YIELD_US * 1e-6 if yield_us is None else max(0.0, float(yield_us)) * 1e-6
         self.processes: list[Any] = []
         self.peers: list[wire.Peer] = []
+        self.watches: list[lifetime.Watch] = []  # how each worker's end is seen
         self.dead: dict[int, int | None] = {}
         self.ctrl: ControlBlock | None = None
         self._block: Any = None  # the mechanism's shared block
@@ -113,19 +113,18 @@ class ProcessTransport(Transport):
         parent, child = self.mechanism.pair()
         fns = self.env_fns[start:stop] if self._payloads is None else self._payloads[start:stop]
         forked = self.start_method == "fork"
-        # PR_SET_PDEATHSIG follows the parent *thread*: only safe for the main thread or the fork server
-        tie = self.start_method == "forkserver" or threading.current_thread() is threading.main_thread()
-        # Ctrl-C is the caller's: workers start deaf to it, and it waits until the worker is recorded
-        quietly_started(not forked, self._start, w, parent, child, fns, forked, tie)
+        # Ctrl-C is the caller's: workers start deaf to it, and it waits until the worker is
+        # recorded; from a thread that lasts, which their parent-death signal follows
+        lifetime.start_lasting(quietly_started, not forked, self._start, w, parent, child, fns, forked)
 
-    def _start(self, w: int, parent: Any, child: Any, fns: Any, forked: bool, tie: bool) -> None:
+    def _start(self, w: int, parent: Any, child: Any, fns: Any, forked: bool) -> None:
         """Start worker ``w``'s process and record it (quietly: see :meth:`_spawn`)."""
         start, _ = self.partition[w]
         try:
             process = self.ctx.Process(
                 target=worker_main,
                 args=(self.first_worker + w, child, fns, start, self.autoreset_mode,
-                      (self.worker_spin, self.yield_s), os.getpid(), parent if forked else None, tie,
+                      (self.worker_spin, self.yield_s), os.getpid(), parent if forked else None,
                       self.mechanism.name),
                 name=f"vecenv-worker-{self.first_worker + w}",
                 daemon=self.daemon,
@@ -136,12 +135,15 @@ class ProcessTransport(Transport):
             raise
         finally:
             child.close()
-        peer = self.mechanism.peer(parent, process.sentinel)
+        winjob.put_in_caller_job(process)  # Windows: ends with the caller, whatever its env does
+        watch = lifetime.Watch(process)
+        peer = self.mechanism.peer(parent, watch.waitable)
         if w < len(self.processes):
-            self.processes[w], self.peers[w] = process, peer
+            self.processes[w], self.peers[w], self.watches[w] = process, peer, watch
         else:
             self.processes.append(process)
             self.peers.append(peer)
+            self.watches.append(watch)
 
     def _handshake(self, w: int, deadline: float | None, phase: str) -> Any:
         """Read a reply sent outside the counters (the description, the attach) by ``deadline``;
@@ -281,6 +283,14 @@ class ProcessTransport(Transport):
                 owner[self.peers[w].sentinel] = w
         for key, _ in poller.poll(0) if owner else ():
             self._mark_dead(owner[key])
+        self._look_at_exit_codes(workers)
+
+    def _look_at_exit_codes(self, workers: Collection[int]) -> None:
+        """Where a process cannot be waited on exactly (:class:`.lifetime.Watch`): its exit
+        code, looked at in every bounded nap."""
+        for w in workers:
+            if w not in self.dead and not self.watches[w].exact and self.watches[w].ended():
+                self._mark_dead(w)
 
     def _sleep(self, workers: Collection[int], deadline: float | None) -> list[int]:
         """Block for a reply: declare it, re-check, then bounded polls on sockets and sentinels."""
@@ -296,8 +306,12 @@ class ProcessTransport(Transport):
             if self.ctrl is not None:
                 slots[live, Slot.CALLER_SLEEPS] = flag
 
+        if all(self.watches[w].exact for w in live):
+            check = lambda: self._done(workers)  # noqa: E731
+        else:
+            check = lambda: self._look_at_exit_codes(live) or self._done(workers)  # noqa: E731
         done = handshake.sleep(
-            lambda: self._done(workers), declare, poller, lambda fd: self._on_event(owner[fd], fd), deadline,
+            check, declare, poller, lambda fd: self._on_event(owner[fd], fd), deadline,
             lambda: self._closer in (None, threading.get_ident()),
         )
         return done or []
@@ -350,18 +364,18 @@ class ProcessTransport(Transport):
     # ------------------------------------------------------------ failures
     def terminate(self, worker: int) -> None:
         """Kill ``worker`` (SIGKILL: a hung env may ignore anything gentler)."""
-        process = self.processes[worker]
-        if process.exitcode is None:
-            process.kill()
-            process.join(2.0)
+        if not self.watches[worker].ended():
+            self.processes[worker].kill()
+            self.watches[worker].join(2.0)
         self._mark_dead(worker)
 
     def restart(self, worker: int) -> None:
         """Start a new process for ``worker``'s envs, mapped onto the same rows."""
         self.terminate(worker)
-        old = self.peers[worker]
+        old, watch = self.peers[worker], self.watches[worker]
         self._spawn(worker)
         old.close()
+        watch.release()
         self.ctrl.forget(worker)
         self._infos.forget(worker)
         self.dead.pop(worker, None)
@@ -376,71 +390,8 @@ class ProcessTransport(Transport):
 
     def _mark_dead(self, w: int) -> None:
         if w not in self.dead:
-            process = self.processes[w]
-            process.join(1.0)
-            self.dead[w] = process.exitcode
+            self.dead[w] = self.watches[w].join(1.0)
 
     def _died(self, w: int, detail: str = "") -> WorkerDiedError:
         start, stop = self.partition[w]
         return WorkerDiedError(self.first_worker + w, list(range(start, stop)), self.dead.get(w), detail)
-
-    # ------------------------------------------------------------ closing
-    def close(self, timeout: float | None = None) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._closer = threading.get_ident()
-        lifetime.LIVE.discard(self)
-        if self._block is not None:  # first: no restart can need it now, and a Ctrl-C during
-            self._block.release()  # the joins below must not leave a named block behind
-        deadline = time.monotonic() + (DEFAULT_CLOSE_TIMEOUT if timeout is None else max(0.0, float(timeout)))
-        if self.ctrl is not None:
-            self._ask_to_close(deadline)
-        for process in self.processes:
-            process.join(max(0.0, deadline - time.monotonic()))
-        for process in self.processes:
-            for end in (process.terminate, process.kill):
-                if process.exitcode is None:
-                    end()
-                    process.join(1.0)
-        for peer in self.peers:
-            peer.close()
-        for process in self.processes:
-            try:
-                process.close()
-            except ValueError:  # still running after SIGKILL: nothing more to do
-                pass
-        self.ctrl = self._mask = None
-
-    def _ask_to_close(self, deadline: float) -> None:
-        """Let busy workers finish (within the deadline), then send each a Close."""
-        try:
-            asked = []
-            for w in range(len(self.processes)):
-                if self.outstanding(w) and not self.settle(w, max(0.0, deadline - time.monotonic())):
-                    continue
-                if w not in self.dead:
-                    self.submit(w, Close())
-                    asked.append(w)
-            for w in asked:
-                self.settle(w, max(0.0, deadline - time.monotonic()))
-        except Exception:
-            pass
-
-    def disown(self) -> None:
-        """In a worker forked from the caller: drop this transport's inherited descriptors and
-        mappings, and never act on its workers (they are the caller's)."""
-        self._closed = True
-        lifetime.LIVE.discard(self)
-        for peer in self.peers:
-            peer.close()
-        if self._block is not None:
-            self._block.release()  # the mapping: lifetime.drop_inherited
-        self.processes, self.peers, self.ctrl, self._mask = [], [], None, None
-
-    def __del__(self) -> None:
-        try:
-            self.close(1.0)
-        except Exception:
-            pass
-

@@ -1,0 +1,121 @@
+"""Closing the process transport: bounded, idempotent, and finished by a second ``close()``
+when an interruption (a Ctrl-C) cut the first one short.
+
+Each part of closing can be done again without harm: releasing the shared block, asking the
+workers to close their envs (once: a second ``close()`` goes straight on to ending them),
+ending each worker (wait, ``SIGTERM``, ``SIGKILL``) and releasing its socket, its watch and its
+process object. A worker is counted as closed only once all of that is done, so a second
+``close()`` picks up exactly where the first one stopped: no descriptor and no shared block is
+left behind.
+
+In a process that is not the caller (a fork of it, or a worker), nothing here acts on the
+caller's workers: :meth:`Closing.disown` only lets go of what the fork copied.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from typing import Any
+
+from vecenv.engine.transport import Transport
+from vecenv.transports.process import lifetime
+from vecenv.worker.commands import Close
+from vecenv.worker.group import warn_close_failures
+
+__all__ = ["DEFAULT_CLOSE_TIMEOUT", "Closing"]
+
+#: how long ``close()`` waits for workers to finish by themselves when given no timeout
+DEFAULT_CLOSE_TIMEOUT = 5.0
+
+
+class Closing(Transport):
+    """The closing half of :class:`~.transport.ProcessTransport` (see the module docstring)."""
+
+    processes: list[Any]
+    peers: list[Any]
+    watches: list[lifetime.Watch]
+    dead: dict[int, int | None]
+    ctrl: Any
+    _block: Any
+    _mask: Any
+    _closed: bool
+    _closer: int | None
+    #: the workers were asked to close their envs; every worker was ended and released
+    _asked = False
+    _ended = False
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._ended:
+            return
+        self._closed = True  # a wait in another thread stops
+        self._closer = threading.get_ident()
+        lifetime.LIVE.discard(self)
+        if self._block is not None:  # first: no restart can need it now, and a Ctrl-C during
+            self._block.release()  # the waits below must not leave a named block behind
+        deadline = time.monotonic() + (DEFAULT_CLOSE_TIMEOUT if timeout is None else max(0.0, float(timeout)))
+        if not self._asked:
+            self._asked = True
+            if self.ctrl is not None:
+                self._ask_to_close(deadline)
+        for w in range(len(self.processes)):
+            self._end_worker(w, deadline)
+        self.ctrl = self._mask = None
+        self._ended = True
+
+    def _end_worker(self, w: int, deadline: float) -> None:
+        """Let worker ``w`` end by ``deadline``, else end it; release what the caller holds of it."""
+        watch = self.watches[w]
+        if not watch.released and watch.join(deadline - time.monotonic()) is None:
+            process = self.processes[w]
+            for end in (process.terminate, process.kill):
+                if watch.join(0) is None:
+                    end()
+                    watch.join(1.0)
+        self.peers[w].close()
+        watch.release()
+
+    def _ask_to_close(self, deadline: float) -> None:
+        """Let busy workers finish (within the deadline), send each a Close, and report what
+        their envs raised while closing."""
+        asked = []
+        for w in range(len(self.processes)):
+            try:
+                if self.outstanding(w) and not self.settle(w, max(0.0, deadline - time.monotonic())):
+                    continue
+                if w not in self.dead:
+                    self.submit(w, Close())
+                    asked.append(w)
+            except Exception:  # noqa: PERF203 - a worker that died meanwhile is ended below
+                pass
+        for w in asked:
+            try:
+                if self.ready([w], max(0.0, deadline - time.monotonic())):
+                    warn_close_failures(self.fetch(w))
+            except Exception:  # noqa: PERF203
+                pass
+
+    def disown(self) -> None:
+        """In a process forked from the caller (the engine's fork hook): let go of this
+        transport's inherited descriptors, and never act on its workers (they are the caller's;
+        multiprocessing would end them at this process's exit)."""
+        self._closed = self._asked = self._ended = True
+        lifetime.LIVE.discard(self)
+        children = getattr(multiprocessing.process, "_children", None)
+        for process in self.processes:
+            if children is not None:
+                children.discard(process)
+        for peer in self.peers:
+            peer.close()
+        for watch in self.watches:
+            watch.close_fd()
+        if self._block is not None:
+            self._block.release()  # the descriptor; a forked worker drops the mapping too
+        self.processes, self.peers, self.watches, self.ctrl, self._mask = [], [], [], None, None
+
+    def __del__(self) -> None:
+        try:
+            self.close(1.0)
+        except Exception:
+            pass
