@@ -3,14 +3,14 @@
 RLlib builds each env runner's vector env with ``gym.make_vec(id, n, vectorization_mode=...)``;
 with ``gym_env_vectorize_mode="vector_entry_point"`` that is the id's registered vector entry
 point, here ``vecenv.make`` (:func:`vecenv.register_vector_env`). RLlib pins its own gymnasium
-(1.2.2 with ray 2.60), so CI runs this file in a venv of its own (``.ci/rllib``).
+(1.2.2 with ray 2.60), so CI runs this file in a venv of its own (``.ci/clients``).
 """
 
 from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("ray.rllib", reason="needs RLlib: pip install 'ray[rllib]' (.ci/rllib makes its venv)",
+pytest.importorskip("ray.rllib", reason="needs RLlib: pip install 'ray[rllib]' (.ci/clients makes its venv)",
                     exc_type=ImportError)
 
 import gymnasium as gym  # noqa: E402
