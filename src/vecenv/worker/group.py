@@ -8,7 +8,6 @@ back. Stepping, autoreset and info collection therefore live here and nowhere el
 from __future__ import annotations
 
 import copy
-import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -24,11 +23,10 @@ from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import COMMANDS, Command, EnvIds
 from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
 
-__all__ = ["EnvDescription", "EnvGroup", "MadeEnvs", "close_envs", "make_envs", "warn_close_failures"]
+__all__ = ["EnvDescription", "EnvGroup", "close_envs", "warn_close_failures"]
 
 _NEXT = AutoresetMode.NEXT_STEP
 _SAME = AutoresetMode.SAME_STEP
-_thread_id = threading.get_ident
 
 
 class EnvDescription(NamedTuple):
@@ -51,28 +49,6 @@ def _built(env: Any) -> Any:
         got = "None" if env is None else f"an object of type {type(env).__qualname__} ({_short(env)})"
         raise TypeError(f"env_fn returned {got}, expected a gymnasium.Env")
     return env
-
-
-class MadeEnvs(NamedTuple):
-    """Envs made from a group's env_fns, by local index, and the first env_fn that failed (its
-    index and exception), if one did."""
-
-    envs: dict[int, Any]
-    failure: tuple[int, BaseException] | None
-
-
-def make_envs(
-    env_fns: Sequence[Callable[[], Any]], ids: Iterable[int],
-    catch: type[BaseException] | tuple[type[BaseException], ...] = Exception,
-) -> MadeEnvs:
-    """Make the envs ``ids`` (local indices, in the order given) until one of them fails."""
-    made: dict[int, Any] = {}
-    for j in ids:
-        try:
-            made[j] = _built(env_fns[j]())
-        except catch as exc:
-            return MadeEnvs(made, (j, exc))
-    return MadeEnvs(made, None)
 
 
 def close_envs(
@@ -120,15 +96,11 @@ def _set_attr(env: Any, name: str, value: Any) -> None:
         setattr(env, name, value)
 
 
-class _Lane(NamedTuple):
-    """One thread's own references to what a step touches for every env: views of the group's
-    buffers and reset flags, a copy of its list of envs and of the observation shape.
-
-    On a free-threaded Python an object's reference count sits beside its owner's, in one cache
-    line: two threads that both use an object (the owner among them) on every env slow each
-    other down (the thread backend steps one group's envs in several threads at once). A view
-    or copy made by the thread that uses it is that thread's own.
-    """
+class _StepView(NamedTuple):
+    """What a step touches for every env, gathered once rather than looked up env by env: views
+    of the group's buffers and reset flags, its list of envs and the observation shape. Made
+    afresh when the buffers or an env change (by the thread that steps the group: on a
+    free-threaded Python the objects a thread uses on every env are best its own)."""
 
     observations: Any  # the observation buffer's rows (a BatchBuffer)
     action: Callable[[int], Any]  # env j's action in the buffer
@@ -143,8 +115,8 @@ class _Lane(NamedTuple):
     same_step: bool  # ... SAME_STEP
 
     @classmethod
-    def of(cls, group: EnvGroup) -> _Lane:
-        """The calling thread's lane of ``group`` (made by that thread: its own objects)."""
+    def of(cls, group: EnvGroup) -> _StepView:
+        """``group``'s view, made now."""
         b = group.buffers.rows(0, group.buffers.n)  # type: ignore[union-attr]
         rows, shape = b.observations.single_leaf()
         return cls(b.observations, b.actions.item, b.rewards, b.terminations, b.truncations,
@@ -164,10 +136,6 @@ class EnvGroup:
             env's failure (an :class:`EnvError`, restarted under ``on_error="restart"``) instead
             of letting it end the caller. For worker processes, which ignore SIGINT: there, such
             an exception is the env's own. In the caller's process a Ctrl-C must get through.
-        made: the envs, already made from ``env_fns`` in parts (the thread backend has each made
-            by the thread that steps it, whose objects they then are); ``None``: made here, in
-            order. Either way a failed env_fn closes every env made and is raised for the
-            lowest index that failed, the one making them in order meets first.
 
     Whatever an env does wrong is its failure, reported as an :class:`EnvError` naming the env
     and the method: an exception, an env_fn that returns something other than an Env, an
@@ -182,7 +150,6 @@ class EnvGroup:
         worker: int,
         autoreset_mode: AutoresetMode,
         contain_exits: bool = False,
-        made: Sequence[MadeEnvs] | None = None,
     ) -> None:
         self._catch: type[BaseException] | tuple[type[BaseException], ...] = Exception
         self.contain_exits(contain_exits)
@@ -192,15 +159,13 @@ class EnvGroup:
         self.env_fns = list(env_fns)
         self.on_error = "raise"
         self._budget = RestartBudget()
-        if made is None:
-            made = [make_envs(self.env_fns, range(len(self.env_fns)), self._catch)]
-        envs = {j: env for part in made for j, env in part.envs.items()}
-        self.envs: list[Any] = [envs[j] for j in sorted(envs)]
-        failures = [part.failure for part in made if part.failure is not None]
-        if failures:
-            self.close()
-            j, exc = min(failures, key=lambda failure: failure[0])
-            raise self._error(j, "env_fn()", exc) from exc
+        self.envs: list[Any] = []
+        for j, env_fn in enumerate(self.env_fns):  # a failed env_fn closes every env made
+            try:
+                self.envs.append(_built(env_fn()))
+            except self._catch as exc:
+                self.close()
+                raise self._error(j, "env_fn()", exc) from exc
         self.buffers: StepBuffers | None = None
         self.ship_objects = False
         #: where a step's infos go first, written in place like observations: ``sink(j, info)``
@@ -209,9 +174,7 @@ class EnvGroup:
         # fresh envs need a reset before their first step (NEXT_STEP does it by itself; this is
         # what a restarted worker relies on, as the engine always resets a new vector env first)
         self._needs_reset = np.ones(len(self.envs), dtype=np.bool_)
-        #: each stepping thread's :class:`_Lane`, by thread id (made afresh when the buffers or
-        #: an env change)
-        self._lanes: dict[int, _Lane] = {}
+        self._view: _StepView | None = None  # made at the first step after the buffers or an env change
 
     # ----------------------------------------------------------------- setup
     def contain_exits(self, contain: bool) -> None:
@@ -233,7 +196,7 @@ class EnvGroup:
         for transports whose buffers are not the caller's own memory.
         """
         self.buffers = buffers
-        self._lanes = {}
+        self._view = None
         self.ship_objects = ship_objects and buffers.observations.has_objects
 
     def configure(self, on_error: str, max_restarts: int, restart_window: float) -> None:
@@ -258,7 +221,7 @@ class EnvGroup:
             pass
         try:
             self.envs[j] = _built(self.env_fns[j]())
-            self._lanes = {}  # every thread's copy of the list, made afresh
+            self._view = None
         except self._catch as exc2:
             raise self._error(j, "env_fn() while restarting", exc2) from exc2
         return f"{err.exc_type}: {err.exc_message}"
@@ -266,13 +229,11 @@ class EnvGroup:
     def _error(self, j: int, method: str, exc: BaseException) -> EnvError:
         return EnvError.from_exception(exc, self.start + j, self.worker, method)
 
-    def _lane(self) -> _Lane:
-        """The calling thread's :class:`_Lane`."""
-        lanes, me = self._lanes, _thread_id()
-        lane = lanes.get(me)
-        if lane is None:
-            lane = lanes[me] = _Lane.of(self)
-        return lane
+    def _step_view(self) -> _StepView:
+        view = self._view
+        if view is None:
+            view = self._view = _StepView.of(self)
+        return view
 
     def _ids(self, ids: EnvIds | None) -> EnvIds:
         return range(len(self.envs)) if ids is None else ids
@@ -292,8 +253,8 @@ class EnvGroup:
         ids: EnvIds | None = None,
     ) -> StepReply:
         """Reset envs ``ids`` (local indices; all when ``None``), env ``j`` with ``seeds[j]``."""
-        lane = self._lane()
-        terms, truncs, needs_reset = lane.terminations, lane.truncations, lane.needs_reset
+        view = self._step_view()
+        terms, truncs, needs_reset = view.terminations, view.truncations, view.needs_reset
         entries: list[InfoEntry] = []
         for j in self._ids(ids):
             seed = None if seeds is None else seeds[j]
@@ -315,18 +276,17 @@ class EnvGroup:
 
     def _reset_one(self, j: int, seed: int | None, options: dict | None) -> dict:
         """Reset env ``j`` and write its observation; its info."""
-        lane = self._lane()
-        obs, info = lane.envs[j].reset(seed=seed, options=options)
+        view = self._step_view()
+        obs, info = view.envs[j].reset(seed=seed, options=options)
         _check_info(info)
-        lane.observations.write(j, obs)
+        view.observations.write(j, obs)
         return info
 
     def step(self, ids: EnvIds | None = None, given: Mapping[int, Any] | None = None) -> StepReply:
         """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer,
         or, for the envs in ``given``, with ``given[j]`` (an action as the caller passed it)."""
-        # nothing of the lane is used by another thread on every env
         (obs_buf, action_of, rewards, terms, truncs, needs_reset, envs, rows, shape, next_step,
-         same_step) = self._lane()
+         same_step) = self._step_view()
         if given:
             action_of = partial(_given_or_row, given, action_of)
         sink, start = self.info_sink, self.start
@@ -445,7 +405,7 @@ class EnvGroup:
     def close(self) -> list[str]:
         """Close every env, even when one of them fails to close; a line for each failure (the
         caller warns with :func:`warn_close_failures`)."""
-        envs, self.envs, self._lanes = self.envs, [], {}
+        envs, self.envs, self._view = self.envs, [], None
         return close_envs(envs, self._catch, self.start)
 
     # ----------------------------------------------------------------- dispatch
