@@ -7,12 +7,29 @@ import multiprocessing
 import signal
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
 import vecenv
 from vecenv.transports.process import unavailable
 from vecenv.transports.process.mechanism import choose_mechanism
+
+
+class PlainEnv(gym.Env):
+    """Two zero floats an observation, reward 0, episodes that never end: a base for envs that
+    plant one behaviour (a fork, a hang, a slow close)."""
+
+    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
 
 #: extra constructor keywords per backend, so that multi-worker backends run several env groups
 #: the quickest way to start a worker here: fork where there is one (Linux), else spawn (Windows)

@@ -13,11 +13,9 @@ import sys
 import textwrap
 import time
 
-import gymnasium as gym
-import numpy as np
 import pytest
 
-from helpers import make_backend, needs_processes, pid_alive
+from helpers import PlainEnv, make_backend, needs_processes, pid_alive
 
 pytestmark = needs_processes
 
@@ -67,17 +65,7 @@ def test_a_forked_callers_child_leaves_the_parents_vector_env_alone(tmp_path, ba
 
 
 # ---------------------------------------------------------------- an interrupted close()
-class SlowClose(gym.Env):
-    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return np.zeros(2, np.float32), {}
-
-    def step(self, action):
-        return np.zeros(2, np.float32), 0.0, False, False, {}
-
+class SlowClose(PlainEnv):
     def close(self):
         time.sleep(1.0)
 

@@ -12,26 +12,16 @@ import sys
 import textwrap
 import time
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
 import vecenv
-from helpers import needs_processes, pid_alive
+from helpers import PlainEnv, needs_processes, pid_alive
 
 pytestmark = [needs_processes, pytest.mark.skipif(not hasattr(os, "fork"), reason="envs that fork need os.fork")]
 
 
-class _Base(gym.Env):
-    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return np.zeros(2, np.float32), {}
-
-    def step(self, action):
-        return np.zeros(2, np.float32), 0.0, False, False, {}
+_Base = PlainEnv
 
 
 class ForksHelper(_Base):

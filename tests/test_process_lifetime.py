@@ -15,23 +15,21 @@ import numpy as np
 import pytest
 
 import vecenv
-from helpers import FAST_START, exit_without_close, needs_processes, pid_alive, posix_mechanism_only
+from helpers import (
+    FAST_START,
+    PlainEnv,
+    exit_without_close,
+    needs_processes,
+    pid_alive,
+    posix_mechanism_only,
+)
 
 pytestmark = needs_processes
 
 CONTEXTS = ["fork", "spawn", "forkserver"]
 
 
-class _Base(gym.Env):
-    observation_space = gym.spaces.Box(-1, 1, (2,), np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        return np.zeros(2, np.float32), {}
-
-    def step(self, action):
-        return np.zeros(2, np.float32), 0.0, False, False, {}
+_Base = PlainEnv
 
 
 class _HangingBuild(_Base):
