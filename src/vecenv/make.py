@@ -164,8 +164,8 @@ def _make_auto(env_fns: list[Callable[[], gym.Env]], mode: AutoresetMode,
     with runs.starting():  # a run started beside this one sees it while both choose
         chosen = choose(env_fns, backend_kwargs)
         envs = BACKENDS[chosen.backend](env_fns, autoreset_mode=mode, **{**chosen.kwargs(), **backend_kwargs})
+        runs.opened()  # until it closes (VectorEnv.close)
         envs.layout = chosen
-        envs.count_as_run()
     return envs
 
 

@@ -70,12 +70,11 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
 
     #: the transport's name, e.g. ``"serial"``
     backend: str
-    #: what ``backend="auto"`` chose and why (a :class:`vecenv.layout.Layout`); None otherwise
+    #: what ``backend="auto"`` chose and why (a :class:`vecenv.layout.Layout`); None otherwise.
+    #: An env that auto built counts as a run on this machine until it closes (:mod:`vecenv.runs`)
     layout: Any = None
     #: False lets step() come before the first reset() (SB3's API leaves that to the envs)
     require_reset: bool = True
-    #: whether this env counts as a run of this process (:meth:`count_as_run`)
-    _counted_as_run: bool = False
 
     def __init__(
         self,
@@ -423,19 +422,11 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         check_timeout(kwargs.get("timeout"), "close")
         if not self.closed:
             self.closed = True  # first: a call blocked in another thread sees it and stops
-            if self._counted_as_run:
-                self._counted_as_run = False
+            if self.layout is not None:
                 runs.closed()
         self.close_extras(**kwargs)
         self._open = False
         owner.release(self)
-
-    def count_as_run(self) -> None:
-        """Count this vector env as a run on this machine until it closes (``backend="auto"``
-        does, so that ``auto`` in other processes sees it: :mod:`vecenv.runs`)."""
-        if not self._counted_as_run:
-            runs.opened()
-            self._counted_as_run = True
 
     def __enter__(self) -> VectorEnv:
         return self
