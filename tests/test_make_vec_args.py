@@ -14,9 +14,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from tests.helpers import FAST_START, needs_processes
 
 import vecenv
+from helpers import FAST_START, needs_processes
 
 HAS_BOX2D = importlib.util.find_spec("Box2D") is not None
 ENV_ID = "LunarLander-v3" if HAS_BOX2D else "CartPole-v1"
