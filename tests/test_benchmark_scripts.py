@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
 import sys
 from pathlib import Path
 
@@ -39,5 +40,9 @@ def test_caller_cost_null_env_and_cpu_per_step():
     _, reward, terminated, truncated, infos = env.step(0)
     assert sorted(infos) == sorted(caller_cost.KINDS["17 floats + 4 infos"][1])
     assert (reward, terminated, truncated) == (1.0, False, False)
-    cpu = caller_cost.cpu_per_step(caller_cost._vecenv, 4, "4 floats", 2, steps=20)
-    assert 0 < cpu < 0.1
+    builders = [caller_cost._gym_sync]
+    if "fork" in multiprocessing.get_all_start_methods():  # spawned workers cannot import it
+        builders.append(caller_cost._vecenv)
+    for build in builders:
+        cpu = caller_cost.cpu_per_step(build, 4, "4 floats", 2, steps=20)
+        assert 0 < cpu < 0.1
