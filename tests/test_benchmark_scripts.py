@@ -45,4 +45,4 @@ def test_caller_cost_null_env_and_cpu_per_step():
         builders.append(caller_cost._vecenv)
     for build in builders:
         cpu = caller_cost.cpu_per_step(build, 4, "4 floats", 2, steps=20)
-        assert 0 < cpu < 0.1
+        assert 0 <= cpu < 0.1  # (Windows' thread clock moves in 15.6 ms ticks)
