@@ -41,7 +41,7 @@ def test_caller_cost_null_env_and_cpu_per_step():
     assert sorted(infos) == sorted(caller_cost.KINDS["17 floats + 4 infos"][1])
     assert (reward, terminated, truncated) == (1.0, False, False)
     builders = [caller_cost._gym_sync]
-    if "fork" in multiprocessing.get_all_start_methods():  # spawned workers cannot import it
+    if multiprocessing.get_start_method() == "fork":  # spawned workers cannot import the script
         builders.append(caller_cost._vecenv)
     for build in builders:
         cpu = caller_cost.cpu_per_step(build, 4, "4 floats", 2, steps=20)
