@@ -95,13 +95,16 @@ def cpu_per_step(build: Callable, n: int, kind: str, workers: int, steps: int) -
         envs.close()
 
 
-def rows(quick: bool, envs_low: int, envs_high: int) -> list[tuple[str, Callable, list[tuple[int, int]], str]]:
+def rows(quick: bool, envs_low: int, envs_high: int,
+         peers_too: bool = True) -> list[tuple[str, Callable, list[tuple[int, int]], str]]:
     """(name, builder, the two (envs, workers) points, observation kind) for each row."""
     table = []
     for kind in KINDS:
         table.append((f"vecenv process, per env-step, {kind}", _vecenv,
                       [(envs_low, 2), (envs_high, 2)], kind))
     table.append(("vecenv process, per worker, 4 floats, 64 envs", _vecenv, [(64, 2), (64, 16)], "4 floats"))
+    if not peers_too:
+        return table
     peers = [("gym AsyncVectorEnv", _gym_async), ("gym SyncVectorEnv", _gym_sync)]
     try:
         import stable_baselines3  # noqa: F401
@@ -121,11 +124,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--envs-low", type=int, default=8)
     parser.add_argument("--envs-high", type=int, default=512)
     parser.add_argument("--quick", action="store_true", help="fewer steps and peers (a smoke run)")
+    parser.add_argument("--no-peers", action="store_true", help="vecenv's rows only")
     args = parser.parse_args(argv)
-    table = rows(args.quick, args.envs_low, args.envs_high)
+    table = rows(args.quick, args.envs_low, args.envs_high, not args.no_peers)
     samples: dict[str, list[float]] = {name: [] for name, *_ in table}
     budget = 0.2 if args.quick else 1.0  # vector steps scaled so each point takes ~budget s
-    for _ in range(args.rounds):
+    for r in range(args.rounds):
+        print(f"round {r + 1} of {args.rounds}", flush=True)
         for name, build, points, kind in table:
             cpu = []
             for n, workers in points:
