@@ -111,5 +111,5 @@ class Recovery:
         envs' episodes at their next step (as for a step's restart), and run ``command`` on the
         new worker; its reply."""
         flight = self.flight
-        self.flight.restarted.update(self.restart(w, np.empty(0, np.int64), error, command).later)
+        flight.restarted.update(self.restart(w, np.empty(0, np.int64), error, command).later)
         return flight.fetch_now(w, command)

@@ -97,6 +97,7 @@ class ThreadTransport(Transport):
         self.groups: list[EnvGroup | None] = []
         self._mine: deque[int] = deque()  # your groups with a command to run
         self._queues: list[deque[int]] = []  # where each group's commands go (_mine: yours)
+        self._servers: list[list[_Helper]] = []  # the helpers that take each group's commands
         self._commands: list[Any] = []
         self._replies: list[tuple[bool, Any]] = []
         self._sent: list[int] = []  # commands given to each group
@@ -118,12 +119,14 @@ class ThreadTransport(Transport):
         helpers = min(self.threads, g + yours) - yours if self.threads > 1 else 0
         if self.whole_batches:  # contiguous blocks of groups, each with a queue of its own
             self.helpers = [_Helper(self, k + 1, deque()) for k in range(helpers)]
-            slots: list[deque[int]] = [self._mine, *(h.jobs for h in self.helpers)]
-            self._queues = [slots[w * len(slots) // g] for w in range(g)]
+            slots: list[_Helper | None] = [None, *self.helpers]
+            owners = [slots[w * len(slots) // g] for w in range(g)]
+            self._queues = [self._mine if h is None else h.jobs for h in owners]
+            self._servers = [[] if h is None else [h] for h in owners]
         else:  # async batches: one queue, any helper takes the next env
             shared: deque[int] = deque()
             self.helpers = [_Helper(self, k + 1, shared) for k in range(max(1, helpers))]
-            self._queues = [shared] * g
+            self._queues, self._servers = [shared] * g, [self.helpers] * g
         self.groups, self._commands, self._replies = [None] * g, [None] * g, [_EMPTY] * g
         self._sent, self._served, self._taken = [0] * g, [0] * g, [0] * g
         for h in self.helpers:
@@ -167,13 +170,11 @@ class ThreadTransport(Transport):
         # that settle() puts right (a command nobody runs is not waited for)
         self._commands[worker] = command
         self._sent[worker] += 1
-        jobs = self._queues[worker]
-        jobs.append(worker)
-        if jobs is not self._mine:
-            for h in self.helpers:  # one helper that serves this queue and sleeps
-                if h.jobs is jobs and h.asleep:
-                    self._wake(h)
-                    break
+        self._queues[worker].append(worker)
+        for h in self._servers[worker]:  # one helper that takes it and sleeps
+            if h.asleep:
+                self._wake(h)
+                break
 
     def outstanding(self, worker: int) -> bool:
         return self._sent[worker] != self._taken[worker]

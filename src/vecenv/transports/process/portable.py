@@ -161,8 +161,8 @@ def _reserve(fd: int, size: int, name: str) -> None:
             return  # a file system that cannot reserve ahead (EOPNOTSUPP): as before
         where = "/dev/shm" if os.path.isdir("/dev/shm") else "POSIX shared memory"
         try:
-            free = os.statvfs(where).f_bavail * os.statvfs(where).f_frsize
-            left = f", and {free} bytes are free there"
+            stat = os.statvfs(where)
+            left = f", and {stat.f_bavail * stat.f_frsize} bytes are free there"
         except OSError:
             left = ""
         raise OSError(
