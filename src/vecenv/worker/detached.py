@@ -18,6 +18,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
+from vecenv.errors import VecEnvError
 from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import Command, GivenStep, Reset, Step
 from vecenv.worker.group import EnvDescription, EnvGroup
@@ -40,8 +41,8 @@ def command_inputs(rows: StepBuffers, command: Command) -> list[np.ndarray] | No
 
 def store_outputs(rows: StepBuffers, command: Command, outputs: Any) -> None:
     """Caller side: write a reply's ``outputs`` into the caller's rows of the batch buffers."""
-    if outputs is None:
-        return
+    if outputs is None or not isinstance(command, (Reset, Step, GivenStep)):
+        return  # only those commands write rows (DetachedGroup.run gives no outputs for others)
     sel = _rows(command)
     leaves, rewards, terms, truncs = outputs
     for leaf, values in zip(rows.observations.leaves, leaves, strict=True):
@@ -74,15 +75,16 @@ class DetachedGroup:
 
     def run(self, command: Command, inputs: list[np.ndarray] | None = None) -> tuple[Any, Any]:
         """Run ``command`` and return ``(reply, outputs)`` (``outputs`` is ``None`` unless it wrote rows)."""
+        if not isinstance(command, (Reset, Step, GivenStep)):
+            return self.group.run(command), None  # no rows in, none out (only a step has inputs)
         b = self.buffers
+        if b is None:
+            raise VecEnvError(f"worker {self.group.worker}: the detached group has no buffers (attach() has not run)")
+        sel = _rows(command)
         if inputs is not None:
-            sel = _rows(command)
             for leaf, values in zip(b.actions.leaves, inputs, strict=True):
                 leaf.array[sel] = values
         reply = self.group.run(command)
-        if not isinstance(command, (Reset, Step, GivenStep)):
-            return reply, None
-        sel = _rows(command)
         outputs = (
             [leaf.array[sel] if isinstance(sel, np.ndarray) else leaf.array.copy() for leaf in b.observations.leaves],
             b.rewards[sel].copy(),

@@ -17,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from vecenv.errors import EnvError
+from vecenv.errors import EnvError, VecEnvError
 from vecenv.infos import NO_REPLY, InfoEntry, StepReply
 from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import COMMANDS, Command, EnvIds
@@ -117,7 +117,8 @@ class _StepView(NamedTuple):
     @classmethod
     def of(cls, group: EnvGroup) -> _StepView:
         """``group``'s view, made now."""
-        b = group.buffers.rows(0, group.buffers.n)  # type: ignore[union-attr]
+        buffers = group._attached
+        b = buffers.rows(0, buffers.n)
         rows, shape = b.observations.single_leaf()
         return cls(b.observations, b.actions.item, b.rewards, b.terminations, b.truncations,
                    group._needs_reset[:], list(group.envs), rows, None if shape is None else tuple(list(shape)),
@@ -199,6 +200,17 @@ class EnvGroup:
         self._view = None
         self.ship_objects = ship_objects and buffers.observations.has_objects
 
+    @property
+    def _attached(self) -> StepBuffers:
+        """The group's buffers (off the step path; a clear error before :meth:`attach`)."""
+        buffers = self.buffers
+        if buffers is None:
+            raise self._unattached()
+        return buffers
+
+    def _unattached(self) -> VecEnvError:
+        return VecEnvError(f"worker {self.worker}: the env group has no buffers (attach() has not run)")
+
     def configure(self, on_error: str, max_restarts: int, restart_window: float) -> None:
         """Set the failure policy: ``"raise"``, or ``"restart"`` a failed env from its env_fn
         (at most ``max_restarts`` times per env within ``restart_window`` seconds)."""
@@ -242,8 +254,13 @@ class EnvGroup:
         """Object-leaf rows of envs ``ids`` (all when ``None``) when the group ships them."""
         if not self.ship_objects:
             return None
-        objects = self.buffers.observations.get_objects()
-        return objects if ids is None else [leaf[np.asarray(ids, dtype=np.intp)] for leaf in objects]
+        buffers = self.buffers  # on the step path: narrowed here, not through _attached
+        if buffers is None:
+            raise self._unattached()
+        objects = buffers.observations.get_objects()
+        if objects is None or ids is None:
+            return objects
+        return [leaf[np.asarray(ids, dtype=np.intp)] for leaf in objects]
 
     # ----------------------------------------------------------------- stepping
     def reset(
@@ -328,7 +345,7 @@ class EnvGroup:
     def _same_step_reset(self, j: int, final_obs: Any, final_info: Any) -> InfoEntry:
         """SAME_STEP: env ``j`` ended its episode in this step; reset it at once."""
         _check_info(final_info)
-        self.buffers.observations.check(final_obs)
+        self._attached.observations.check(final_obs)
         info = self._reset_one(j, None, None)
         return InfoEntry(self.start + j, info, True, final_obs, final_info)
 
@@ -340,7 +357,7 @@ class EnvGroup:
         leaves the reset to the caller, as for any episode end.
         """
         report = restart_report(self._recover(j, "step", exc))
-        b = self.buffers
+        b = self._attached
         truncate_rows(b, j)
         if self.autoreset_mode is _SAME:
             final_obs = copy.deepcopy(b.observations.item(j))

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from vecenv.errors import EnvError, portable_error
+from vecenv.errors import EnvError, VecEnvError, portable_error
 from vecenv.infos import InfoWriter, RowsReply, StepReply
 from vecenv.spaces import StepBuffers
 from vecenv.transports.process import envfns, handshake, lifetime, wire
@@ -79,36 +79,44 @@ class Child:
         if op != Frame.ATTACH or type(at) is not Attach:
             raise RuntimeError(f"worker {self.index}: expected the shared-memory layout, got {op!r} "
                                f"{type(at).__name__}")
+        group = self.group
+        if group is None:
+            raise self._missing("env group (worker_main() builds it before attach())")
         block = self.mechanism.attach_block(token, at.nbytes)
         buffers = StepBuffers(at.observation_space, at.action_space, at.num_envs, block.buffer)
-        self.group.attach(buffers.rows(at.start, at.stop), ship_objects=True)
-        self.ctrl = ControlBlock(block.buffer, at.control_at, at.num_workers)
+        group.attach(buffers.rows(at.start, at.stop), ship_objects=True)
+        ctrl = self.ctrl = ControlBlock(block.buffer, at.control_at, at.num_workers)
         self.mask = np.frombuffer(block.buffer, np.bool_, at.stop - at.start, at.mask_at + at.start)
-        self.infos = worker_writer(at.observation_space, at.num_envs, block.buffer, at.infos_at, at.start, at.stop)
-        self.group.info_sink = self.infos.write
-        self.seq = int(self.ctrl.slots[self.index, CMD])
+        infos = self.infos = worker_writer(at.observation_space, at.num_envs, block.buffer, at.infos_at, at.start,
+                                           at.stop)
+        group.info_sink = infos.write
+        self.seq = int(ctrl.slots[self.index, CMD])
         self.send(True, None, "attach")
 
     # ------------------------------------------------------------ commands
     def serve(self) -> None:
         """Run commands until the caller sends Close or goes away."""
-        slot = self.ctrl.slots[self.index]
+        group, ctrl, infos, mask = self.group, self.ctrl, self.infos, self.mask
+        if group is None or group.buffers is None or ctrl is None or infos is None or mask is None:
+            raise self._missing("shared rows (attach() has not run)")
+        actions = group.buffers.actions  # attach() gave them once, for the life of this process
+        slot = ctrl.slots[self.index]
         while True:
             self.wait_command(slot)
             self.seq = int(slot[CMD])
             op, name = int(slot[OP]), "step"
-            self.infos.begin()
+            infos.begin()
             try:
                 if op == Op.STEP:
-                    result: Any = self.group.step(None)
+                    result: Any = group.step(None)
                 elif op == Op.MASKED_STEP:
-                    result = self.group.step(np.flatnonzero(self.mask))
+                    result = group.step(np.flatnonzero(mask))
                 else:
                     command, objects = wire.loads(self.peer.read_frame()[1])
                     name = type(command).__name__
                     if objects is not None:  # custom action leaves travel with the step
-                        self.group.buffers.actions.set_objects(objects)
-                    result = self.group.run(command)
+                        actions.set_objects(objects)
+                    result = group.run(command)
                     if isinstance(command, Close):
                         self.reply(True, result, name)
                         return
@@ -138,17 +146,24 @@ class Child:
         :mod:`.infos`), else as a message."""
         if self.copy:
             self.leave_if_copy(None if ok else value)
+        infos, ctrl = self.infos, self.ctrl
+        if infos is None or ctrl is None:
+            raise self._missing("shared rows (attach() has not run)")
         if ok and type(value) is StepReply:
-            message = self.infos.reply(value.entries, value.objects)
+            message = infos.reply(value.entries, value.objects)
             if message is None:
-                kind = Reply.INFOS if self.infos.dirty else Reply.IN_MEMORY
-                self.ctrl.finish(self.index, self.seq, kind)
-                handshake.notify(self.ctrl.slots[self.index], Slot.CALLER_SLEEPS, self.peer, Wake.CALLER)
+                kind = Reply.INFOS if infos.dirty else Reply.IN_MEMORY
+                ctrl.finish(self.index, self.seq, kind)
+                handshake.notify(ctrl.slots[self.index], Slot.CALLER_SLEEPS, self.peer, Wake.CALLER)
                 return
             value = message
         data = self.dump(ok, value, name)
-        self.ctrl.finish(self.index, self.seq, Reply.MESSAGE)
+        ctrl.finish(self.index, self.seq, Reply.MESSAGE)
         self.peer.write(wire.frame(Frame.MESSAGE, data))
+
+    def _missing(self, what: str) -> VecEnvError:
+        """The error for a step of the loop that came before what it needs."""
+        return VecEnvError(f"worker {self.index}: no {what}")
 
     def send(self, ok: bool, value: Any, name: str) -> None:
         """A reply outside the counters (during the handshake)."""

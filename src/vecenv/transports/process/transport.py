@@ -121,7 +121,8 @@ class ProcessTransport(Closing):
         """Start worker ``w``'s process and record it (quietly: see :meth:`_spawn`)."""
         start, _ = self.partition[w]
         try:
-            process = self.ctx.Process(
+            # every context multiprocessing makes has Process; typeshed's BaseContext does not say so
+            process = self.ctx.Process(  # type: ignore[attr-defined]
                 target=worker_main,
                 args=(self.first_worker + w, child, fns, start, self.autoreset_mode,
                       (self.worker_spin, self.yield_s), os.getpid(), parent if forked else None,
@@ -189,6 +190,11 @@ class ProcessTransport(Closing):
         self._action_objects = self._buffers.actions.has_objects
         return self._buffers
 
+    def _no_block(self) -> VecEnvError:
+        """The error for a call that needs the shared block when there is none."""
+        why = "the transport is closed" if self._closed else "allocate() has not run"
+        return VecEnvError(f"ProcessTransport: no shared block (buffers, control block, infos): {why}")
+
     @property
     def info_reader(self) -> InfoReader:
         """The caller's reader of the info rows (made by :meth:`allocate`)."""
@@ -216,12 +222,17 @@ class ProcessTransport(Closing):
         if worker in self.dead:
             return  # fetch reports it
         ctrl = self.ctrl
+        if ctrl is None:
+            raise self._no_block()
         if type(command) is Step and not self._action_objects:
             if command.ids is None:
                 op = Op.STEP
             else:
                 start, stop = self.partition[worker]
-                mask = self._mask[start:stop]
+                masks = self._mask
+                if masks is None:
+                    raise self._no_block()
+                mask = masks[start:stop]
                 mask[:] = False
                 mask[command.ids] = True
                 op = Op.MASKED_STEP
@@ -231,12 +242,18 @@ class ProcessTransport(Closing):
         objects = None
         if type(command) is Step or type(command) is GivenStep:
             start, stop = self.partition[worker]
-            objects = self._buffers.actions.rows(start, stop).get_objects()
+            buffers = self._buffers
+            if buffers is None:
+                raise self._no_block()
+            objects = buffers.actions.rows(start, stop).get_objects()
         data = wire.frame(Frame.MESSAGE, cloudpickle.dumps((command, objects), wire.PROTOCOL))
         deferred(self._post_message, worker, data)  # posted and written, or neither
 
     def _post_message(self, worker: int, data: bytes) -> None:
-        self.ctrl.post(worker, Op.COMMAND)
+        ctrl = self.ctrl
+        if ctrl is None:
+            raise self._no_block()
+        ctrl.post(worker, Op.COMMAND)
         try:
             self.peers[worker].write(data)
         except EOFError:
@@ -300,16 +317,22 @@ class ProcessTransport(Closing):
             for key in (self.peers[w].waitable, self.peers[w].sentinel):
                 poller.register(key)
                 owner[key] = w
-        slots = self.ctrl.slots
+        ctrl = self.ctrl
+        if ctrl is None:
+            raise self._no_block()
+        slots = ctrl.slots
 
         def declare(flag: int) -> None:
             if self.ctrl is not None:
                 slots[live, Slot.CALLER_SLEEPS] = flag
 
-        if all(self.watches[w].exact for w in live):
-            check = lambda: self._done(workers)  # noqa: E731
-        else:
-            check = lambda: self._look_at_exit_codes(live) or self._done(workers)  # noqa: E731
+        exact = all(self.watches[w].exact for w in live)
+
+        def check() -> list[int]:
+            if not exact:
+                self._look_at_exit_codes(live)
+            return self._done(workers)
+
         done = handshake.sleep(
             check, declare, poller, lambda fd: self._on_event(owner[fd], fd), deadline,
             lambda: self._closer in (None, threading.get_ident()),
@@ -318,7 +341,10 @@ class ProcessTransport(Closing):
 
     def _on_event(self, w: int, fd: int) -> None:
         """A socket or sentinel of ``w`` is readable: take wake-ups, notice a death."""
-        if w in self.dead or not self.ctrl.outstanding(w):
+        ctrl = self.ctrl
+        if ctrl is None:
+            raise self._no_block()
+        if w in self.dead or not ctrl.outstanding(w):
             if fd != self.peers[w].sentinel:
                 self.peers[w].skip_wakeups()
             return
@@ -326,19 +352,21 @@ class ProcessTransport(Closing):
             self._mark_dead(w)
 
     def fetch(self, worker: int) -> Any:
-        ctrl = self.ctrl
+        ctrl, infos = self.ctrl, self._infos
         if worker in self.dead:
             raise self._died(worker)
+        if ctrl is None or infos is None:
+            raise self._no_block()
         if not control.TSO:
             self.peers[worker].skip_wakeups()
         kind = ctrl.slots[worker, Slot.REPLY]
         if kind != Reply.MESSAGE:  # the hot path: the reply is all in shared memory
             if kind == Reply.INFOS and ctrl.take(worker, Reply.INFOS):
-                return self._infos.take(worker, IN_ROWS)
+                return infos.take(worker, IN_ROWS)
             return NO_REPLY
         value = self._unpack(worker, deferred(self._take_message, worker))  # read and marked taken, or neither
         if type(value) is RowsReply:
-            return self._infos.take(worker, value)
+            return infos.take(worker, value)
         return value
 
     def _take_message(self, worker: int) -> bytes:
@@ -346,7 +374,10 @@ class ProcessTransport(Closing):
             data = self._read(worker, FRAME_TIMEOUT)
         except TimeoutError:  # _read ended the worker (another signal's handler cut a read short)
             raise self._died(worker, f"ended, its reply stalled for {FRAME_TIMEOUT:g} s") from None
-        self.ctrl.take(worker, Reply.MESSAGE)
+        ctrl = self.ctrl
+        if ctrl is None:
+            raise self._no_block()
+        ctrl.take(worker, Reply.MESSAGE)
         return data
 
     def _unpack(self, worker: int, data: bytes) -> Any:
@@ -376,8 +407,11 @@ class ProcessTransport(Closing):
         self._spawn(worker)
         old.close()
         watch.release()
-        self.ctrl.forget(worker)
-        self._infos.forget(worker)
+        ctrl = self.ctrl
+        if ctrl is None:
+            raise self._no_block()
+        ctrl.forget(worker)
+        self.info_reader.forget(worker)
         self.dead.pop(worker, None)
         deadline = self._start_deadline()
         try:
