@@ -187,6 +187,7 @@ class InFlight:
             for w, local, envs in self.partition.by_worker(ids):
                 a, b = self.partition[w]
                 self.submit(w, Reset(seeds[a:b], options, local), envs)
+            self.transport.flush()
 
     def resetting(self, ids: np.ndarray) -> None:
         """The envs ``ids`` are about to be reset."""
@@ -246,6 +247,7 @@ class InFlight:
                 self.deferred.setdefault(w, []).extend(envs.tolist())
             else:
                 self.submit(w, command, envs)
+        self.transport.flush()
         if restarted:
             self.return_restarted(restarted)
 
@@ -270,7 +272,7 @@ class InFlight:
 
     # ================================================================ waiting
     def wait_ready(self, deadline: float | None, timeout: float | None, method: str,
-                   overdue: Overdue) -> list[int]:
+                   overdue: Overdue, every: bool = False) -> list[int]:
         """Workers with a reply, waiting until one has, the caller's deadline, or a step deadline;
         a worker past ``step_timeout`` leaves the flight through ``overdue``.
 
@@ -286,7 +288,7 @@ class InFlight:
             due = min(self.sent_at[w] for w in workers) + step_timeout
             left = max(0.0, due - now) if left is None else min(left, max(0.0, due - now))
         try:
-            ready = self.transport.ready(workers, left)
+            ready = (self.transport.ready_all if every else self.transport.ready)(workers, left)
         except BaseException as exc:
             if self.closed:
                 raise ClosedEnvironmentError(f"the vector env was closed during `{method}`") from exc
@@ -313,7 +315,7 @@ class InFlight:
         while self.in_flight if count is None else len(self.ready) < count:
             if not self.in_flight:
                 raise NoAsyncCallError(f"Calling `{method}` with no envs in flight.", method)
-            for w in self.wait_ready(deadline, timeout, method, self.step_overdue):
+            for w in self.wait_ready(deadline, timeout, method, self.step_overdue, count is None):
                 self.take_reply(w)
 
     def step_overdue(self, w: int, envs: np.ndarray, method: str) -> None:
@@ -342,6 +344,7 @@ class InFlight:
         if deferred:
             ids = np.array(sorted(deferred), dtype=np.int64)
             self.submit(w, Step(ids - self.partition[w][0]), ids)
+            self.transport.flush()
 
     def keep(self, envs: np.ndarray, entries: Any) -> None:
         """Hold the info ``entries`` of the envs ``envs`` until their batch is returned."""

@@ -91,9 +91,18 @@ class Transport(ABC):
     def submit(self, worker: int, command: Command) -> None:
         """Send ``command`` to ``worker``'s group without waiting."""
 
+    def flush(self) -> None:  # noqa: B027 - a transport that sends at once has nothing to flush
+        """Deliver the commands submitted since the last flush (a transport may wake its workers
+        once for all of them); :meth:`ready` flushes too. Nothing by default."""
+
     @abstractmethod
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
         """Block until at least one of ``workers`` has a reply (or ``timeout``); return those."""
+
+    def ready_all(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
+        """As :meth:`ready`, for a caller that wants every reply: a transport may wait until all
+        are there (or one failed) and wake its caller once. :meth:`ready` by default."""
+        return self.ready(workers, timeout)
 
     @abstractmethod
     def fetch(self, worker: int) -> Any:

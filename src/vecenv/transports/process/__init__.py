@@ -8,8 +8,9 @@ One step, from the caller's ``step()`` to a worker and back::
       InFlight.check_actions: actions -> StepBuffers --> actions rows
       InFlight.send_steps -> ProcessTransport.submit(w, Step)
         ControlBlock.post(w, Op.STEP) --> slot[w].CMD += 1 ------------> Child.wait_command: spin,
-        handshake.notify: wake byte "W"                                   yield, then sleep on the
-          if the worker declared it sleeps --- socket -----------------> socket until CMD moves
+      ProcessTransport.flush: once for                                    yield, then sleep on the
+        all workers, if one declared it  --> bell word += 1, one -------> bell (or socket) until
+        sleeps (futex.Bell.ring)             futex wake for all           CMD moves
                                                                           EnvGroup.step(): envs write
                                           observation/reward/flag rows <- their results in place
                                           info rows <------------------- InfoWriter.write: each
@@ -19,7 +20,9 @@ One step, from the caller's ``step()`` to a worker and back::
       ProcessTransport.ready(workers):                                      socket only for new
         spin, yield, then sleep on the                                      schemas, infos that do
         sockets and process sentinels <------- socket: "K" if asked ------  not fit, or objects;
-      ProcessTransport.fetch(w): StepReply                                  "K" if the caller sleeps)
+      ProcessTransport.fetch(w): StepReply                                  "K" from the last to
+                                                                            finish if the caller
+                                                                            sleeps for them all)
         (InfoReader.take: infos from the info rows; the socket only for a message)
       InFlight.accept, FullBatches.collect: batch the infos (by column when they allow), return
       the rows
@@ -31,6 +34,7 @@ Modules, one concern each:
 - :mod:`.control`: the control block (post / finish / the sleep flags) and the memory fence.
 - :mod:`.handshake`: the sleep/wake handshake both sides use: a :class:`~.handshake.Waiter` that
   spins and yields only while its waits say it pays, the declared sleep, and the wake-up.
+- :mod:`.futex`: the bell every sleeping worker waits on, rung once for all (Linux).
 - :mod:`.mechanism`: the seam with the operating system (a channel, a shared block, a poller)
   and its two mechanisms: POSIX (:mod:`.wire`, :mod:`.shm`) and portable (:mod:`.portable`).
 - :mod:`.wire`: frames, pickling, and socket I/O that notices a dead peer (POSIX).

@@ -24,7 +24,7 @@ from gymnasium.vector import AutoresetMode
 from vecenv.errors import EnvError, VecEnvError, portable_error
 from vecenv.infos import InfoWriter, RowsReply, StepReply
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import envfns, handshake, lifetime, wire
+from vecenv.transports.process import control, envfns, futex, handshake, lifetime, wire
 from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.infos import worker_writer
 from vecenv.transports.process.mechanism import MECHANISMS, Mechanism
@@ -52,6 +52,7 @@ class Child:
         self.ctrl: ControlBlock | None = None
         self.mask: np.ndarray | None = None
         self.infos: InfoWriter | None = None
+        self.bell: futex.Bell | None = None  # where sleeping means waiting on the futex word
         self.seq = 0
         self.copy = False  # this process is a copy of the worker that an env forked
 
@@ -90,6 +91,7 @@ class Child:
         infos = self.infos = worker_writer(at.observation_space, at.num_envs, block.buffer, at.infos_at, at.start,
                                            at.stop)
         group.info_sink = infos.write
+        self.bell = futex.Bell(ctrl.bell_word) if at.bell else None
         self.seq = int(ctrl.slots[self.index, CMD])
         self.send(True, None, "attach")
 
@@ -132,6 +134,10 @@ class Child:
         moved = lambda: slot[CMD] != seq  # noqa: E731
         if moved() or self.waiter.spin(moved):
             return
+        if self.bell is not None:
+            handshake.sleep_on_bell(moved, lambda flag: slot.__setitem__(Slot.WORKER_SLEEPS, flag), self.bell,
+                                    self._caller_gone)
+            return
         poller = self.mechanism.poller()
         poller.register(self.peer.waitable)
         handshake.sleep(moved, lambda flag: slot.__setitem__(Slot.WORKER_SLEEPS, flag), poller, self._on_wakeup)
@@ -139,6 +145,11 @@ class Child:
     def _on_wakeup(self, fd: int) -> None:
         if self.peer.skip_wakeups() == b"":
             raise SystemExit(0)  # the caller closed its end
+
+    def _caller_gone(self) -> None:
+        """Between naps on the bell: end when the caller closed its end."""
+        if self.peer.peek() == b"":
+            raise SystemExit(0)
 
     # ------------------------------------------------------------ replying
     def reply(self, ok: bool, value: Any, name: str) -> None:
@@ -154,7 +165,9 @@ class Child:
             if message is None:
                 kind = Reply.INFOS if infos.dirty else Reply.IN_MEMORY
                 ctrl.finish(self.index, self.seq, kind)
-                handshake.notify(ctrl.slots[self.index], Slot.CALLER_SLEEPS, self.peer, Wake.CALLER)
+                control.fence()
+                if not control.TSO or ctrl.caller_waits_on(self.index):
+                    self.peer.wake(Wake.CALLER)
                 return
             value = message
         data = self.dump(ok, value, name)

@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from vecenv.system import usable_cores
-from vecenv.transports.process.protocol import Reply, Slot
+from vecenv.transports.process.protocol import Reply, Sleep, Slot
 
 __all__ = ["ControlBlock", "TSO", "default_spin", "fence"]
 
@@ -49,14 +49,16 @@ def default_spin(num_workers: int) -> tuple[float, float]:
 
 
 class ControlBlock:
-    """The counters of ``num_workers`` workers, over ``buffer`` at ``offset``."""
+    """The counters of ``num_workers`` workers, over ``buffer`` at ``offset``, then one more row
+    whose first 32 bits are the word that sleeping workers wait on (:mod:`.futex`)."""
 
     def __init__(self, buffer: memoryview, offset: int, num_workers: int) -> None:
         self.slots = np.frombuffer(buffer, np.int64, num_workers * Slot.SIZE, offset).reshape(num_workers, Slot.SIZE)
+        self.bell_word = np.frombuffer(buffer, np.int32, 1, offset + self.slots.nbytes)
 
     @staticmethod
     def nbytes(num_workers: int) -> int:
-        return num_workers * Slot.SIZE * 8
+        return (num_workers + 1) * Slot.SIZE * 8
 
     # ------------------------------------------------------------ caller side
     def post(self, w: int, op: int) -> None:
@@ -86,6 +88,10 @@ class ControlBlock:
         slot[REPLY] = Reply.IN_MEMORY
         return True
 
+    def sleepers(self) -> bool:
+        """Whether any worker declared that it sleeps."""
+        return bool(self.slots[:, Slot.WORKER_SLEEPS].any())
+
     def forget(self, w: int) -> None:
         """Drop whatever ``w`` was doing (it was ended): nothing is outstanding any more."""
         slot = self.slots[w]
@@ -99,3 +105,13 @@ class ControlBlock:
         slot[REPLY] = kind
         slot[STAMP] = time.monotonic_ns()
         slot[DONE] = seq
+
+    def caller_waits_on(self, w: int) -> bool:
+        """After ``w`` finished (and a fence): whether the caller sleeps and wants a wake-up from
+        ``w`` now: it waits for any reply (``CALLER_SLEEPS`` 1), or for all of the workers it
+        marked 2 and every one of them is done (the last to finish wakes it, once a batch)."""
+        flag = self.slots[w, Slot.CALLER_SLEEPS]
+        if flag != Sleep.ALL:
+            return bool(flag)
+        rows = self.slots[self.slots[:, Slot.CALLER_SLEEPS] == Sleep.ALL]
+        return bool((rows[:, CMD] == rows[:, DONE]).all())

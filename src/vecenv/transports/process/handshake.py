@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 
 from vecenv.transports.process.control import TSO, fence
 
-__all__ = ["MAX_NAP_MS", "Waiter", "notify", "sleep"]
+__all__ = ["MAX_NAP_MS", "Waiter", "notify", "sleep", "sleep_on_bell"]
 
 R = TypeVar("R")
 
@@ -195,6 +195,27 @@ def sleep(
             for fd, _ in events:
                 on_event(fd)
         return None
+    finally:
+        declare(0)
+
+
+def sleep_on_bell(check: Callable[[], Any], declare: Callable[[int], None], bell: Any,
+                  between: Callable[[], None]) -> None:
+    """Declare that this side sleeps, then wait on ``bell`` (:mod:`.futex`) until ``check()``
+    holds; ``between()`` runs after each nap that no ring ended."""
+    declare(1)
+    fence()
+    try:
+        nap = 1
+        while True:
+            seen = bell.seen()
+            fence()  # the word is read before the counter, where stores may be seen out of order
+            if check():
+                return
+            bell.wait(seen, nap)
+            if bell.seen() == seen:
+                between()
+                nap = min(2 * nap, MAX_NAP_MS)
     finally:
         declare(0)
 

@@ -73,15 +73,25 @@ class InlineTransport(Transport):
         else:
             if self._infos is not None:
                 self._infos.writer.begin()
+            self.remote.flush()  # the workers start before this thread steps its own group
             self.local.submit(worker - self._k, command)
 
+    def flush(self) -> None:
+        self.remote.flush()
+
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
+        return self._ready(workers, timeout, False)
+
+    def ready_all(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
+        return self._ready(workers, timeout, True)
+
+    def _ready(self, workers: Collection[int], timeout: float | None, every: bool) -> list[int]:
         k = self._k
         local = [k] if k in workers and self.local.ready([0]) else []
         remote = [w for w in workers if w < k]
         if not remote:
             return local
-        return local + self.remote.ready(remote, 0 if local else timeout)
+        return local + (self.remote.ready_all if every else self.remote.ready)(remote, 0 if local else timeout)
 
     def fetch(self, worker: int) -> Any:
         if worker < self._k:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["Attach", "Frame", "Op", "Reply", "Slot", "Wake"]
+__all__ = ["Attach", "Frame", "Op", "Reply", "Sleep", "Slot", "Wake"]
 
 
 class Slot:
@@ -32,6 +32,17 @@ class Slot:
     CMD, DONE, STAMP, OP, REPLY, WORKER_SLEEPS, CALLER_SLEEPS = range(7)
     #: int64 fields in a row (a cache line: workers never share one)
     SIZE = 8
+
+
+class Sleep:
+    """What a sleeping caller wants (its ``CALLER_SLEEPS`` flag in each worker's row)."""
+
+    #: awake: no wake-up byte
+    AWAKE = 0
+    #: a wake-up from the first of these workers to finish
+    ANY = 1
+    #: one wake-up, from the last of the workers marked ALL to finish
+    ALL = 2
 
 
 class Op:
@@ -87,3 +98,5 @@ class Attach(NamedTuple):
     num_workers: int
     mask_at: int
     infos_at: int
+    #: sleeping workers wait on the control block's futex word (:mod:`.futex`), not their socket
+    bell: bool

@@ -17,7 +17,7 @@ from vecenv.engine.transport import DEFAULT_START_TIMEOUT
 from vecenv.errors import StepTimeoutError, VecEnvError, WorkerDiedError
 from vecenv.infos import IN_ROWS, NO_REPLY, InfoReader, RowsReply
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, envfns, handshake, lifetime, winjob, wire
+from vecenv.transports.process import control, envfns, futex, handshake, lifetime, winjob, wire
 from vecenv.transports.process.child import worker_main
 from vecenv.transports.process.closing import DEFAULT_CLOSE_TIMEOUT, Closing
 from vecenv.transports.process.control import ControlBlock, default_spin
@@ -25,7 +25,7 @@ from vecenv.transports.process.envfns import EnvFnPicklingError
 from vecenv.transports.process.infos import caller_reader, infos_nbytes
 from vecenv.transports.process.mainguard import check_main_guard
 from vecenv.transports.process.mechanism import choose_mechanism
-from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, Wake
+from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Sleep, Slot, Wake
 from vecenv.transports.process.shm import aligned
 from vecenv.transports.signals import deferred, quietly_started
 from vecenv.worker import EnvDescription
@@ -74,6 +74,8 @@ class ProcessTransport(Closing):
         self._mask: np.ndarray | None = None
         self._payloads: list[bytes] | None = None
         self._infos: InfoReader | None = None
+        self._bell: futex.Bell | None = None  # where workers sleep on a futex: the word they wait on
+        self._unrung = False  # commands posted since the bell last rang
         self._action_objects = False
         self._next_death_check = 0.0
         self._closed = False
@@ -185,8 +187,9 @@ class ProcessTransport(Closing):
         self.ctrl = ControlBlock(buf, ctrl_off, self.num_workers)
         self._mask = np.frombuffer(buf, np.bool_, num_envs, mask_off)
         self._infos = caller_reader(observation_space, num_envs, buf, infos_off, self.partition)
+        self._bell = futex.Bell(self.ctrl.bell_word) if self.mechanism.name == "posix" and futex.available() else None
         self._layout = Attach(observation_space, action_space, num_envs, 0, 0, size, ctrl_off,
-                                   self.num_workers, mask_off, infos_off)
+                              self.num_workers, mask_off, infos_off, self._bell is not None)
         self._action_objects = self._buffers.actions.has_objects
         return self._buffers
 
@@ -237,7 +240,10 @@ class ProcessTransport(Closing):
                 mask[command.ids] = True
                 op = Op.MASKED_STEP
             ctrl.post(worker, op)  # the commit point
-            handshake.notify(ctrl.slots[worker], Slot.WORKER_SLEEPS, self.peers[worker], Wake.WORKER)
+            if self._bell is None:
+                handshake.notify(ctrl.slots[worker], Slot.WORKER_SLEEPS, self.peers[worker], Wake.WORKER)
+            else:
+                self._unrung = True  # flush() wakes every sleeping worker at once
             return
         objects = None
         if type(command) is Step or type(command) is GivenStep:
@@ -258,6 +264,16 @@ class ProcessTransport(Closing):
             self.peers[worker].write(data)
         except EOFError:
             self._mark_dead(worker)
+        self._unrung = self._bell is not None
+
+    def flush(self) -> None:
+        """Wake, with one ring of the bell, the workers asleep since commands were posted to them."""
+        if self._unrung:
+            self._unrung = False
+            ctrl, bell = self.ctrl, self._bell
+            control.fence()
+            if ctrl is not None and bell is not None and (not control.TSO or ctrl.sleepers()):
+                bell.ring()
 
     def outstanding(self, worker: int) -> bool:
         ctrl = self.ctrl
@@ -266,6 +282,13 @@ class ProcessTransport(Closing):
         )
 
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
+        return self._ready(workers, timeout, False)
+
+    def ready_all(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
+        return self._ready(workers, timeout, True)
+
+    def _ready(self, workers: Collection[int], timeout: float | None, every: bool) -> list[int]:
+        self.flush()
         done = self._done(workers)
         if done and len(done) < len(workers):
             self._look_for_deaths(workers, done)  # async batches: a dead worker is never waited on
@@ -280,7 +303,7 @@ class ProcessTransport(Closing):
 
         if self.waiter.spin(finished, timeout):
             return found
-        return self._sleep(workers, None if timeout is None else time.monotonic() + timeout)
+        return self._sleep(workers, None if timeout is None else time.monotonic() + timeout, every)
 
     def _done(self, workers: Collection[int]) -> list[int]:
         dead = self.dead
@@ -309,8 +332,9 @@ class ProcessTransport(Closing):
             if w not in self.dead and not self.watches[w].exact and self.watches[w].ended():
                 self._mark_dead(w)
 
-    def _sleep(self, workers: Collection[int], deadline: float | None) -> list[int]:
-        """Block for a reply: declare it, re-check, then bounded polls on sockets and sentinels."""
+    def _sleep(self, workers: Collection[int], deadline: float | None, every: bool) -> list[int]:
+        """Block for a reply (``every``: for all of them, or a death; woken once, by the last to
+        finish): declare it, re-check, then bounded polls on sockets and sentinels."""
         live = [w for w in workers if w not in self.dead]
         poller, owner = self.mechanism.poller(), {}
         for w in live:
@@ -322,16 +346,21 @@ class ProcessTransport(Closing):
             raise self._no_block()
         slots = ctrl.slots
 
+        mode = Sleep.ALL if every else Sleep.ANY
+
         def declare(flag: int) -> None:
             if self.ctrl is not None:
-                slots[live, Slot.CALLER_SLEEPS] = flag
+                slots[live, Slot.CALLER_SLEEPS] = mode if flag else Sleep.AWAKE
 
         exact = all(self.watches[w].exact for w in live)
 
         def check() -> list[int]:
             if not exact:
                 self._look_at_exit_codes(live)
-            return self._done(workers)
+            done = self._done(workers)
+            if every and len(done) < len(workers) and not any(w in self.dead for w in workers):
+                return []
+            return done
 
         done = handshake.sleep(
             check, declare, poller, lambda fd: self._on_event(owner[fd], fd), deadline,

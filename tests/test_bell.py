@@ -1,0 +1,140 @@
+"""One wake-up for many workers, each way: the futex bell every sleeping worker waits on (one
+system call wakes them all) and the caller's "wake me once, when all are done" flag."""
+
+from __future__ import annotations
+
+import mmap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import vecenv
+from helpers import needs_processes
+from vecenv.transports.process import futex, handshake
+from vecenv.transports.process.control import ControlBlock
+from vecenv.transports.process.mechanism import MECHANISMS
+from vecenv.transports.process.protocol import Sleep, Slot
+
+pytestmark = needs_processes
+needs_futex = pytest.mark.skipif(not futex.available(), reason="futexes are Linux-only")
+
+
+def _block(num_workers: int) -> ControlBlock:
+    memory = mmap.mmap(-1, ControlBlock.nbytes(num_workers))
+    return ControlBlock(memoryview(memory), 0, num_workers)
+
+
+def test_the_bell_word_lies_after_every_worker_row():
+    ctrl = _block(3)
+    ctrl.bell_word[0] = 7
+    assert not ctrl.slots.any()  # no worker's counters share its bytes
+    assert ControlBlock.nbytes(3) >= ctrl.slots.nbytes + ctrl.bell_word.nbytes
+
+
+def test_a_caller_waiting_for_any_reply_is_woken_by_each():
+    ctrl = _block(3)
+    ctrl.slots[:, Slot.CALLER_SLEEPS] = Sleep.ANY
+    ctrl.post(0, 1)
+    ctrl.post(1, 1)
+    ctrl.finish(0, 1, 0)
+    assert ctrl.caller_waits_on(0)
+    ctrl.slots[:, Slot.CALLER_SLEEPS] = Sleep.AWAKE
+    assert not ctrl.caller_waits_on(0)
+
+
+def test_a_caller_waiting_for_all_is_woken_only_by_the_last_to_finish():
+    ctrl = _block(4)
+    for w in range(3):
+        ctrl.post(w, 1)
+    ctrl.slots[:3, Slot.CALLER_SLEEPS] = Sleep.ALL  # worker 3 is not part of this wait
+    ctrl.post(3, 1)
+    ctrl.finish(0, 1, 0)
+    assert not ctrl.caller_waits_on(0)
+    ctrl.finish(2, 1, 0)
+    assert not ctrl.caller_waits_on(2)
+    ctrl.finish(1, 1, 0)
+    assert ctrl.caller_waits_on(1)  # all three done; worker 3 still busy does not matter
+
+
+@needs_futex
+@pytest.mark.timeout(20)
+def test_one_ring_wakes_every_thread_asleep_on_the_word():
+    ctrl = _block(1)
+    bell = futex.Bell(ctrl.bell_word)
+    woke: list[float] = []
+
+    def sleeper() -> None:
+        seen = bell.seen()
+        start = time.monotonic()
+        while bell.seen() == seen and time.monotonic() - start < 5:
+            bell.wait(seen, 5000)
+        woke.append(time.monotonic() - start)
+
+    threads = [threading.Thread(target=sleeper) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    bell.ring()
+    for t in threads:
+        t.join(10)
+    assert len(woke) == 4 and max(woke) < 4.0
+
+
+@needs_futex
+@pytest.mark.timeout(20)
+def test_a_wait_returns_at_once_when_the_word_moved_and_after_its_nap_otherwise():
+    bell = futex.Bell(_block(1).bell_word)
+    seen = bell.seen()
+    bell.ring()
+    start = time.monotonic()
+    bell.wait(seen, 2000)  # the word is no longer `seen`
+    assert time.monotonic() - start < 1.0
+    start = time.monotonic()
+    bell.wait(bell.seen(), 30)
+    assert 0.02 <= time.monotonic() - start < 1.0
+
+
+@needs_futex
+@pytest.mark.timeout(20)
+def test_sleep_on_bell_declares_returns_on_the_counter_and_withdraws():
+    ctrl = _block(1)
+    bell = futex.Bell(ctrl.bell_word)
+    flags: list[int] = []
+    moved = threading.Event()
+
+    def poster() -> None:
+        time.sleep(0.1)
+        moved.set()
+        bell.ring()
+
+    threading.Thread(target=poster).start()
+    handshake.sleep_on_bell(moved.is_set, flags.append, bell, lambda: None)
+    assert flags == [1, 0]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mechanism", ["posix", "portable"])
+def test_sleeping_workers_woken_once_each_way_step_like_gymnasium(mechanism):
+    """Blocking waits only (no spin), more workers than cores: every step posts to sleeping
+    workers and the caller sleeps for all of them."""
+    import gymnasium as gym
+
+    if mechanism == "posix" and MECHANISMS["posix"].missing():
+        pytest.skip("no POSIX mechanism here")
+    fns = [lambda: gym.make("CartPole-v1")] * 8
+    ours = vecenv.make(fns, backend="process", num_workers=4, spin_us=0, yield_us=0, mechanism=mechanism)
+    ref = gym.vector.SyncVectorEnv(fns)
+    try:
+        o1, _ = ours.reset(seed=3)
+        o2, _ = ref.reset(seed=3)
+        rng = np.random.default_rng(0)
+        for _ in range(60):
+            a = rng.integers(0, 2, 8)
+            r1, r2 = ours.step(a), ref.step(a)
+            for x, y in zip(r1[:4], r2[:4], strict=True):
+                np.testing.assert_array_equal(x, y)
+    finally:
+        ours.close()
+        ref.close()
