@@ -13,6 +13,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from helpers import assert_same
 from vecenv.spaces import BatchBuffer, StepBuffers, is_fixed_leaf
+from vecenv.spaces.buffers import aligned
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -174,12 +175,12 @@ def test_step_buffers_in_one_memory_block_do_not_overlap():
     act_space = spaces.Tuple((spaces.Discrete(3), spaces.Box(-1, 1, (2,), np.float32)))
     n = 5
     size = StepBuffers.nbytes(obs_space, act_space, n)
-    assert size == BatchBuffer.nbytes(obs_space, n) + BatchBuffer.nbytes(act_space, n) + 10 * n
+    assert size == aligned(BatchBuffer.nbytes(obs_space, n) + BatchBuffer.nbytes(act_space, n) + 10 * n) + 8
     memory = bytearray(size)
     sb = StepBuffers(obs_space, act_space, n, memory=memory)
     base = np.frombuffer(memory, np.uint8)
     fixed = [leaf.array for leaf in sb.observations.leaves + sb.actions.leaves if leaf.fixed]
-    flags = [sb.rewards, sb.terminations, sb.truncations]
+    flags = [sb.rewards, sb.terminations, sb.truncations, sb.slot_cell]
     for array in fixed + flags:
         assert np.shares_memory(array, base), "fixed arrays must live in the given memory"
         assert array.ctypes.data % array.dtype.alignment == 0
@@ -194,6 +195,7 @@ def test_step_buffers_in_one_memory_block_do_not_overlap():
     sb.rewards[...] = -2.5
     sb.terminations[...] = True
     sb.truncations[...] = False
+    sb.slot_cell[0] = 0
     for k, array in enumerate(fixed):
         assert (array == k + 1).all(), f"array {k} was overwritten"
     assert (sb.rewards == -2.5).all() and sb.terminations.all() and not sb.truncations.any()

@@ -35,6 +35,12 @@ class Transport(ABC):
     most one command in flight.
     """
 
+    #: observation slots the buffers hold (:mod:`vecenv.spaces.slots`); the engine sets it
+    #: before :meth:`allocate` where it lends observations
+    observation_slots = 1
+    #: whether the groups write observations in the buffers themselves, so slots can be lent
+    lends_observations = True
+
     #: short name used by ``vecenv.make(backend=...)`` and in reprs
     name: str = "transport"
     #: whether :meth:`terminate` and :meth:`restart` work (needed for ``step_timeout``)
@@ -80,8 +86,9 @@ class Transport(ABC):
     def allocate(
         self, observation_space: spaces.Space, action_space: spaces.Space, num_envs: int
     ) -> StepBuffers:
-        """Allocate the batch buffers (in memory the groups can write; local by default)."""
-        return StepBuffers(observation_space, action_space, num_envs)
+        """Allocate the batch buffers (in memory the groups can write; local by default), with
+        :attr:`observation_slots` observation slots."""
+        return StepBuffers(observation_space, action_space, num_envs, slots=self.observation_slots)
 
     @abstractmethod
     def attach(self, buffers: StepBuffers) -> None:

@@ -24,6 +24,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from vecenv.spaces.checks import collect, misfit, shape_of, split
+from vecenv.spaces.slots import Lender
 
 __all__ = ["BatchBuffer", "Leaf", "StepBuffers", "aligned", "is_fixed_leaf"]
 
@@ -263,6 +264,15 @@ class BatchBuffer:
             return self._single_array.copy() if copy else self._single_array
         return _read(self._tree, self.leaves, slice(None), copy)
 
+    def copy_from(self, other: BatchBuffer) -> None:
+        """Every row of ``other`` (a buffer of the same space and size), copied into this one."""
+        for mine, theirs in zip(self.leaves, other.leaves, strict=True):
+            np.copyto(mine.array, theirs.array)
+
+    def assemble(self, arrays: list[np.ndarray]) -> Any:
+        """One array per (fixed) leaf, in leaf order, in gymnasium's batched layout."""
+        return arrays[0] if self._single_array is not None else _assemble(self._tree, arrays)
+
     def read_rows(self, rows: Sequence[int] | np.ndarray) -> Any:
         """Some rows (always a copy), in gymnasium's batched layout."""
         return _read(self._tree, self.leaves, np.asarray(rows, dtype=np.intp), True)
@@ -335,32 +345,49 @@ class StepBuffers:
         action_space: spaces.Space,
         n: int,
         memory: Any = None,
+        slots: int = 1,
     ) -> None:
         self.n = n
         obs_bytes = BatchBuffer.nbytes(observation_space, n)
         act_bytes = BatchBuffer.nbytes(action_space, n)
-        self.observations = BatchBuffer(observation_space, n, memory, 0)
-        self.actions = BatchBuffer(action_space, n, memory, obs_bytes)
-        flags = obs_bytes + act_bytes
+        if slots > 1 and memory is None:  # slots are lent from one block, here a private one
+            memory = memoryview(bytearray(StepBuffers.nbytes(observation_space, action_space, n, slots)))
+        self.slots = [BatchBuffer(observation_space, n, memory, k * obs_bytes) for k in range(slots)]
+        self.actions = BatchBuffer(action_space, n, memory, slots * obs_bytes)
+        flags = slots * obs_bytes + act_bytes
         if memory is None:
             self.rewards = np.zeros(n, dtype=np.float64)
             self.terminations = np.zeros(n, dtype=np.bool_)
             self.truncations = np.zeros(n, dtype=np.bool_)
+            self.slot_cell = np.zeros(1, dtype=np.int64)
         else:
             self.rewards = np.frombuffer(memory, np.float64, n, flags)
             self.terminations = np.frombuffer(memory, np.bool_, n, flags + 8 * n)
             self.truncations = np.frombuffer(memory, np.bool_, n, flags + 9 * n)
+            self.slot_cell = np.frombuffer(memory, np.int64, 1, aligned(flags + 10 * n))
+        self.lender = None
+        if slots > 1:
+            regions = [memory[k * obs_bytes:(k + 1) * obs_bytes] for k in range(slots)]
+            self.lender = Lender(self.slots, regions, self.slot_cell)
+
+    @property
+    def observations(self) -> BatchBuffer:
+        """The observation slot the envs write next and the engine reads (:mod:`.slots`)."""
+        return self.slots[self.slot_cell[0]]
 
     @staticmethod
-    def nbytes(observation_space: spaces.Space, action_space: spaces.Space, n: int) -> int:
+    def nbytes(observation_space: spaces.Space, action_space: spaces.Space, n: int, slots: int = 1) -> int:
         """Size of the memory block that holds every fixed array of ``n`` envs."""
-        return BatchBuffer.nbytes(observation_space, n) + BatchBuffer.nbytes(action_space, n) + 10 * n
+        flags = slots * BatchBuffer.nbytes(observation_space, n) + BatchBuffer.nbytes(action_space, n)
+        return aligned(flags + 10 * n) + 8
 
     def rows(self, start: int, stop: int) -> StepBuffers:
         """The buffers of envs ``start:stop``, sharing memory with these."""
         view = object.__new__(StepBuffers)
         view.n = stop - start
-        view.observations = self.observations.rows(start, stop)
+        view.slots = [buffer.rows(start, stop) for buffer in self.slots]
+        view.slot_cell = self.slot_cell
+        view.lender = None
         view.actions = self.actions.rows(start, stop)
         view.rewards = self.rewards[start:stop]
         view.terminations = self.terminations[start:stop]

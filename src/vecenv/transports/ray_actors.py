@@ -134,6 +134,7 @@ class RayTransport(Transport):
 
     name = "ray"
     can_end_workers = True
+    lends_observations = False  # the caller writes the rows each reply carries, not every row
 
     def __init__(
         self,

@@ -113,16 +113,19 @@ class _StepView(NamedTuple):
     shape: tuple[int, ...] | None  # the shape an observation written there must have
     next_step: bool  # the autoreset mode is NEXT_STEP
     same_step: bool  # ... SAME_STEP
+    slot: int  # the observation slot written (:mod:`vecenv.spaces.slots`) ...
+    cell: np.ndarray  # ... while this shared cell holds it
 
     @classmethod
-    def of(cls, group: EnvGroup) -> _StepView:
-        """``group``'s view, made now."""
+    def of(cls, group: EnvGroup, slot: int) -> _StepView:
+        """``group``'s view of observation slot ``slot``, made now."""
         buffers = group._attached
         b = buffers.rows(0, buffers.n)
-        rows, shape = b.observations.single_leaf()
-        return cls(b.observations, b.actions.item, b.rewards, b.terminations, b.truncations,
+        observations = b.slots[slot]
+        rows, shape = observations.single_leaf()
+        return cls(observations, b.actions.item, b.rewards, b.terminations, b.truncations,
                    group._needs_reset[:], list(group.envs), rows, None if shape is None else tuple(list(shape)),
-                   group.autoreset_mode is _NEXT, group.autoreset_mode is _SAME)
+                   group.autoreset_mode is _NEXT, group.autoreset_mode is _SAME, slot, buffers.slot_cell)
 
 
 class EnvGroup:
@@ -176,6 +179,8 @@ class EnvGroup:
         # what a restarted worker relies on, as the engine always resets a new vector env first)
         self._needs_reset = np.ones(len(self.envs), dtype=np.bool_)
         self._view: _StepView | None = None  # made at the first step after the buffers or an env change
+        self._views: dict[int, _StepView] = {}  # the view of each observation slot used so far
+        self._slot = 0  # the observation slot this group wrote last
 
     # ----------------------------------------------------------------- setup
     def contain_exits(self, contain: bool) -> None:
@@ -197,7 +202,8 @@ class EnvGroup:
         for transports whose buffers are not the caller's own memory.
         """
         self.buffers = buffers
-        self._view = None
+        self._forget_views()
+        self._slot = int(buffers.slot_cell[0])
         self.ship_objects = ship_objects and buffers.observations.has_objects
 
     @property
@@ -233,7 +239,7 @@ class EnvGroup:
             pass
         try:
             self.envs[j] = _built(self.env_fns[j]())
-            self._view = None
+            self._forget_views()
         except self._catch as exc2:
             raise self._error(j, "env_fn() while restarting", exc2) from exc2
         return f"{err.exc_type}: {err.exc_message}"
@@ -243,9 +249,28 @@ class EnvGroup:
 
     def _step_view(self) -> _StepView:
         view = self._view
-        if view is None:
-            view = self._view = _StepView.of(self)
+        if view is None or view.slot != view.cell[0]:
+            view = self._follow_slot()
         return view
+
+    def _follow_slot(self) -> _StepView:
+        """The view of the slot the engine chose; when it moved, this group's rows there start
+        as the observations it wrote last (a step may leave a row as it was)."""
+        b = self._attached
+        k = int(b.slot_cell[0])
+        if k != self._slot:
+            b.slots[k].copy_from(b.slots[self._slot])
+            self._slot = k
+        view = self._views.get(k)
+        if view is None:
+            view = self._views[k] = _StepView.of(self, k)
+        self._view = view
+        return view
+
+    def _forget_views(self) -> None:
+        """The buffers or an env changed: views are made afresh."""
+        self._view = None
+        self._views = {}
 
     def _ids(self, ids: EnvIds | None) -> EnvIds:
         return range(len(self.envs)) if ids is None else ids
@@ -303,7 +328,7 @@ class EnvGroup:
         """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer,
         or, for the envs in ``given``, with ``given[j]`` (an action as the caller passed it)."""
         (obs_buf, action_of, rewards, terms, truncs, needs_reset, envs, rows, shape, next_step,
-         same_step) = self._step_view()
+         same_step, _, _) = self._step_view()
         if given:
             action_of = partial(_given_or_row, given, action_of)
         sink, start = self.info_sink, self.start
@@ -422,7 +447,8 @@ class EnvGroup:
     def close(self) -> list[str]:
         """Close every env, even when one of them fails to close; a line for each failure (the
         caller warns with :func:`warn_close_failures`)."""
-        envs, self.envs, self._view = self.envs, [], None
+        envs, self.envs = self.envs, []
+        self._forget_views()
         return close_envs(envs, self._catch, self.start)
 
     # ----------------------------------------------------------------- dispatch

@@ -84,7 +84,7 @@ class Child:
         if group is None:
             raise self._missing("env group (worker_main() builds it before attach())")
         block = self.mechanism.attach_block(token, at.nbytes)
-        buffers = StepBuffers(at.observation_space, at.action_space, at.num_envs, block.buffer)
+        buffers = StepBuffers(at.observation_space, at.action_space, at.num_envs, block.buffer, at.slots)
         group.attach(buffers.rows(at.start, at.stop), ship_objects=True)
         ctrl = self.ctrl = ControlBlock(block.buffer, at.control_at, at.num_workers)
         self.mask = np.frombuffer(block.buffer, np.bool_, at.stop - at.start, at.mask_at + at.start)

@@ -56,6 +56,7 @@ class InlineTransport(Transport):
 
     def allocate(self, observation_space: spaces.Space, action_space: spaces.Space, num_envs: int) -> StepBuffers:
         if self.num_workers > 1:
+            self.remote.observation_slots = self.observation_slots
             return self.remote.allocate(observation_space, action_space, num_envs)
         return super().allocate(observation_space, action_space, num_envs)
 

@@ -100,3 +100,5 @@ class Attach(NamedTuple):
     infos_at: int
     #: sleeping workers wait on the control block's futex word (:mod:`.futex`), not their socket
     bell: bool
+    #: observation slots in the block (:mod:`vecenv.spaces.slots`)
+    slots: int

@@ -176,20 +176,21 @@ class ProcessTransport(Closing):
 
     # ------------------------------------------------------------ buffers
     def allocate(self, observation_space: spaces.Space, action_space: spaces.Space, num_envs: int) -> StepBuffers:
-        nbytes = StepBuffers.nbytes(observation_space, action_space, num_envs)
+        slots = self.observation_slots
+        nbytes = StepBuffers.nbytes(observation_space, action_space, num_envs, slots)
         ctrl_off = aligned(nbytes)
         mask_off = ctrl_off + ControlBlock.nbytes(self.num_workers)
         infos_off = aligned(mask_off + num_envs)
         size = aligned(infos_off + infos_nbytes(observation_space, num_envs))
         self._block = self.mechanism.block(size)
         buf = self._block.buffer
-        self._buffers = StepBuffers(observation_space, action_space, num_envs, buf)
+        self._buffers = StepBuffers(observation_space, action_space, num_envs, buf, slots)
         self.ctrl = ControlBlock(buf, ctrl_off, self.num_workers)
         self._mask = np.frombuffer(buf, np.bool_, num_envs, mask_off)
         self._infos = caller_reader(observation_space, num_envs, buf, infos_off, self.partition)
         self._bell = futex.Bell(self.ctrl.bell_word) if self.mechanism.name == "posix" and futex.available() else None
         self._layout = Attach(observation_space, action_space, num_envs, 0, 0, size, ctrl_off,
-                              self.num_workers, mask_off, infos_off, self._bell is not None)
+                              self.num_workers, mask_off, infos_off, self._bell is not None, slots)
         self._action_objects = self._buffers.actions.has_objects
         return self._buffers
 
