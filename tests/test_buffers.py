@@ -175,7 +175,7 @@ def test_step_buffers_in_one_memory_block_do_not_overlap():
     act_space = spaces.Tuple((spaces.Discrete(3), spaces.Box(-1, 1, (2,), np.float32)))
     n = 5
     size = StepBuffers.nbytes(obs_space, act_space, n)
-    assert size == aligned(BatchBuffer.nbytes(obs_space, n) + BatchBuffer.nbytes(act_space, n) + 10 * n) + 8
+    assert size == aligned(BatchBuffer.nbytes(obs_space, n) + BatchBuffer.nbytes(act_space, n) + 10 * n) + 24
     memory = bytearray(size)
     sb = StepBuffers(obs_space, act_space, n, memory=memory)
     base = np.frombuffer(memory, np.uint8)
@@ -195,7 +195,7 @@ def test_step_buffers_in_one_memory_block_do_not_overlap():
     sb.rewards[...] = -2.5
     sb.terminations[...] = True
     sb.truncations[...] = False
-    sb.slot_cell[0] = 0
+    sb.slot_cell[:] = 0
     for k, array in enumerate(fixed):
         assert (array == k + 1).all(), f"array {k} was overwritten"
     assert (sb.rewards == -2.5).all() and sb.terminations.all() and not sb.truncations.any()

@@ -46,7 +46,8 @@ class FullBatches(InFlight):
         self.forget(Event.RETURNED)
         if self.autoreset_mode is AutoresetMode.DISABLED:
             self.needs_reset = np.logical_or(b.terminations, b.truncations)
-        return b.observations.read(self.copy), b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
+        observations = b.observations.read(self.copy) if b.lender is None else b.lender.lend()
+        return observations, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
 
     def forget(self, event: Event) -> None:
         if self.columns:

@@ -48,6 +48,7 @@ from vecenv.engine.transport import Transport
 from vecenv.errors import ClosedEnvironmentError, NoAsyncCallError
 from vecenv.infos import InfoParts
 from vecenv.policy import FailureOptions
+from vecenv.spaces.slots import slots_for
 from vecenv.worker import EnvDescription
 from vecenv.worker.commands import Apply, Call, Command, Configure, GetAttr, Render, SetAttr
 
@@ -111,6 +112,8 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self._open = True  # the transport is not closed yet (closed: close() was called)
         try:
             self._setup_spaces(descriptions, observation_mode)
+            if self.copy and self.batch_size == n and transport.lends_observations:
+                transport.observation_slots = slots_for(self.single_observation_space, n)
             self._buffers = flight.buffers = transport.allocate(self.single_observation_space,
                                                                 self.single_action_space, n)
             transport.attach(self._buffers)

@@ -184,7 +184,9 @@ class InFlight:
         with self.sending(Event.SEND_RESET):
             self.resetting(ids)
             self.needs_reset[ids] = False
-            for w, local, envs in self.partition.by_worker(ids):
+            by_worker = list(self.partition.by_worker(ids))
+            self.choose_slot([w for w, _, _ in by_worker])
+            for w, local, envs in by_worker:
                 a, b = self.partition[w]
                 self.submit(w, Reset(seeds[a:b], options, local), envs)
             self.transport.flush()
@@ -242,6 +244,7 @@ class InFlight:
             stepping = ids[~np.isin(ids, restarted)] if restarted else ids
             commands = [(w, STEP_ALL if local is None else Step(local), envs)
                         for w, local, envs in self.partition.by_worker(stepping)]
+        self.choose_slot([w for w, _, _ in commands])
         for w, command, envs in commands:
             if w in self.in_flight:
                 self.deferred.setdefault(w, []).extend(envs.tolist())
@@ -250,6 +253,14 @@ class InFlight:
         self.transport.flush()
         if restarted:
             self.return_restarted(restarted)
+
+    def choose_slot(self, workers: list[int]) -> None:
+        """Before ``workers`` write observations: where they are lent, the slot to write
+        (:mod:`vecenv.spaces.slots`), the other workers' rows carried over to it."""
+        lender = self.buffers.lender
+        if lender is not None:
+            commanded = set(workers)
+            lender.choose([self.partition[w] for w in range(len(self.partition)) if w not in commanded])
 
     def return_restarted(self, ids: list[int]) -> None:
         """Return the envs ``ids``, whose worker was restarted while they waited, as truncated.
@@ -392,6 +403,9 @@ class InFlight:
     def worker_failed(self, w: int, envs: np.ndarray, error: VecEnvError) -> None:
         """Worker ``w`` died or hung while running a step or reset for ``envs``: replaced as the
         recovery plans it (its envs' episodes truncated), or the call fails."""
+        lender = self.buffers.lender
+        if lender is not None and lender.moved:  # its rows: the last ones the caller got
+            lender.restore(*self.partition[w])
         if not self.recovery.may_restart(w, error):
             self.fail(w, envs, error)
             return

@@ -359,12 +359,12 @@ class StepBuffers:
             self.rewards = np.zeros(n, dtype=np.float64)
             self.terminations = np.zeros(n, dtype=np.bool_)
             self.truncations = np.zeros(n, dtype=np.bool_)
-            self.slot_cell = np.zeros(1, dtype=np.int64)
+            self.slot_cell = np.zeros(3, dtype=np.int64)
         else:
             self.rewards = np.frombuffer(memory, np.float64, n, flags)
             self.terminations = np.frombuffer(memory, np.bool_, n, flags + 8 * n)
             self.truncations = np.frombuffer(memory, np.bool_, n, flags + 9 * n)
-            self.slot_cell = np.frombuffer(memory, np.int64, 1, aligned(flags + 10 * n))
+            self.slot_cell = np.frombuffer(memory, np.int64, 3, aligned(flags + 10 * n))
         self.lender = None
         if slots > 1:
             regions = [memory[k * obs_bytes:(k + 1) * obs_bytes] for k in range(slots)]
@@ -379,7 +379,7 @@ class StepBuffers:
     def nbytes(observation_space: spaces.Space, action_space: spaces.Space, n: int, slots: int = 1) -> int:
         """Size of the memory block that holds every fixed array of ``n`` envs."""
         flags = slots * BatchBuffer.nbytes(observation_space, n) + BatchBuffer.nbytes(action_space, n)
-        return aligned(flags + 10 * n) + 8
+        return aligned(flags + 10 * n) + 24
 
     def rows(self, start: int, stop: int) -> StepBuffers:
         """The buffers of envs ``start:stop``, sharing memory with these."""

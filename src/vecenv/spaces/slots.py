@@ -10,22 +10,43 @@ made from a view at that first array, so its reference count says whether the us
 any array of the slot (a ``torch.from_numpy`` tensor or a ``memoryview`` holds one too).
 
 The last slot is never lent: steps go there, and are copied out as before, while the user holds
-every other one. A shared int64 *cell* says which slot the envs write next, so every env group,
-in any thread or process, follows the engine's choice::
+every other one. A shared cell of three int64 says which slot the envs write next, which one
+they wrote before, and how many times the choice moved, so every env group, in any thread or
+process, follows the engine::
 
     step t:    envs write slot 0 -> user gets views of slot 0 (holds them while deciding)
-    step t+1:  slot 0 held -> cell = 1 -> envs write slot 1 -> views of slot 1
-    step t+2:  slot 0 free again -> cell = 0 -> ...; both held -> cell = 2 (the copied slot)
+    step t+1:  slot 0 held -> cell = (1, 0, g+1) -> envs write slot 1 -> views of slot 1
+    step t+2:  slot 0 free again -> cell = (0, 1, g+2) -> ...; both held -> slot 2 (copied out)
+
+After every call the current slot holds every env's latest observation. When the choice moves,
+each group that runs the next command first copies its rows from the previous slot (in its own
+thread or process), and the engine copies the rows of the groups that get no command; a row a
+step leaves as it was (an env restarted in the step) thus keeps its last observation.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Lender"]
+__all__ = ["LEND_MIN_BYTES", "SLOTS", "Lender", "slots_for"]
+
+#: slots where observations are lent: two lent in turn, and the one never lent
+SLOTS = 3
+#: smallest batch of observations worth lending: below it a copy costs less than lending does
+LEND_MIN_BYTES = 64 * 1024
+
+
+def slots_for(space: Any, n: int) -> int:
+    """How many observation slots ``n`` observations of ``space`` get where the engine would
+    copy them out: :data:`SLOTS` when every leaf is a fixed array and the batch is large, else 1."""
+    from vecenv.spaces.buffers import BatchBuffer, _walk, is_fixed_leaf
+
+    fixed = all(is_fixed_leaf(leaf) for _, leaf in _walk(space))
+    return SLOTS if fixed and BatchBuffer.nbytes(space, n) >= LEND_MIN_BYTES else 1
 
 
 class Lender:
@@ -39,6 +60,7 @@ class Lender:
     def __init__(self, slots: list[Any], regions: list[memoryview], cell: np.ndarray) -> None:
         self.slots, self.cell = slots, cell
         self.private = len(slots) - 1
+        self.moved = False  # the last choice moved to another slot
         self._lent = [np.frombuffer(region, np.uint8) for region in regions[:-1]]  # lent views' base
         self._free = [sys.getrefcount(self._lent[k]) for k in range(self.private)]  # as held() counts
         start = np.frombuffer(regions[0], np.uint8, 1).ctypes.data
@@ -49,20 +71,28 @@ class Lender:
         """Whether any array made from a lent view of slot ``k`` is still alive."""
         return sys.getrefcount(self._lent[k]) > self._free[k]
 
-    def choose(self) -> int | None:
-        """Point the cell at a slot the user does not hold (the current one when it is free,
-        else another, else the never-lent one); the slot it pointed at before, if it moved."""
+    def choose(self, idle_rows: Sequence[tuple[int, int]] = ()) -> None:
+        """Before a command that writes observations: point the cell at a slot the user does not
+        hold (the current one when it is free, else another, else the never-lent one). When it
+        moves, the rows ``(start, stop)`` of groups that get no command are copied over."""
         current = int(self.cell[0])
+        self.moved = False
         if current != self.private and not self.held(current):
-            return None
-        for k in range(self.private):
-            if k != current and not self.held(k):
-                self.cell[0] = k
-                return current
-        if current == self.private:
-            return None
-        self.cell[0] = self.private
-        return current
+            return
+        chosen = next((k for k in range(self.private) if k != current and not self.held(k)), self.private)
+        if chosen == current:
+            return
+        self.cell[1], self.cell[0] = current, chosen
+        self.cell[2] += 1
+        self.moved = True
+        for start, stop in idle_rows:
+            self.restore(start, stop)
+
+    def restore(self, start: int, stop: int) -> None:
+        """Rows ``start:stop`` of the slot before the last move, copied into the current one
+        (their group got no command, or failed before it wrote them)."""
+        now, before = self.slots[int(self.cell[0])], self.slots[int(self.cell[1])]
+        now.rows(start, stop).copy_from(before.rows(start, stop))
 
     def lend(self) -> Any:
         """The current slot's batch: views where it may be lent, else a copy."""

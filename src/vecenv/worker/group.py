@@ -113,8 +113,8 @@ class _StepView(NamedTuple):
     shape: tuple[int, ...] | None  # the shape an observation written there must have
     next_step: bool  # the autoreset mode is NEXT_STEP
     same_step: bool  # ... SAME_STEP
-    slot: int  # the observation slot written (:mod:`vecenv.spaces.slots`) ...
-    cell: np.ndarray  # ... while this shared cell holds it
+    slot: int  # the observation slot it writes (:mod:`vecenv.spaces.slots`)
+    cell: np.ndarray  # the shared cell that says which slot the engine chose
 
     @classmethod
     def of(cls, group: EnvGroup, slot: int) -> _StepView:
@@ -180,7 +180,7 @@ class EnvGroup:
         self._needs_reset = np.ones(len(self.envs), dtype=np.bool_)
         self._view: _StepView | None = None  # made at the first step after the buffers or an env change
         self._views: dict[int, _StepView] = {}  # the view of each observation slot used so far
-        self._slot = 0  # the observation slot this group wrote last
+        self._moves = 0  # the slot cell's count of moves at this group's last command
 
     # ----------------------------------------------------------------- setup
     def contain_exits(self, contain: bool) -> None:
@@ -203,7 +203,7 @@ class EnvGroup:
         """
         self.buffers = buffers
         self._forget_views()
-        self._slot = int(buffers.slot_cell[0])
+        self._moves = int(buffers.slot_cell[2])
         self.ship_objects = ship_objects and buffers.observations.has_objects
 
     @property
@@ -249,18 +249,21 @@ class EnvGroup:
 
     def _step_view(self) -> _StepView:
         view = self._view
-        if view is None or view.slot != view.cell[0]:
+        if view is None or view.cell[2] != self._moves:
             view = self._follow_slot()
         return view
 
     def _follow_slot(self) -> _StepView:
-        """The view of the slot the engine chose; when it moved, this group's rows there start
-        as the observations it wrote last (a step may leave a row as it was)."""
+        """The view of the observation slot the engine chose; when the choice moved since this
+        group's last command, its rows there start as a copy of the slot before
+        (:mod:`vecenv.spaces.slots`), so a row a step leaves as it was keeps its last value."""
         b = self._attached
-        k = int(b.slot_cell[0])
-        if k != self._slot:
-            b.slots[k].copy_from(b.slots[self._slot])
-            self._slot = k
+        cell = b.slot_cell
+        k = int(cell[0])
+        if cell[2] != self._moves:
+            self._moves = int(cell[2])
+            if cell[1] != k:
+                b.slots[k].copy_from(b.slots[int(cell[1])])
         view = self._views.get(k)
         if view is None:
             view = self._views[k] = _StepView.of(self, k)
