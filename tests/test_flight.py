@@ -110,7 +110,7 @@ def test_a_full_step_sends_one_command_per_worker_and_waits_for_every_reply() ->
     t.reply(1)
     _, _, _, _, infos = f.batches.collect(None, "step_wait")
     assert infos["k"].tolist() == [0.0, 1.0, 0.0, 0.0] and infos["_k"].tolist() == [False, True, False, False]
-    assert f.state is CallState.DEFAULT and not f.in_flight and not f.batches.entries
+    assert f.state is CallState.DEFAULT and not f.in_flight and not f.replies
 
 
 def test_async_batches_defer_a_step_for_a_busy_worker_until_its_reply_is_taken() -> None:

@@ -5,8 +5,8 @@ strategies, of which an :class:`~vecenv.engine.flight.InFlight` holds the one it
 :class:`FullBatch` returns every env's results at once (``batch_size == num_envs``, gymnasium's
 way); :class:`FirstReady` returns the first ``batch_size`` envs ready (EnvPool's way) while the
 others go on stepping. Both wait through :meth:`InFlight.receive
-<vecenv.engine.flight.InFlight.receive>`, which hands each reply's info entries to
-:meth:`Collect.hold`.
+<vecenv.engine.flight.InFlight.receive>`, which keeps the replies in ``InFlight.replies`` as
+they came, and make batches of those.
 """
 
 from __future__ import annotations
@@ -38,9 +38,6 @@ class Collect(Protocol):
     def sent(self, ids: np.ndarray, reset: bool) -> None:
         """The envs ``ids`` were just sent a step (or, ``reset``, a reset)."""
 
-    def hold(self, envs: np.ndarray, entries: Any) -> None:
-        """Hold the info ``entries`` of a reply for the envs ``envs`` until their batch is returned."""
-
     def collect(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
         """Wait for the results and return them: ``(obs, rewards, terminations, truncations,
         infos)`` (``raw``: the info entries as they came instead of batched infos). Cut short,
@@ -51,25 +48,16 @@ class Collect(Protocol):
 
 
 class FullBatch:
-    """Every env's results at once. Infos that came as column chunks stay chunks (``columns``)
-    until the batch is built, so they batch a column at a time; the others wait in ``entries``."""
+    """Every env's results at once. Infos that came as column chunks stay chunks until the
+    batch is built, so they batch a column at a time."""
 
     step_states = frozenset({CallState.DEFAULT})
 
     def __init__(self, flight: InFlight) -> None:
         self.flight = flight
-        self.entries: dict[int, InfoEntry] = {}
-        self.columns: list[InfoColumns] = []
 
     def sent(self, ids: np.ndarray, reset: bool) -> None:
         pass
-
-    def hold(self, envs: np.ndarray, entries: Any) -> None:
-        if type(entries) is InfoColumns:
-            self.columns.append(entries)
-        else:
-            for entry in entries:
-                self.entries[entry.index] = entry
 
     def collect(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
         flight = self.flight
@@ -77,7 +65,16 @@ class FullBatch:
             deadline = None if timeout is None else time.monotonic() + timeout
             while flight.in_flight:
                 flight.receive(deadline, timeout, method)
-            b, n, held, columns = flight.buffers, flight.num_envs, self.entries, self.columns
+            b, n = flight.buffers, flight.num_envs
+            held: dict[int, InfoEntry] = {}
+            columns: list[InfoColumns] = []
+            for _, entries in flight.replies:
+                if type(entries) is InfoColumns:
+                    columns.append(entries)
+                else:
+                    for entry in entries:
+                        held[entry.index] = entry
+            flight.replies.clear()
             infos: Any
             if raw:  # the parts as they came: each names its envs
                 infos = [*columns, *held.values()]
@@ -85,10 +82,6 @@ class FullBatch:
                 infos = columns_infos(columns, held, n) if columns else None
                 if infos is None:
                     infos = batch_infos([held[i] for i in sorted(held)], n) if held else {}
-            if columns:
-                columns.clear()
-            if held:
-                held.clear()
             flight.lifecycle.fire(Event.RETURNED)
             if flight.autoreset_mode is AutoresetMode.DISABLED:
                 flight.needs_reset = np.logical_or(b.terminations, b.truncations)
@@ -100,14 +93,13 @@ class FullBatch:
             raise
 
     def drop(self) -> None:
-        self.columns.clear()
-        self.entries.clear()
+        pass
 
 
 class FirstReady:
     """The first ``batch_size`` envs ready. An env is ``busy`` (the flight's) from its send until
-    a batch returns it; finished envs queue in ``ready``; steps may be sent while others are in
-    flight."""
+    a batch returns it; finished envs queue in ``ready``, their info entries wait in ``entries``;
+    steps may be sent while others are in flight."""
 
     step_states = frozenset({CallState.DEFAULT, CallState.WAITING_STEP})
 
@@ -120,20 +112,23 @@ class FirstReady:
         if reset:  # every env starts a new episode
             self.entries.clear()
             self.ready.clear()
+            self.flight.replies.clear()
             self.flight.restarted.clear()
         self.flight.busy[ids] = True
-
-    def hold(self, envs: np.ndarray, entries: Any) -> None:
-        for entry in entries:
-            self.entries[entry.index] = entry
-        self.ready.extend(envs.tolist())
 
     def collect(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
         flight, ready, held = self.flight, self.ready, self.entries
         bs = flight.batch_size
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
-            while len(ready) < bs:
+            while True:
+                for envs, entries in flight.replies:  # in the order they came
+                    for entry in entries:
+                        held[entry.index] = entry
+                    ready.extend(envs.tolist())
+                flight.replies.clear()
+                if len(ready) >= bs:
+                    break
                 if not flight.in_flight:
                     raise NoAsyncCallError(f"Calling `{method}` with no envs in flight.", method)
                 flight.receive(deadline, timeout, method)

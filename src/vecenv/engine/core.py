@@ -227,7 +227,8 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> StepResult:
         """Step every env (or, in async-batch mode, send to ``env_ids`` and receive a batch)."""
         flight = self._flight
-        self._check_step()
+        if flight.closed or flight.lifecycle.state not in flight.batches.step_states or not self._has_reset:
+            self._check_step()  # says what refuses the step, if anything does
         try:
             ids = flight.check_actions(actions, env_ids)  # into the action buffer
             flight.send_steps(ids)  # a command to each worker

@@ -9,8 +9,8 @@ through the :class:`~vecenv.engine.batches.Collect` strategy the flight holds::
                                   while that worker is busy (async batches)
       InFlight.batches.collect    FullBatch: every reply; FirstReady: the first batch_size envs
         InFlight.receive          wait (Transport.ready) for workers with a reply and fetch each
-                                  (Transport.fetch): rows are in the buffers already, the infos
-                                  go to the collector to hold; a worker that died or overran
+                                  (Transport.fetch): rows are in the buffers already, the info
+                                  entries kept in replies; a worker that died or overran
                                   step_timeout goes to worker_failed: a Recovery plan, or fail()
 
 The call state (:mod:`.state`) moves only by the events fired here and by the collectors: a
@@ -66,8 +66,8 @@ class InFlight:
     """The commands in flight for one vector env of ``partition.num_envs`` envs, and their results.
 
     One command per worker at a time; ``in_flight[w]`` holds the envs of worker ``w``'s command.
-    A step for a busy worker waits in ``deferred`` (async batches). ``batches`` collects the
-    results: every env's (:class:`~.batches.FullBatch`) or the first ready
+    A step for a busy worker waits in ``deferred`` (async batches); ``replies`` keeps what came
+    back and was not returned yet. ``batches`` collects the results: every env's (:class:`~.batches.FullBatch`) or the first ready
     (:class:`~.batches.FirstReady`); ``log_env_errors`` logs an env's error as gymnasium's
     AsyncVectorEnv does.
     """
@@ -89,6 +89,8 @@ class InFlight:
         self.busy = np.zeros(n, dtype=np.bool_)  # async batches: sent, not yet returned
         self.needs_reset = np.zeros(n, dtype=np.bool_)  # DISABLED mode: ended, not yet reset
         self.deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
+        #: the replies received and not yet returned, as they came: (envs, their info entries)
+        self.replies: list[tuple[np.ndarray, Any]] = []
         #: envs whose worker was restarted while they were not in flight; their next send returns
         #: a truncation instead of stepping (the restart report, and for SAME_STEP the new env's
         #: reset observation and info)
@@ -227,15 +229,14 @@ class InFlight:
                 final_obs = copy.deepcopy(b.observations.item(i))
                 b.observations.write(i, reset_obs)
                 entries.append(InfoEntry(i, {**reset_info, **report}, True, final_obs, dict(report)))
-        self.batches.hold(np.array(ids, dtype=np.int64), entries)
+        self.replies.append((np.array(ids, dtype=np.int64), entries))
 
     # ================================================================ receiving
     def receive(self, deadline: float | None, timeout: float | None, method: str) -> None:
         """Wait until a worker in flight has a reply (or ``deadline``) and fetch every reply
-        there: the rows are in the buffers already, the info entries go to ``batches`` to hold,
+        there: the rows are in the buffers already, the info entries go to :attr:`replies`,
         and a step deferred for that worker goes out. A worker that died or overran
         ``step_timeout`` is replaced (its envs' entries say so) or fails the call."""
-        hold = self.batches.hold
         for w in self.wait(deadline, timeout, method, self.step_overdue):
             envs = self.in_flight.pop(w)
             try:
@@ -248,7 +249,7 @@ class InFlight:
                 raise
             if reply.objects is not None:
                 self.buffers.observations.set_objects(reply.objects, envs)
-            hold(envs, reply.entries)
+            self.replies.append((envs, reply.entries))
             if self.deferred:
                 self.send_deferred(w)
 
@@ -352,7 +353,7 @@ class InFlight:
             self.deferred[w] = [i for i in deferred if i not in self.restarted]
         if plan.objects is not None:
             self.buffers.observations.set_objects(plan.objects, envs)
-        self.batches.hold(envs, plan.entries)
+        self.replies.append((envs, plan.entries))
         self.send_deferred(w)
         if now:
             self.return_restarted(now)
@@ -391,9 +392,10 @@ class InFlight:
         self.drop_held()
 
     def drop_held(self) -> None:
-        """Nothing is in flight any more: drop every deferred step and every result held."""
+        """Nothing is in flight any more: drop every deferred step and every reply not returned."""
         if self.deferred:
             self.deferred.clear()
+        self.replies.clear()
         self.batches.drop()
         self.lifecycle.fire(Event.DROPPED)
 
