@@ -18,7 +18,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from typing_extensions import Unpack
 
 from vecenv import runs
@@ -26,6 +25,7 @@ from vecenv.engine import owner
 from vecenv.engine.calls import Calls, in_order
 from vecenv.engine.checks import (
     SpaceMismatchError,
+    batched_spaces,
     check_count,
     check_env_fns,
     check_env_ids,
@@ -35,7 +35,6 @@ from vecenv.engine.checks import (
     check_policy,
     check_reset_mask,
     check_seeds,
-    check_spaces,
     check_timeout,
     check_values,
 )
@@ -139,29 +138,15 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
 
     def _setup_spaces(self, descriptions: list[EnvDescription], observation_mode: Any) -> None:
         first = descriptions[0]
-        self.metadata = dict(first.metadata)
-        self.metadata["autoreset_mode"] = self.autoreset_mode
+        self.metadata = {**first.metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = first.render_mode
-        self.single_action_space = first.action_space
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.single_observation_space = first.observation_space
-        if isinstance(observation_mode, tuple):
-            self.observation_space, self.single_observation_space = observation_mode
-        elif observation_mode == "same":
-            self.observation_space = batch_space(first.observation_space, self.num_envs)
-        else:
-            self.observation_space = batch_differing_spaces([d.observation_space for d in descriptions])
-        check_spaces(descriptions, observation_mode, self.single_observation_space, self.single_action_space,
-                     type(self))
+        (self.single_observation_space, self.observation_space, self.single_action_space,
+         self.action_space) = batched_spaces(descriptions, observation_mode, type(self))
 
     # ================================================================ reset
     @one_caller
-    def reset(
-        self,
-        *,
-        seed: int | Sequence[int | None] | None = None,
-        options: dict[str, Any] | None = None,
-    ) -> tuple[Any, dict[str, Any]]:
+    def reset(self, *, seed: int | Sequence[int | None] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Reset the envs; env ``i`` gets ``seed + i`` (or ``seed[i]`` from a list).
 
         ``options={"reset_mask": mask}`` resets only the envs where ``mask`` is True (the others
@@ -180,11 +165,8 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         return obs, infos
 
     @one_caller
-    def reset_async(
-        self,
-        seed: int | Sequence[int | None] | None = None,
-        options: dict[str, Any] | None = None,
-    ) -> None:
+    def reset_async(self, seed: int | Sequence[int | None] | None = None,
+                    options: dict[str, Any] | None = None) -> None:
         """Send the reset to the workers without waiting (see :meth:`reset`)."""
         self._send_reset(seed, options, self._check_reset(options))
 
