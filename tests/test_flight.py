@@ -246,5 +246,5 @@ def test_calls_collect_every_reply_and_an_overdue_worker_fails_the_call() -> Non
     f.sent_at[1] -= 1.0
     with pytest.raises(StepTimeoutError):
         calls.collect(None, "call")
-    assert t.terminated == [1] and f.state is CallState.DEFAULT and not calls.results
+    assert t.terminated == [1] and f.state is CallState.DEFAULT and not calls.replies
     assert in_order({0: ["zero"], 1: ["three"]}, order) == ["three", "zero"]

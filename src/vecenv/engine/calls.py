@@ -28,7 +28,7 @@ class Calls:
 
     def __init__(self, flight: InFlight) -> None:
         self.flight = flight
-        self.results: dict[int, Any] = {}  # replies of the pending call so far, per worker
+        self.replies: dict[int, Any] = {}  # the pending call's replies so far, per worker
         self.error: BaseException | None = None
 
     def send(self, command: Command) -> None:
@@ -51,17 +51,17 @@ class Calls:
                 for w in flight.wait(deadline, timeout, method, self.overdue):
                     flight.in_flight.pop(w)
                     try:
-                        self.results[w] = flight.transport.fetch(w)
+                        self.replies[w] = flight.transport.fetch(w)
                     except WorkerDiedError as exc:
                         self.worker_died(w, exc)
                     except BaseException as exc:
                         self.error = self.error or exc
-            results, self.results = self.results, {}
+            replies, self.replies = self.replies, {}
             error, self.error = self.error, None
             flight.lifecycle.fire(Event.RETURNED)
             if error is not None:
                 raise error
-            return results
+            return replies
         except multiprocessing.TimeoutError:
             raise
         except BaseException as exc:
@@ -77,7 +77,7 @@ class Calls:
             self.error = self.error or error
             return
         try:
-            self.results[w] = flight.recovery.rerun(w, error, flight.commands.get(w))
+            self.replies[w] = flight.recovery.rerun(w, error, flight.commands.get(w))
         except BaseException as exc:
             self.error = self.error or exc
 

@@ -309,7 +309,7 @@ class InFlight:
     def interrupted_collect(self, error: BaseException) -> None:
         """Collecting was cut short by ``error``. An exception in the wait itself (a
         ``KeyboardInterrupt``) leaves the call pending, to wait again or to reset (so does a
-        caller's timeout); one that leaves replies half taken makes the env INTERRUPTED."""
+        caller's timeout); one that leaves replies half fetched makes the env INTERRUPTED."""
         if self.log_env_errors:
             log_env_error(error)
         if not self.lifecycle.droppable and (self.in_flight or self.state is not CallState.DEFAULT):

@@ -64,7 +64,7 @@ class Event(Enum):
     UNSENT = "sending was cut short before anything went out, with nothing pending before"
     SEND_CUT = "sending was cut short after something went out (or with work already pending)"
     WAIT_CUT = "a wait, or the call around it, was cut short: the call stays pending, for reset() to drop"
-    COLLECT_CUT = "collecting was cut short with replies half taken"
+    COLLECT_CUT = "collecting was cut short with replies half fetched"
     BATCH_RETURNED = "an async batch was returned while other envs are still stepping or ready"
     RETURNED = "the pending call's last results were returned"
     DROPPED = "every worker's pending reply was waited out and dropped"
