@@ -36,7 +36,7 @@ class Collect(Protocol):
     step_states: frozenset[CallState]
 
     def sent(self, ids: np.ndarray, reset: bool) -> None:
-        """The envs ``ids`` were just sent a step (or, ``reset``, a reset)."""
+        """The envs ``ids`` are being sent a step (or, ``reset``, a reset): async batches mark them busy."""
 
     def collect(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
         """Wait for the results and return them: ``(obs, rewards, terminations, truncations,
