@@ -154,7 +154,7 @@ class InFlight:
 
     def send_steps(self, ids: np.ndarray | None) -> None:
         """Step the envs ``ids`` (all when None) with the actions in the buffer: each worker's
-        share goes now, or once its worker is free; an env whose worker was restarted while it
+        command goes now, or once that worker is free; an env whose worker was restarted while it
         waited comes back truncated instead (:meth:`return_restarted`)."""
         previous = self.lifecycle.state
         try:
