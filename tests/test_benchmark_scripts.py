@@ -31,6 +31,16 @@ def test_step_trace_counts_the_vecenv_functions_of_a_step(layout):
     assert all(name.startswith("vecenv.") for name in calls)
 
 
+@pytest.mark.timeout(120)
+def test_before_after_measures_each_version_in_its_own_interpreter():
+    before_after = _load("before_after")
+    src = str(BENCHMARKS.parent / "src")
+    runs = before_after.main(["--before", src, "--after", src, "--backends", "serial", "--rounds", "1",
+                              "--steps", "20", "--envs", "2"])
+    assert set(runs) == {("before", "serial"), ("after", "serial")}
+    assert all(len(r) == 1 and r[0][0] > 0 and r[0][1] > 0 for r in runs.values())
+
+
 @pytest.mark.timeout(60)
 def test_caller_cost_null_env_and_cpu_per_step():
     caller_cost = _load("caller_cost")

@@ -8,10 +8,10 @@ import itertools
 import numpy as np
 import pytest
 
-from test_flight import flight
+from test_flight import flight, scripted_env
 from vecenv.engine.calls import Calls
 from vecenv.engine.state import TRANSITIONS, CallLifecycle, CallState, Event
-from vecenv.errors import VecEnvError, WorkerDiedError
+from vecenv.errors import AlreadyPendingCallError, VecEnvError, WorkerDiedError
 from vecenv.worker.commands import Call
 
 D, R, S, C, X = (CallState.DEFAULT, CallState.WAITING_RESET, CallState.WAITING_STEP,
@@ -80,7 +80,7 @@ def cut_after_submit(t) -> None:
 
 
 def collect(f, calls, state: CallState):
-    return calls.wait(None, "call_wait") if state is C else f.results(None, "step_wait")
+    return calls.collect(None, "call_wait") if state is C else f.batches.collect(None, "step_wait")
 
 
 CASES = [(s, b) for s in (R, S, C) for b in (None, 2) if not (s is C and b == 2)]
@@ -123,7 +123,7 @@ def test_a_send_cut_after_a_command_went_out_interrupts(state: CallState) -> Non
     if state is S:
         f.send_reset(np.arange(4), [None] * 4, None)
         t.reply(0)
-        f.results(None, "reset_wait")  # envs 0, 1 returned; worker 1 still resetting
+        f.batches.collect(None, "reset_wait")  # envs 0, 1 returned; worker 1 still resetting
     assert f.state is state
     cut_after_submit(t)
     with pytest.raises(KeyboardInterrupt):
@@ -136,16 +136,19 @@ def test_a_send_cut_after_a_command_went_out_interrupts(state: CallState) -> Non
 @pytest.mark.parametrize(("state", "batch_size"), CASES)
 def test_an_interrupted_call_around_a_wait_is_for_reset_to_drop(state: CallState, batch_size: int | None) -> None:
     f, _, _ = waiting(state, batch_size)
-    with pytest.raises(KeyboardInterrupt), f.one_call():
-        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            raise KeyboardInterrupt
+        except BaseException:
+            f.interrupted_call()  # as step(), reset() and call() do, cut short anywhere
+            raise
     assert f.state is state and f.lifecycle.droppable
 
 
 @pytest.mark.parametrize(("state", "batch_size"), CASES)
 def test_a_collect_cut_with_replies_half_taken_interrupts(state: CallState, batch_size: int | None) -> None:
     f, _, _ = waiting(state, batch_size)
-    with pytest.raises(RuntimeError), f.collecting():
-        raise RuntimeError("an error in the caller's process while collecting")
+    f.interrupted_collect(RuntimeError("an error in the caller's process while collecting"))
     assert f.state is X
 
 
@@ -153,33 +156,37 @@ def test_a_reset_or_call_of_no_envs_waits_for_nothing_and_returns() -> None:
     f, t = flight()
     f.send_reset(np.array([], dtype=np.int64), [None] * 4, None)
     assert f.state is R and not t.sent
-    f.results(None, "reset_wait")
+    f.batches.collect(None, "reset_wait")
     assert f.state is D
     calls = Calls(f)
     calls.send_at(np.array([], dtype=np.int64), lambda local, envs: Call("x", (), {}, local))
-    assert f.state is C and calls.wait(None, "get_attr") == {} and f.state is D
+    assert f.state is C and calls.collect(None, "get_attr") == {} and f.state is D
 
 
-def test_a_step_cut_short_in_each_phase_of_its_one_try() -> None:
-    """``results(step=...)`` checks, sends and collects under one try: bad actions leave the
-    pending steps for reset() to drop, a cut send interrupts, a cut wait stays pending."""
-    f, t = flight(batch_size=2)
-    f.send_reset(np.arange(4), [None] * 4, None)
-    t.reply(0)
-    f.results(None, "reset_wait")
-    assert f.state is S
+def test_a_step_cut_short_in_each_phase() -> None:
+    """``step()`` checks, sends and collects as one call: bad actions leave the pending steps for
+    reset() to drop, a cut send interrupts, a cut wait stays pending."""
+    env, t = scripted_env(batch_size=2)
+    f = env._flight
+    assert f.state is S  # envs 2, 3 are still to come through recv()
     with pytest.raises(ValueError, match="still stepping"):
-        f.results(None, "step_wait", step=(np.zeros(2, dtype=np.int64), [2, 3]))
+        env.step(np.zeros(2, dtype=np.int64), [2, 3])
     assert f.state is S and f.lifecycle.droppable
+    with pytest.raises(AlreadyPendingCallError, match="call reset\\(\\) to drop it"):
+        env.call("name")
     f.drop_all()
     assert f.state is D
-    f2, t2 = flight()
+    env2, t2 = scripted_env()
     t2.interrupt_next_wait = True
     with pytest.raises(KeyboardInterrupt):
-        f2.results(None, "step_wait", step=(np.zeros(4, dtype=np.int64), None))
-    assert f2.state is S and f2.lifecycle.droppable and sorted(f2.in_flight) == [0, 1]
-    f3, t3 = flight()
+        env2.step(np.zeros(4, dtype=np.int64))
+    assert env2._flight.state is S and env2._flight.lifecycle.droppable and sorted(env2._flight.in_flight) == [0, 1]
+    env3, t3 = scripted_env()
     cut_after_submit(t3)
     with pytest.raises(KeyboardInterrupt):
-        f3.results(None, "step_wait", step=(np.zeros(4, dtype=np.int64), None))
-    assert f3.state is X
+        env3.step(np.zeros(4, dtype=np.int64))
+    assert env3._flight.state is X
+    with pytest.raises(VecEnvError, match="interrupted part-way"):
+        env3.step(np.zeros(4, dtype=np.int64))
+    for e in (env, env2, env3):
+        e.close()

@@ -1,5 +1,5 @@
-"""The engine's in-flight state machine (vecenv.engine.flight, .calls, .recovery) on a scripted
-transport: no envs, no workers; each test says which worker replies when."""
+"""The engine's in-flight state machine (vecenv.engine.flight, .batches, .calls, .recovery) on a
+scripted transport: no envs, no workers; each test says which worker replies when."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from vecenv.engine.batches import flight_for
+from vecenv.engine import VectorEnv
 from vecenv.engine.calls import Calls, in_order
 from vecenv.engine.flight import InFlight
 from vecenv.engine.partition import Partition
@@ -21,6 +21,7 @@ from vecenv.errors import AlreadyPendingCallError, StepTimeoutError, VecEnvError
 from vecenv.infos import InfoEntry, StepReply
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
+from vecenv.worker import EnvDescription
 from vecenv.worker.commands import Call, Configure, Reset, Step
 
 
@@ -38,8 +39,8 @@ class Scripted(Transport):
         self.interrupt_next_wait = False
         self.partition = [(0, 0)] * num_workers
 
-    def launch(self):  # pragma: no cover - never started
-        raise AssertionError
+    def launch(self) -> list[EnvDescription]:  # envs that never run: a Box observation, 3 actions
+        return [EnvDescription(spaces.Box(-1, 1, (2,)), spaces.Discrete(3), {}, None)] * len(self.env_fns)
 
     def attach(self, buffers: StepBuffers) -> None:
         pass
@@ -81,11 +82,23 @@ def flight(num_envs: int = 4, num_workers: int = 2, batch_size: int | None = Non
            step_timeout: float | None = None, on_error: str = "raise") -> tuple[InFlight, Scripted]:
     transport = Scripted(num_workers)
     policy = FailurePolicy(on_error=on_error, step_timeout=step_timeout)
-    f = flight_for(transport, Partition(num_envs, num_workers), policy, batch_size or num_envs,
-                   AutoresetMode.NEXT_STEP, copy=True)
+    f = InFlight(transport, Partition(num_envs, num_workers), policy, batch_size or num_envs,
+                 AutoresetMode.NEXT_STEP, copy=True)
     f.buffers = StepBuffers(spaces.Box(-1, 1, (2,)), spaces.Discrete(3), num_envs)
     f.closed = False
     return f, transport
+
+
+def scripted_env(num_envs: int = 4, num_workers: int = 2, batch_size: int | None = None) -> tuple[VectorEnv, Scripted]:
+    """A vector env on a scripted transport, reset (every worker replied to its reset)."""
+    transport = Scripted(num_workers)
+    env = VectorEnv([lambda: None] * num_envs, transport, num_workers=num_workers, batch_size=batch_size)
+    env.reset_async()
+    for w in range(num_workers):
+        transport.reply(w)
+    env.reset_wait()
+    transport.sent.clear()
+    return env, transport
 
 
 def test_a_full_step_sends_one_command_per_worker_and_waits_for_every_reply() -> None:
@@ -95,23 +108,23 @@ def test_a_full_step_sends_one_command_per_worker_and_waits_for_every_reply() ->
     assert [w for w, _ in t.sent] == [0, 1] and f.buffers.actions.read(True).tolist() == [0, 1, 2, 0]
     t.reply(0, StepReply([InfoEntry(1, {"k": 1.0})]))
     t.reply(1)
-    _, _, _, _, infos = f.results(None, "step_wait")
+    _, _, _, _, infos = f.batches.collect(None, "step_wait")
     assert infos["k"].tolist() == [0.0, 1.0, 0.0, 0.0] and infos["_k"].tolist() == [False, True, False, False]
-    assert f.state is CallState.DEFAULT and not f.in_flight and not f.pending_infos
+    assert f.state is CallState.DEFAULT and not f.in_flight and not f.replies
 
 
 def test_async_batches_defer_a_step_for_a_busy_worker_until_its_reply_is_taken() -> None:
     f, t = flight(batch_size=2)
     f.send_reset(np.arange(4), [None] * 4, None)
     t.reply(0)
-    obs, *_, infos = f.results(None, "reset_wait")
+    obs, *_, infos = f.batches.collect(None, "reset_wait")
     assert infos["env_id"].tolist() == [0, 1] and f.busy.tolist() == [False, False, True, True]
     assert f.state is CallState.WAITING_STEP  # the rest of the reset comes through recv()
     f.send_steps(f.check_actions(np.array([1, 1]), [0, 1]))
     assert f.deferred == {}  # worker 0 was free: its step went at once
     t.sent.clear()
     t.reply(1)
-    *_, infos = f.results(None, "step_wait")
+    *_, infos = f.batches.collect(None, "step_wait")
     assert infos["env_id"].tolist() == [2, 3]
     f.send_steps(f.check_actions(np.array([2, 2]), [2, 3]))
     assert f.deferred == {} and [w for w, _ in t.sent] == [1]
@@ -123,15 +136,15 @@ def test_a_step_for_a_worker_in_flight_waits_in_deferred_and_goes_when_it_replie
     f, t = flight(batch_size=1, num_envs=2, num_workers=1)
     f.send_reset(np.arange(2), [None] * 2, None)
     t.reply(0)
-    *_, infos = f.results(None, "reset_wait")
+    *_, infos = f.batches.collect(None, "reset_wait")
     f.send_steps(f.check_actions(np.array([1]), infos["env_id"]))
     # worker 0 has nothing in flight now; its envs: one returned, one ready
-    *_, infos2 = f.results(None, "step_wait")
+    *_, infos2 = f.batches.collect(None, "step_wait")
     f.send_steps(f.check_actions(np.array([2]), infos2["env_id"]))
     assert 0 in f.in_flight and f.deferred == {0: [int(infos2["env_id"][0])]}
     t.sent.clear()
     t.reply(0)
-    f.results(None, "step_wait")
+    f.batches.collect(None, "step_wait")
     assert len(t.sent) == 1 and type(t.sent[0][1]) is Step and f.deferred == {}
 
 
@@ -140,13 +153,13 @@ def test_an_interrupted_wait_leaves_the_call_pending_and_resumable() -> None:
     f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None))
     t.interrupt_next_wait = True
     with pytest.raises(KeyboardInterrupt):
-        f.results(None, "step_wait")
+        f.batches.collect(None, "step_wait")
     assert f.state is CallState.WAITING_STEP and f.lifecycle.droppable
     with pytest.raises(AlreadyPendingCallError, match="call reset\\(\\) to drop it"):
         f.check_idle("step_async")
     t.reply(0)
     t.reply(1)
-    f.results(None, "step_wait")
+    f.batches.collect(None, "step_wait")
     assert f.state is CallState.DEFAULT and not f.lifecycle.droppable
 
 
@@ -156,11 +169,11 @@ def test_an_error_taking_a_reply_drains_the_others_so_none_arrives_a_step_late()
     t.reply(0, KeyboardInterrupt())  # cut short while taking worker 0's reply
     t.reply(1)
     with pytest.raises(KeyboardInterrupt):
-        f.results(None, "step_wait")
+        f.batches.collect(None, "step_wait")
     assert not f.in_flight and not t.replies and f.state is CallState.DEFAULT
 
 
-def test_a_send_cut_after_a_command_went_out_makes_the_flight_interrupted_until_settled() -> None:
+def test_a_send_cut_after_a_command_went_out_makes_the_flight_interrupted_until_dropped() -> None:
     f, t = flight()
     submit = t.submit
 
@@ -193,7 +206,7 @@ def test_a_caller_timeout_is_not_an_interruption() -> None:
     f, _ = flight()
     f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None))
     with pytest.raises(multiprocessing.TimeoutError):
-        f.results(0.0, "step_wait")
+        f.batches.collect(0.0, "step_wait")
     assert f.state is CallState.WAITING_STEP and not f.lifecycle.droppable and sorted(f.in_flight) == [0, 1]
 
 
@@ -203,7 +216,7 @@ def test_an_overdue_worker_fails_the_step_after_the_others_are_drained() -> None
     t.reply(1)
     f.sent_at[0] -= 1.0  # worker 0 was sent its step a second ago and never answered
     with pytest.raises(StepTimeoutError) as caught:
-        f.results(None, "step_wait")
+        f.batches.collect(None, "step_wait")
     assert caught.value.env_indices == [0, 1] and t.terminated == [0]
     assert not f.in_flight and f.state is CallState.DEFAULT
 
@@ -213,7 +226,7 @@ def test_recovery_replaces_a_dead_worker_and_truncates_its_envs() -> None:
     f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None))
     t.reply(0, WorkerDiedError(0, [0, 1], -9))
     t.reply(1)
-    _, _, terms, truncs, infos = f.results(None, "step_wait")
+    _, _, terms, truncs, infos = f.batches.collect(None, "step_wait")
     assert t.restarted == [0] and any(type(c) is Configure for w, c in t.sent if w == 0)
     assert truncs.tolist() == [True, True, False, False] and not terms.any()
     assert infos["_restarted"].tolist() == [True, True, False, False]
@@ -226,12 +239,12 @@ def test_calls_collect_every_reply_and_an_overdue_worker_fails_the_call() -> Non
     assert f.state is CallState.WAITING_CALL
     t.reply(0, ["a", "b"])
     t.reply(1, ["c", "d"])
-    assert calls.wait(None, "call_wait") == {0: ["a", "b"], 1: ["c", "d"]}
+    assert calls.collect(None, "call_wait") == {0: ["a", "b"], 1: ["c", "d"]}
     assert f.state is CallState.DEFAULT
     order = calls.send_at(np.array([3, 0]), lambda local, envs: Call("x", (), {}, local))
     t.reply(0, ["zero"])
     f.sent_at[1] -= 1.0
     with pytest.raises(StepTimeoutError):
-        calls.wait(None, "call")
-    assert t.terminated == [1] and f.state is CallState.DEFAULT and not calls.results
+        calls.collect(None, "call")
+    assert t.terminated == [1] and f.state is CallState.DEFAULT and not calls.replies
     assert in_order({0: ["zero"], 1: ["three"]}, order) == ["three", "zero"]

@@ -21,7 +21,6 @@ from vecenv.engine import VectorEnv
 from vecenv.engine.checks import check_count
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT
-from vecenv.errors import EnvError
 from vecenv.policy import FailureOptions
 from vecenv.system import usable_cores
 from vecenv.transports import InlineTransport, ProcessTransport, SerialTransport, ThreadTransport
@@ -281,6 +280,7 @@ class AsyncVectorEnv(ProcessVectorEnv, gym.vector.VectorEnv):
 
     #: open error messages with the words of gymnasium's AsyncVectorEnv (see ``check_spaces``)
     gym_messages = "async"
+    _log_env_errors = True
 
     def __init__(
         self,
@@ -311,22 +311,6 @@ class AsyncVectorEnv(ProcessVectorEnv, gym.vector.VectorEnv):
                          copy=copy, daemon=daemon, observation_mode=observation_mode,
                          autoreset_mode=autoreset_mode, **options)
 
-    # gymnasium logs an env's error (gymnasium.logger.error) before raising it; every step, reset
-    # and call collects its replies through one of these two
-    def _results(self, *args: Any, **kwargs: Any) -> tuple:
-        try:
-            return super()._results(*args, **kwargs)
-        except Exception as exc:
-            _log_env_error(exc)
-            raise
-
-    def _wait_calls(self, *args: Any, **kwargs: Any) -> dict[int, Any]:
-        try:
-            return super()._wait_calls(*args, **kwargs)
-        except Exception as exc:
-            _log_env_error(exc)
-            raise
-
     def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
         """Close as :meth:`ProcessVectorEnv.close_extras`, warning as gymnasium does when a call
         is still pending (its results are dropped)."""
@@ -356,18 +340,6 @@ def _concurrency_workers(max_concurrency: Any, num_workers: int | None, num_envs
             "at most max_concurrency workers; pass num_workers <= max_concurrency, or only one of them"
         )
     return min(num_workers or num_envs, int(max_concurrency))
-
-
-def _log_env_error(exc: BaseException) -> None:
-    """Log an env's error through gymnasium's logger, in the words of gymnasium's AsyncVectorEnv."""
-    if not isinstance(exc, EnvError):
-        return
-    logger.error(
-        f"Received the following error from Worker-{exc.worker} - env {exc.env_index} raised it in "
-        f"{exc.method}; the worker keeps running"
-    )
-    logger.error(exc.remote_traceback.rstrip())
-    logger.error("Raising the last exception back to the main process.")
 
 
 class RayVectorEnv(VectorEnv, gym.vector.VectorEnv):

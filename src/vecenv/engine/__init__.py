@@ -1,5 +1,38 @@
 """Engine layer: the one gymnasium-API vector env core every backend shares, and the transport
-contract it drives."""
+contract it drives.
+
+Glossary (one meaning per word, in the engine and the transports):
+
+- **env**: one sub-environment, numbered ``0 .. num_envs - 1`` (its global id).
+- **group**: the envs one worker holds and steps in a loop, a contiguous range
+  (:class:`~vecenv.worker.EnvGroup`; :mod:`.partition` says which envs, and their ids within it).
+- **worker**: what runs one group (a process, a thread, a Ray actor, or your own thread),
+  numbered ``0 .. num_workers - 1``; it runs one command at a time.
+- **transport**: how commands reach the workers and replies come back
+  (:class:`~vecenv.engine.transport.Transport`: serial, thread, process, ray).
+- **command**: what one worker is told to do (:mod:`vecenv.worker.commands`: a step, a reset, a
+  call on its envs).
+- **reply**: what a worker returns for a command besides the rows it wrote in the buffers
+  (:class:`~vecenv.infos.StepReply`: info entries, object leaves), or a call's values.
+- **batch**: the results a step or reset returns to the caller: every env's (full batch), or the
+  first ``batch_size`` envs ready (async batches, ``recv()``).
+- **slot**: a worker's row of the process transport's control block in shared memory (its
+  command and reply counters); nowhere else.
+- **caller**: the thread that calls the vector env's API (one at a time).
+
+Verbs, from the caller to a worker and back:
+
+- **check**: refuse bad input before anything reaches a worker.
+- **send**: give commands to the workers for one call (``send_steps``, ``send_reset``,
+  ``send_call``); **submit**: hand one command to one worker's transport.
+- **wait**: block until some worker has a reply; **fetch**: take one worker's reply off the
+  transport; **receive**: wait, then fetch every reply there (:meth:`.flight.InFlight.receive`).
+- **collect**: receive until a batch is complete and return it (the :class:`.batches.Collect`
+  strategies, and :class:`.calls.Calls` for calls).
+- **drop**: discard work that will never be returned (``drop_in_flight`` after a failure,
+  ``drop_all`` after an interruption, ``drop_held``); **interrupted**: a call cut short by an
+  exception part-way (:mod:`.state` says what it leaves).
+"""
 
 from vecenv.engine.checks import SpaceMismatchError
 from vecenv.engine.core import VectorEnv

@@ -1,112 +1,160 @@
-"""The two collectors of a :class:`~vecenv.engine.flight.InFlight`: :class:`FullBatches` returns
-every env's results at once (``batch_size == num_envs``), :class:`AsyncBatches` the first
-``batch_size`` envs ready, EnvPool's way, while the others go on stepping."""
+"""How the results of steps and resets return to the caller: the two :class:`Collect`
+strategies, of which an :class:`~vecenv.engine.flight.InFlight` holds the one its
+``batch_size`` asks for.
+
+:class:`FullBatch` returns every env's results at once (``batch_size == num_envs``, gymnasium's
+way); :class:`FirstReady` returns the first ``batch_size`` envs ready (EnvPool's way) while the
+others go on stepping. Both wait through :meth:`InFlight.receive
+<vecenv.engine.flight.InFlight.receive>`, which keeps the replies in ``InFlight.replies`` as
+they came, and make batches of those.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import multiprocessing
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from vecenv.engine.flight import InFlight
-from vecenv.engine.partition import Partition
 from vecenv.engine.state import CallState, Event
-from vecenv.engine.transport import Transport
-from vecenv.infos import InfoColumns, batch_infos, columns_infos
-from vecenv.policy import FailurePolicy
+from vecenv.errors import NoAsyncCallError
+from vecenv.infos import InfoColumns, InfoEntry, batch_infos, columns_infos
 
-__all__ = ["AsyncBatches", "FullBatches", "flight_for"]
+if TYPE_CHECKING:
+    from vecenv.engine.flight import InFlight
 
-
-class FullBatches(InFlight):
-    """Every env's results at once. Infos that came as column chunks stay chunks
-    (``columns``) until the batch is built, so they batch a column at a time."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.columns: list[InfoColumns] = []
-
-    def keep(self, envs: np.ndarray, entries: Any) -> None:
-        if type(entries) is InfoColumns:
-            self.columns.append(entries)
-        else:
-            super().keep(envs, entries)
-
-    def collect(self, timeout: float | None, method: str, raw: bool) -> tuple:
-        self.gather(None, timeout, method)
-        b, n = self.buffers, self.num_envs
-        infos: Any
-        if raw:  # the parts as they came: each names its envs
-            infos = [*self.columns, *self.pending_infos.values()]
-        else:
-            columns = columns_infos(self.columns, self.pending_infos, n) if self.columns else None
-            entries = [self.pending_infos[i] for i in sorted(self.pending_infos)] if self.pending_infos else []
-            infos = columns if columns is not None else batch_infos(entries, n) if entries else {}
-        self.forget(Event.RETURNED)
-        if self.autoreset_mode is AutoresetMode.DISABLED:
-            self.needs_reset = np.logical_or(b.terminations, b.truncations)
-        observations = b.observations.read(self.copy) if b.lender is None else b.lender.lend()
-        return observations, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
-
-    def forget(self, event: Event) -> None:
-        if self.columns:
-            self.columns.clear()
-        super().forget(event)
+__all__ = ["Collect", "FirstReady", "FullBatch"]
 
 
-class AsyncBatches(InFlight):
-    """The first ``batch_size`` envs ready. An env is ``busy`` from its send until a batch
-    returns it; finished envs queue in ``ready``; steps may be sent while others are in flight."""
+class Collect(Protocol):
+    """A way to return the results of the pending step or reset."""
 
-    def may_send_steps(self) -> bool:
-        return self.state is CallState.DEFAULT or self.state is CallState.WAITING_STEP
+    #: the call states in which a step may be sent
+    step_states: frozenset[CallState]
 
-    def check_all_envs(self) -> None:
-        raise ValueError(
-            f"send(actions, env_ids): env_ids is required when batch_size ({self.batch_size}) "
-            f"< num_envs ({self.num_envs}); pass the infos['env_id'] of the last recv()"
-        )
+    def sent(self, ids: np.ndarray, reset: bool) -> None:
+        """The envs ``ids`` are being sent a step (or, ``reset``, a reset): async batches mark them busy."""
 
-    def resetting(self, ids: np.ndarray) -> None:
+    def collect(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
+        """Wait for the results and return them: ``(obs, rewards, terminations, truncations,
+        infos)`` (``raw``: the info entries as they came instead of batched infos). Cut short,
+        the flight says what it left (:meth:`~vecenv.engine.flight.InFlight.interrupted_collect`)."""
+
+    def drop(self) -> None:
+        """Drop every result held and not returned."""
+
+
+class FullBatch:
+    """Every env's results at once. Infos that came as column chunks stay chunks until the
+    batch is built, so they batch a column at a time."""
+
+    step_states = frozenset({CallState.DEFAULT})
+
+    def __init__(self, flight: InFlight) -> None:
+        self.flight = flight
+
+    def sent(self, ids: np.ndarray, reset: bool) -> None:
+        pass
+
+    def collect(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
+        flight = self.flight
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while flight.in_flight:
+                flight.receive(deadline, timeout, method, True)
+            b, n = flight.buffers, flight.num_envs
+            held: dict[int, InfoEntry] = {}
+            columns: list[InfoColumns] = []
+            for _, entries in flight.replies:
+                if type(entries) is InfoColumns:
+                    columns.append(entries)
+                else:
+                    for entry in entries:
+                        held[entry.index] = entry
+            flight.replies.clear()
+            infos: Any
+            if raw:  # the parts as they came: each names its envs
+                infos = [*columns, *held.values()]
+            else:  # by column where the chunks allow, else entry by entry
+                infos = columns_infos(columns, held, n) if columns else None
+                if infos is None:
+                    infos = batch_infos([held[i] for i in sorted(held)], n) if held else {}
+            flight.lifecycle.fire(Event.RETURNED)
+            if flight.autoreset_mode is AutoresetMode.DISABLED:
+                flight.needs_reset = np.logical_or(b.terminations, b.truncations)
+            observations = b.observations.read(flight.copy) if b.lender is None else b.lender.lend()
+            return observations, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
+        except multiprocessing.TimeoutError:
+            raise
+        except BaseException as exc:
+            flight.interrupted_collect(exc)
+            raise
+
+    def drop(self) -> None:
+        pass
+
+
+class FirstReady:
+    """The first ``batch_size`` envs ready. An env is ``busy`` (the flight's) from its send until
+    a batch returns it; finished envs queue in ``ready``, their info entries wait in ``entries``;
+    steps may be sent while others are in flight."""
+
+    step_states = frozenset({CallState.DEFAULT, CallState.WAITING_STEP})
+
+    def __init__(self, flight: InFlight) -> None:
+        self.flight = flight
+        self.entries: dict[int, InfoEntry] = {}
+        self.ready: deque[int] = deque()
+
+    def sent(self, ids: np.ndarray, reset: bool) -> None:
+        if reset:  # every env starts a new episode
+            self.entries.clear()
+            self.ready.clear()
+            self.flight.replies.clear()
+            self.flight.restarted.clear()
+        self.flight.busy[ids] = True
+
+    def collect(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
+        flight, ready, held = self.flight, self.ready, self.entries
+        bs = flight.batch_size
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                for envs, entries in flight.replies:  # in the order they came
+                    for entry in entries:
+                        held[entry.index] = entry
+                    ready.extend(envs.tolist())
+                flight.replies.clear()
+                if len(ready) >= bs:
+                    break
+                if not flight.in_flight:
+                    raise NoAsyncCallError(f"Calling `{method}` with no envs in flight.", method)
+                flight.receive(deadline, timeout, method)
+            b, ids = flight.buffers, [ready.popleft() for _ in range(bs)]
+            rows = np.array(ids, dtype=np.int64)
+            if held:
+                at = {i: r for r, i in enumerate(ids)}
+                infos = batch_infos([held.pop(i) for i in ids if i in held], bs, at)
+            else:
+                infos = {}
+            infos["env_id"] = rows
+            infos["_env_id"] = np.ones(bs, dtype=np.bool_)
+            flight.busy[rows] = False
+            if flight.autoreset_mode is AutoresetMode.DISABLED:
+                flight.needs_reset[rows] = b.terminations[rows] | b.truncations[rows]
+            # the rest of a reset, and of the steps sent, arrives through recv()
+            flight.lifecycle.fire(Event.BATCH_RETURNED if flight.in_flight or ready else Event.RETURNED)
+            return b.observations.read_rows(rows), b.rewards[rows], b.terminations[rows], b.truncations[rows], infos
+        except multiprocessing.TimeoutError:
+            raise
+        except BaseException as exc:
+            flight.interrupted_collect(exc)
+            raise
+
+    def drop(self) -> None:
+        self.entries.clear()
         self.ready.clear()
-        self.pending_infos.clear()
-        self.restarted.clear()  # every env starts a new episode
-        self.busy[ids] = True
-
-    def stepping(self, ids: np.ndarray) -> None:
-        self.busy[ids] = True
-
-    def keep(self, envs: np.ndarray, entries: Any) -> None:
-        super().keep(envs, entries)
-        self.ready.extend(envs.tolist())
-
-    def collect(self, timeout: float | None, method: str, raw: bool) -> tuple:
-        self.gather(self.batch_size, timeout, method)
-        b, bs, ready, pending = self.buffers, self.batch_size, self.ready, self.pending_infos
-        ids = [ready.popleft() for _ in range(bs)]
-        take = np.array(ids, dtype=np.int64)
-        if pending:
-            rows = {i: r for r, i in enumerate(ids)}
-            infos = batch_infos([pending.pop(i) for i in ids if i in pending], bs, rows)
-        else:
-            infos = {}
-        infos["env_id"] = take
-        infos["_env_id"] = np.ones(bs, dtype=np.bool_)
-        self.busy[take] = False
-        if self.autoreset_mode is AutoresetMode.DISABLED:
-            self.needs_reset[take] = b.terminations[take] | b.truncations[take]
-        # the rest of a reset, and of the steps sent, arrives through recv()
-        self.lifecycle.fire(Event.BATCH_RETURNED if self.in_flight or self.ready else Event.RETURNED)
-        return b.observations.read_rows(take), b.rewards[take], b.terminations[take], b.truncations[take], infos
-
-    def forget(self, event: Event) -> None:
-        self.busy.fill(False)
-        super().forget(event)
-
-
-def flight_for(transport: Transport, partition: Partition, policy: FailurePolicy, batch_size: int,
-               autoreset_mode: AutoresetMode, copy: bool) -> InFlight:
-    """The collector that ``batch_size`` asks for, over a new :class:`InFlight`."""
-    kind = AsyncBatches if batch_size < partition.num_envs else FullBatches
-    return kind(transport, partition, policy, batch_size, autoreset_mode, copy)
+        self.flight.busy.fill(False)

@@ -8,6 +8,7 @@ replies, keeping what arrived across a timed-out wait (the call stays pending, a
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,10 +20,7 @@ from vecenv.engine.state import Event
 from vecenv.errors import StepTimeoutError, WorkerDiedError
 from vecenv.worker.commands import Command
 
-__all__ = ["Calls", "NO_IDS", "in_order"]
-
-#: the envs of a command that returns values rather than rows (not tracked as ready envs)
-NO_IDS = np.empty(0, dtype=np.int64)
+__all__ = ["Calls", "in_order"]
 
 
 class Calls:
@@ -30,45 +28,45 @@ class Calls:
 
     def __init__(self, flight: InFlight) -> None:
         self.flight = flight
-        self.results: dict[int, Any] = {}  # replies of the pending call so far, per worker
+        self.replies: dict[int, Any] = {}  # the pending call's replies so far, per worker
         self.error: BaseException | None = None
 
     def send(self, command: Command) -> None:
         """Send ``command`` to every worker: a call on every env."""
-        flight = self.flight
-        with flight.sending(Event.SEND_CALL):
-            for w in range(len(flight.partition)):
-                flight.submit(w, command, NO_IDS)
+        self.flight.send_call((w, command) for w in range(len(self.flight.partition)))
 
     def send_at(self, ids: np.ndarray, command: Callable[[np.ndarray | None, np.ndarray], Command]) -> np.ndarray:
         """Send ``command(local ids, global ids)`` to the workers of the envs ``ids``; returns
         the order that sorts ``ids`` (replies come in env order)."""
-        flight = self.flight
         order = np.argsort(ids, kind="stable")
-        with flight.sending(Event.SEND_CALL):
-            for w, local, envs in flight.partition.by_worker(ids[order]):
-                flight.submit(w, command(local, envs), NO_IDS)
+        self.flight.send_call((w, command(local, envs)) for w, local, envs in self.flight.partition.by_worker(ids[order]))
         return order
 
-    def wait(self, timeout: float | None, method: str) -> dict[int, Any]:
+    def collect(self, timeout: float | None, method: str) -> dict[int, Any]:
         """Every worker's reply to the pending call; the first error once all have replied."""
         flight = self.flight
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while flight.in_flight:
-            for w in flight.wait_ready(deadline, timeout, method, self.overdue):
-                flight.in_flight.pop(w)
-                try:
-                    self.results[w] = flight.transport.fetch(w)
-                except WorkerDiedError as exc:
-                    self.worker_died(w, exc)
-                except BaseException as exc:
-                    self.error = self.error or exc
-        results, self.results = self.results, {}
-        error, self.error = self.error, None
-        flight.lifecycle.fire(Event.RETURNED)
-        if error is not None:
-            raise error
-        return results
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while flight.in_flight:
+                for w in flight.wait(deadline, timeout, method, self.overdue):
+                    flight.in_flight.pop(w)
+                    try:
+                        self.replies[w] = flight.transport.fetch(w)
+                    except WorkerDiedError as exc:
+                        self.worker_died(w, exc)
+                    except BaseException as exc:
+                        self.error = self.error or exc
+            replies, self.replies = self.replies, {}
+            error, self.error = self.error, None
+            flight.lifecycle.fire(Event.RETURNED)
+            if error is not None:
+                raise error
+            return replies
+        except multiprocessing.TimeoutError:
+            raise
+        except BaseException as exc:
+            flight.interrupted_collect(exc)
+            raise
 
     def worker_died(self, w: int, error: WorkerDiedError) -> None:
         """Worker ``w`` died (while idle, before this call): under ``on_error="restart"`` it is
@@ -79,7 +77,7 @@ class Calls:
             self.error = self.error or error
             return
         try:
-            self.results[w] = flight.recovery.rerun(w, error, flight.commands.get(w))
+            self.replies[w] = flight.recovery.rerun(w, error, flight.commands.get(w))
         except BaseException as exc:
             self.error = self.error or exc
 

@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.spaces.utils import is_space_dtype_shape_equiv
+from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from vecenv.policy import FailureOptions, FailurePolicy
 
@@ -21,6 +22,7 @@ __all__ = [
     "check_timeout",
     "refuse_ended",
     "SpaceMismatchError",
+    "batched_spaces",
     "check_spaces",
     "check_values",
     "check_count",
@@ -153,6 +155,22 @@ class SpaceMismatchError(ValueError, RuntimeError):
 
     A ``RuntimeError`` too, as gymnasium raises one for the same mistake.
     """
+
+
+def batched_spaces(descriptions: Sequence[Any], observation_mode: Any, owner: type) -> tuple[spaces.Space, ...]:
+    """The single and batched observation and action spaces of the envs ``descriptions``
+    (``observation_mode`` as gymnasium's vector envs take it), checked to batch (:func:`check_spaces`)."""
+    first, n = descriptions[0], len(descriptions)
+    single_obs, single_act = first.observation_space, first.action_space
+    act = batch_space(single_act, n)
+    if isinstance(observation_mode, tuple):
+        obs, single_obs = observation_mode
+    elif observation_mode == "same":
+        obs = batch_space(single_obs, n)
+    else:
+        obs = batch_differing_spaces([d.observation_space for d in descriptions])
+    check_spaces(descriptions, observation_mode, single_obs, single_act, owner)
+    return single_obs, obs, single_act, act
 
 
 def check_spaces(descriptions: Sequence[Any], observation_mode: Any, single_obs: spaces.Space,

@@ -1,12 +1,12 @@
 """The engine: one gymnasium-API vector env core that every backend shares.
 
-:class:`VectorEnv` checks every input before anything reaches a worker (:mod:`.checks`) and
-hands the work to its collaborators: a :class:`~.flight.InFlight` (one of the collectors of
-:mod:`.batches`) keeps the commands in flight and fires the call state's events (:mod:`.state`)
-(each worker's env group gets the commands through a
-:class:`~vecenv.engine.transport.Transport`), its :class:`~.recovery.Recovery` plans the
-restart of failed workers, and :class:`~.calls.Calls` runs calls on the sub-envs. Backends (serial, threads,
-processes, Ray) differ only in the transport they pass in.
+:class:`VectorEnv` checks every input before anything reaches a worker (:mod:`.checks`), sends
+the commands through its :class:`~.flight.InFlight` (each worker's env group gets them through
+a :class:`~vecenv.engine.transport.Transport`) and collects the results through the flight's
+:class:`~.batches.Collect` strategy: ``step`` reads check, send, collect. The flight fires the
+call state's events (:mod:`.state`), its :class:`~.recovery.Recovery` plans the restart of
+failed workers, and :class:`~.calls.Calls` runs calls on the sub-envs. Backends (serial,
+threads, processes, Ray) differ only in the transport they pass in.
 """
 
 from __future__ import annotations
@@ -18,15 +18,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_differing_spaces, batch_space
 from typing_extensions import Unpack
 
 from vecenv import runs
 from vecenv.engine import owner
-from vecenv.engine.batches import flight_for
 from vecenv.engine.calls import Calls, in_order
 from vecenv.engine.checks import (
     SpaceMismatchError,
+    batched_spaces,
     check_count,
     check_env_fns,
     check_env_ids,
@@ -36,14 +35,13 @@ from vecenv.engine.checks import (
     check_policy,
     check_reset_mask,
     check_seeds,
-    check_spaces,
     check_timeout,
     check_values,
 )
-from vecenv.engine.guard import CallerGuard, one_caller
+from vecenv.engine.flight import InFlight
 from vecenv.engine.modes import parse_autoreset_mode
 from vecenv.engine.partition import Partition
-from vecenv.engine.state import CallState, Event
+from vecenv.engine.state import CallerGuard, CallState, Event, one_caller
 from vecenv.engine.transport import Transport
 from vecenv.errors import ClosedEnvironmentError, NoAsyncCallError
 from vecenv.infos import InfoParts
@@ -76,6 +74,8 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     layout: Any = None
     #: False lets step() come before the first reset() (SB3's API leaves that to the envs)
     require_reset: bool = True
+    #: log an env's error before raising it, as gymnasium's AsyncVectorEnv does
+    _log_env_errors: bool = False
 
     def __init__(
         self,
@@ -103,8 +103,8 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self._guard = CallerGuard()
         self._has_reset = False
         partition = Partition(n, self.num_workers)
-        self._flight = flight = flight_for(transport, partition, self.policy, self.batch_size,
-                                           self.autoreset_mode, self.copy)
+        self._flight = flight = InFlight(transport, partition, self.policy, self.batch_size,
+                                         self.autoreset_mode, self.copy, self._log_env_errors)
         self._calls = Calls(flight)
         self._owner = owner.adopt(self)  # before any worker starts: a forked one inherits it
         descriptions = transport.start(self.env_fns, partition, self.autoreset_mode)
@@ -119,7 +119,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
             transport.attach(self._buffers)
             if self.policy.restarts:
                 self._calls.send(Configure(self.policy))
-                self._wait_calls(None, "configure")
+                self._calls.collect(None, "configure")
         except BaseException:
             self.close()
             raise
@@ -141,29 +141,15 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
 
     def _setup_spaces(self, descriptions: list[EnvDescription], observation_mode: Any) -> None:
         first = descriptions[0]
-        self.metadata = dict(first.metadata)
-        self.metadata["autoreset_mode"] = self.autoreset_mode
+        self.metadata = {**first.metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = first.render_mode
-        self.single_action_space = first.action_space
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.single_observation_space = first.observation_space
-        if isinstance(observation_mode, tuple):
-            self.observation_space, self.single_observation_space = observation_mode
-        elif observation_mode == "same":
-            self.observation_space = batch_space(first.observation_space, self.num_envs)
-        else:
-            self.observation_space = batch_differing_spaces([d.observation_space for d in descriptions])
-        check_spaces(descriptions, observation_mode, self.single_observation_space, self.single_action_space,
-                     type(self))
+        (self.single_observation_space, self.observation_space, self.single_action_space,
+         self.action_space) = batched_spaces(descriptions, observation_mode, type(self))
 
     # ================================================================ reset
     @one_caller
-    def reset(
-        self,
-        *,
-        seed: int | Sequence[int | None] | None = None,
-        options: dict[str, Any] | None = None,
-    ) -> tuple[Any, dict[str, Any]]:
+    def reset(self, *, seed: int | Sequence[int | None] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Reset the envs; env ``i`` gets ``seed + i`` (or ``seed[i]`` from a list).
 
         ``options={"reset_mask": mask}`` resets only the envs where ``mask`` is True (the others
@@ -171,26 +157,32 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         ``batch_size`` to finish are returned, with ``infos["env_id"]``. After an interrupted
         call, every worker is first let finish what it was given.
         """
-        with self._flight.one_call():
-            self.reset_async(seed=seed, options=options)
-            return self.reset_wait()
+        try:
+            mask = self._check_reset(options)
+            self._send_reset(seed, options, mask)
+            obs, _, _, _, infos = self._flight.batches.collect(None, "reset_wait")
+        except BaseException:
+            self._flight.interrupted_call()  # what the reset left pending is the next reset()'s to drop
+            raise
+        self._has_reset = True
+        return obs, infos
 
     @one_caller
-    def reset_async(
-        self,
-        seed: int | Sequence[int | None] | None = None,
-        options: dict[str, Any] | None = None,
-    ) -> None:
+    def reset_async(self, seed: int | Sequence[int | None] | None = None,
+                    options: dict[str, Any] | None = None) -> None:
         """Send the reset to the workers without waiting (see :meth:`reset`)."""
+        self._send_reset(seed, options, self._check_reset(options))
+
+    def _check_reset(self, options: dict[str, Any] | None) -> np.ndarray | None:
+        """Check a reset's ``options``; its ``reset_mask`` (None: every env)."""
         self._check_open()
         check_options(options)
-        mask = None
-        if options is not None and "reset_mask" in options:
-            mask = options["reset_mask"]
-            check_reset_mask(mask, self.num_envs)
-        self._start_reset(seed, options, mask)
+        if options is None or "reset_mask" not in options:
+            return None
+        check_reset_mask(options["reset_mask"], self.num_envs)
+        return options["reset_mask"]
 
-    def _start_reset(self, seed: Any, options: dict[str, Any] | None, mask: np.ndarray | None) -> None:
+    def _send_reset(self, seed: Any, options: dict[str, Any] | None, mask: np.ndarray | None) -> None:
         """Reset the envs where ``mask`` is True (all when None), each with ``options`` as given
         (a ``reset_mask`` in it popped, as gymnasium's vector envs do)."""
         n, flight = self.num_envs, self._flight
@@ -211,7 +203,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self._check_open()
         if self._flight.state is not CallState.WAITING_RESET:
             raise NoAsyncCallError("Calling `reset_wait` without any prior call to `reset_async`.", "reset")
-        obs, _, _, _, infos = self._results(timeout, "reset_wait")
+        obs, _, _, _, infos = self._flight.batches.collect(timeout, "reset_wait")
         self._has_reset = True
         return obs, infos
 
@@ -219,8 +211,16 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     @one_caller
     def step(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> StepResult:
         """Step every env (or, in async-batch mode, send to ``env_ids`` and receive a batch)."""
-        self._may_send()
-        return self._results(None, "step_wait", step=(actions, env_ids))
+        flight = self._flight
+        if flight.closed or flight.lifecycle.state not in flight.batches.step_states or not self._has_reset:
+            self._check_step()  # says what refuses the step, if anything does
+        try:
+            ids = flight.check_actions(actions, env_ids)  # into the action buffer
+            flight.send_steps(ids)  # a command to each worker
+            return flight.batches.collect(None, "step_wait")  # every env's results, or the first ready
+        except BaseException:
+            flight.interrupted_call()  # what the step left pending is the next reset()'s to drop
+            raise
 
     def step_async(self, actions: Any) -> None:
         """gymnasium's AsyncVectorEnv name for :meth:`send` to every env."""
@@ -237,37 +237,28 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         In async-batch mode (``batch_size < num_envs``) ``env_ids`` names the envs the actions are
         for, normally the ``infos["env_id"]`` of the last :meth:`recv`.
         """
-        self._send(actions, env_ids)
-
-    def _send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None) -> None:
-        self._may_send()
-        self._flight.send_steps(self._flight.check_actions(actions, env_ids))
-
-    def _may_send(self) -> None:
-        """Refuse a step that cannot be sent now (closed, a call pending, no reset yet)."""
-        if self._flight.closed:
-            self._check_open()
-        if not self._flight.may_send_steps():
-            self._check_idle("step_async")
-        if not self._has_reset and self.require_reset:
-            raise gym.error.ResetNeeded("step() was called before reset(): call reset() first")
+        flight = self._flight
+        self._check_step()
+        flight.send_steps(flight.check_actions(actions, env_ids))
 
     @one_caller
     def recv(self, timeout: float | None = None) -> StepResult:
         """Wait for the results of :meth:`send`: all envs, or the first ``batch_size`` ready."""
         check_timeout(timeout, "recv")
-        return self._recv(timeout)
-
-    def _recv(self, timeout: float | None) -> StepResult:
         self._check_open()
         if self._flight.state is not CallState.WAITING_STEP:
             raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.", "step")
-        return self._results(timeout, "step_wait")
+        return self._flight.batches.collect(timeout, "step_wait")
 
-    def _results(self, timeout: float | None, method: str, raw: bool = False, step: tuple | None = None) -> tuple:
-        """Every step and reset collects its results here, a ``step()`` sending too (a subclass
-        may watch their errors)."""
-        return self._flight.results(timeout, method, raw, step)
+    def _check_step(self) -> None:
+        """Refuse a step that cannot be sent now (closed, another call pending, no reset yet)."""
+        flight = self._flight
+        if flight.closed:
+            self._check_open()
+        if flight.lifecycle.state not in flight.batches.step_states:
+            self._check_idle("step_async")
+        if not self._has_reset and self.require_reset:
+            raise gym.error.ResetNeeded("step() was called before reset(): call reset() first")
 
     # The SB3 layer reads each env's report as it came (exact Python types, no batching).
     @one_caller
@@ -276,8 +267,14 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         column chunks, each naming its envs, in no set order) instead of batched infos (full
         batches only)."""
         self._require_full_batches("step_entries")
-        self._may_send()
-        return self._results(None, "step_wait", raw=True, step=(actions, None))
+        flight = self._flight
+        self._check_step()
+        try:
+            flight.send_steps(flight.check_actions(actions, None))
+            return flight.batches.collect(None, "step_wait", raw=True)
+        except BaseException:
+            flight.interrupted_call()
+            raise
 
     @one_caller
     def reset_entries(
@@ -289,13 +286,13 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         ``options`` exactly as given (``None`` stays ``None``, as SB3 passes it)."""
         self._require_full_batches("reset_entries")
         if env_ids is None:
-            self.reset_async(seed=seed, options=options)
+            mask = self._check_reset(options)
         else:
             check_options(options)
             mask = np.zeros(self.num_envs, dtype=np.bool_)
             mask[check_env_ids(env_ids, self.num_envs)] = True
-            self._start_reset(seed, options, mask)
-        obs, _, _, _, entries = self._results(None, "reset_wait", raw=True)
+        self._send_reset(seed, options, mask)
+        obs, _, _, _, entries = self._flight.batches.collect(None, "reset_wait", raw=True)
         self._has_reset = True
         return obs, entries
 
@@ -307,9 +304,12 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     @one_caller
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of every env (or get its value if not callable), as gymnasium does."""
-        with self._flight.one_call():
+        try:
             self.call_async(name, *args, **kwargs)
             return self.call_wait()
+        except BaseException:
+            self._flight.interrupted_call()
+            raise
 
     @one_caller
     def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
@@ -325,21 +325,15 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self._check_open()
         if self._flight.state is not CallState.WAITING_CALL:
             raise NoAsyncCallError("Calling `call_wait` without any prior call to `call_async`.", "call")
-        with self._flight.collecting():
-            results = self._wait_calls(timeout, "call_wait")
+        results = self._calls.collect(timeout, "call_wait")
         return tuple(x for w in range(self.num_workers) for x in results[w])
-
-    def _wait_calls(self, timeout: float | None, method: str) -> dict[int, Any]:
-        """Every call collects its replies here (a subclass may watch their errors)."""
-        return self._calls.wait(timeout, method)
 
     def _run_at(self, method: str, indices: Sequence[int] | None, command: Callable[..., Command]) -> list:
         """Run ``command(local ids, global ids)`` on the envs ``indices``; results in their order."""
         self._check_idle(method)
         ids = np.arange(self.num_envs) if indices is None else check_env_ids(indices, self.num_envs)
         order = self._calls.send_at(ids, command)
-        with self._flight.collecting():
-            return in_order(self._wait_calls(None, method), order)
+        return in_order(self._calls.collect(None, method), order)
 
     @one_caller
     def call_at(self, indices: Sequence[int] | None, name: str, *args: Any, **kwargs: Any) -> list:

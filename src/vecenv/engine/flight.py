@@ -1,21 +1,20 @@
-"""In-flight bookkeeping: :class:`InFlight`, what every worker is running and what waits on it.
+"""The dispatcher: :class:`InFlight`, what every worker is running and what waits on it.
 
-A :class:`~vecenv.engine.VectorEnv` holds one InFlight (one of the two collectors of
-:mod:`.batches`) and sends every command through it::
+A :class:`~vecenv.engine.VectorEnv` sends every command through its InFlight and collects
+through the :class:`~vecenv.engine.batches.Collect` strategy the flight holds::
 
-    VectorEnv.step(actions) -> InFlight.results(step=...): one try around the whole step
-      -> check_actions               actions into the shared action buffer, ids checked
-      -> put_steps                   one command per worker: Transport.submit, or deferred
-                                     while that worker is busy (async batches)
-      -> collect                     FullBatches: every reply; AsyncBatches: the first
-                                     batch_size envs ready (send() and recv() alone:
-                                     send_steps and results, each its half)
-        -> gather    Transport.ready / fetch, in the order workers finish; a worker that died
-                     or overran step_timeout goes to worker_failed: a Recovery plan, or fail()
-        -> accept    rows are in the buffers already; infos held per env
+    VectorEnv.step(actions)       check -> send -> collect, in its own body
+      InFlight.check_actions      actions into the shared action buffer, ids checked
+      InFlight.send_steps         one command per worker (submit: Transport.submit), or deferred
+                                  while that worker is busy (async batches)
+      InFlight.batches.collect    FullBatch: every reply; FirstReady: the first batch_size envs
+        InFlight.receive          wait (Transport.ready) for workers with a reply and fetch each
+                                  (Transport.fetch): rows are in the buffers already, the info
+                                  entries kept in replies; a worker that died or overran
+                                  step_timeout goes to worker_failed: a Recovery plan, or fail()
 
-The call state (:mod:`.state`) moves only by the events the methods here fire: a command sent,
-results returned, an interruption while sending or collecting, in-flight work dropped.
+The call state (:mod:`.state`) moves only by the events fired here and by the collectors: a
+command sent, results returned, a call cut short while sending or collecting, work dropped.
 """
 
 from __future__ import annotations
@@ -24,14 +23,14 @@ import copy
 import multiprocessing
 import sys
 import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+from gymnasium import logger
 from gymnasium.vector import AutoresetMode
 
+from vecenv.engine.batches import Collect, FirstReady, FullBatch
 from vecenv.engine.checks import check_env_ids, refuse_ended
 from vecenv.engine.partition import Partition
 from vecenv.engine.recovery import Recovery, Restart
@@ -40,7 +39,7 @@ from vecenv.engine.transport import Transport
 from vecenv.errors import (
     AlreadyPendingCallError,
     ClosedEnvironmentError,
-    NoAsyncCallError,
+    EnvError,
     StepTimeoutError,
     VecEnvError,
     WorkerDiedError,
@@ -51,12 +50,13 @@ from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import STEP_ALL, Command, Reset, Step, with_given
 from vecenv.worker.restarts import truncate_rows
 
-__all__ = ["InFlight", "SETTLE_TIMEOUT"]
+__all__ = ["DROP_TIMEOUT", "NO_IDS", "InFlight"]
 
-#: longest wait for a worker to finish its command when the env settles after an interruption
-SETTLE_TIMEOUT = 30.0
+#: longest wait for a worker to finish its command when its reply is dropped after an interruption
+DROP_TIMEOUT = 30.0
 
-_CHECKING, _SENDING, _COLLECTING = "checking", "sending", "collecting"  # where a step was cut short
+#: the envs of a command that returns values rather than rows (a call)
+NO_IDS = np.empty(0, dtype=np.int64)
 
 #: ``overdue(worker, its envs, method)``: what becomes of a worker that overran ``step_timeout``
 Overdue = Callable[[int, np.ndarray, str], None]
@@ -66,17 +66,18 @@ class InFlight:
     """The commands in flight for one vector env of ``partition.num_envs`` envs, and their results.
 
     One command per worker at a time; ``in_flight[w]`` holds the envs of worker ``w``'s command.
-    A step for a busy worker waits in ``deferred`` (async batches); ``pending_infos`` keeps each env's
-    info entry until its batch is returned. A subclass collects the results
-    (:meth:`collect`): every env's (full batches) or the first ready (async batches).
+    A step for a busy worker waits in ``deferred`` (async batches); ``replies`` keeps what came
+    back and was not returned yet. ``batches`` collects the results: every env's (:class:`~.batches.FullBatch`) or the first ready
+    (:class:`~.batches.FirstReady`); ``log_env_errors`` logs an env's error as gymnasium's
+    AsyncVectorEnv does.
     """
 
     def __init__(self, transport: Transport, partition: Partition, policy: FailurePolicy,
-                 batch_size: int, autoreset_mode: AutoresetMode, copy: bool) -> None:
+                 batch_size: int, autoreset_mode: AutoresetMode, copy: bool, log_env_errors: bool = False) -> None:
         n = partition.num_envs
         self.transport, self.partition, self.policy = transport, partition, policy
         self.num_envs, self.batch_size = n, batch_size
-        self.autoreset_mode, self.copy = autoreset_mode, copy
+        self.autoreset_mode, self.copy, self.log_env_errors = autoreset_mode, copy, log_env_errors
         self.buffers: StepBuffers  # the transport's, set once it has allocated them
         #: the vector env was closed: a wait in another thread stops
         self.closed = True
@@ -85,70 +86,22 @@ class InFlight:
         self.in_flight: dict[int, np.ndarray] = {}  # worker -> global ids of its command
         self.commands: dict[int, Command] = {}  # worker -> its last command (a restart runs a reset again)
         self.sent_at: dict[int, float] = {}
-        self.busy = np.zeros(n, dtype=np.bool_)
+        self.busy = np.zeros(n, dtype=np.bool_)  # async batches: sent, not yet returned
         self.needs_reset = np.zeros(n, dtype=np.bool_)  # DISABLED mode: ended, not yet reset
         self.deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
-        self.ready: deque[int] = deque()
-        self.pending_infos: dict[int, InfoEntry] = {}
+        #: the replies received and not yet returned, as they came: (envs, their info entries)
+        self.replies: list[tuple[np.ndarray, Any]] = []
         #: envs whose worker was restarted while they were not in flight; their next send returns
         #: a truncation instead of stepping (the restart report, and for SAME_STEP the new env's
         #: reset observation and info)
         self.restarted: dict[int, tuple[dict, Any, dict]] = {}
+        self.batches: Collect = FirstReady(self) if batch_size < n else FullBatch(self)
 
     @property
     def state(self) -> CallState:
         return self.lifecycle.state
 
-    # ================================================================ interruptions
-    def interrupted_send(self, previous: CallState) -> None:
-        """Sending was cut short: INTERRUPTED (reset() or close() next) if anything went out or
-        was pending before (``previous``), never half-sent work that a later call would mistake
-        for its own; else back to DEFAULT."""
-        unsent = not self.in_flight and previous is CallState.DEFAULT
-        self.lifecycle.fire(Event.UNSENT if unsent else Event.SEND_CUT)
-
-    def interrupted_call(self) -> None:
-        """``step``/``reset``/``call`` are one call to their user: cut short anywhere (between
-        send and wait too), what they left pending is the next reset()'s to drop. A call refused
-        because another is pending left nothing: that one stays pending, as in gymnasium."""
-        if self.state is not CallState.DEFAULT and not isinstance(sys.exc_info()[1], AlreadyPendingCallError):
-            self.lifecycle.fire(Event.WAIT_CUT)
-
-    def interrupted_collect(self) -> None:
-        """Collecting was cut short. An exception in the wait itself (a ``KeyboardInterrupt``)
-        leaves the call pending, to wait again or to reset (so does a caller's timeout); one
-        that leaves replies half taken makes the env INTERRUPTED."""
-        if not self.lifecycle.droppable and (self.in_flight or self.state is not CallState.DEFAULT):
-            self.lifecycle.fire(Event.COLLECT_CUT)
-
-    @contextmanager
-    def sending(self, event: Event) -> Iterator[None]:  # a reset or a call
-        previous = self.state
-        try:
-            self.lifecycle.fire(event)
-            yield
-        except BaseException:
-            self.interrupted_send(previous)
-            raise
-
-    @contextmanager
-    def one_call(self) -> Iterator[None]:
-        try:
-            yield
-        except BaseException:
-            self.interrupted_call()
-            raise
-
-    @contextmanager
-    def collecting(self) -> Iterator[None]:
-        try:
-            yield
-        except multiprocessing.TimeoutError:
-            raise
-        except BaseException:
-            self.interrupted_collect()
-            raise
-
+    # ================================================================ checks
     def check_idle(self, method: str) -> None:
         """Refuse ``method`` while a call is pending or after an interruption."""
         if self.state is CallState.INTERRUPTED:
@@ -163,42 +116,15 @@ class InFlight:
                 f"Calling `{method}` while waiting for a pending call to `{state}` to complete{hint}.", state
             )
 
-    def may_send_steps(self) -> bool:
-        """Whether a step may be sent in the current state (else :meth:`check_idle` says why)."""
-        return self.state is CallState.DEFAULT
-
-    # ================================================================ sending
-    def submit(self, w: int, command: Command, envs: np.ndarray) -> None:
-        """Record ``command`` as in flight, then send it (the record comes first, so an
-        interruption between the two leaves a worker to settle, never a reply nobody expects)."""
-        self.in_flight[w] = envs
-        self.commands[w] = command
-        if self.policy.step_timeout is not None:
-            self.sent_at[w] = time.monotonic()
-        if type(command) is Step and self.buffers.actions.unconverted:  # actions as the caller gave them
-            command = with_given(command, self.buffers.actions.unconverted, *self.partition[w])
-        self.transport.submit(w, command)
-
-    def send_reset(self, ids: np.ndarray, seeds: list, options: dict | None) -> None:
-        """Reset the envs ``ids``, env ``i`` with ``seeds[i]`` and ``options`` as given."""
-        with self.sending(Event.SEND_RESET):
-            self.resetting(ids)
-            self.needs_reset[ids] = False
-            by_worker = list(self.partition.by_worker(ids))
-            self.choose_slot([w for w, _, _ in by_worker])
-            for w, local, envs in by_worker:
-                a, b = self.partition[w]
-                self.submit(w, Reset(seeds[a:b], options, local), envs)
-            self.transport.flush()
-
-    def resetting(self, ids: np.ndarray) -> None:
-        """The envs ``ids`` are about to be reset."""
-
     def check_actions(self, actions: Any, env_ids: Any) -> np.ndarray | None:
         """Check ``env_ids`` and write ``actions`` into the action buffer; the ids (None: all)."""
         n, disabled = self.num_envs, self.autoreset_mode is AutoresetMode.DISABLED
         if env_ids is None:
-            self.check_all_envs()
+            if self.batch_size < n:
+                raise ValueError(
+                    f"send(actions, env_ids): env_ids is required when batch_size ({self.batch_size}) "
+                    f"< num_envs ({n}); pass the infos['env_id'] of the last recv()"
+                )
             self.buffers.actions.assign(actions, None, "actions")
             if disabled and self.needs_reset.any():
                 refuse_ended(np.flatnonzero(self.needs_reset))
@@ -214,45 +140,85 @@ class InFlight:
         self.buffers.actions.assign(actions, ids, "actions")
         return ids
 
-    def check_all_envs(self) -> None:
-        """A step for every env (``env_ids=None``) may be sent."""
-
-    def stepping(self, ids: np.ndarray) -> None:
-        """The envs ``ids`` are about to be stepped."""
+    # ================================================================ sending
+    def submit(self, w: int, command: Command, envs: np.ndarray) -> None:
+        """Record ``command`` as in flight, then hand it to the transport (the record comes
+        first, so an interruption between the two leaves a reply to drop, never one nobody expects)."""
+        self.in_flight[w] = envs
+        self.commands[w] = command
+        if self.policy.step_timeout is not None:
+            self.sent_at[w] = time.monotonic()
+        if type(command) is Step and self.buffers.actions.unconverted:  # actions as the caller gave them
+            command = with_given(command, self.buffers.actions.unconverted, *self.partition[w])
+        self.transport.submit(w, command)
 
     def send_steps(self, ids: np.ndarray | None) -> None:
-        """Step the envs ``ids`` (all when None) with the actions in the buffer (:meth:`put_steps`)."""
-        previous = self.state
-        try:  # what sending() does, inline on the step path
-            self.put_steps(ids)
+        """Step the envs ``ids`` (all when None) with the actions in the buffer: each worker's
+        command goes now, or once that worker is free; an env whose worker was restarted while it
+        waited comes back truncated instead (:meth:`return_restarted`)."""
+        previous = self.lifecycle.state
+        try:
+            restarted = None
+            if self.restarted:  # whole batches too: a call may have restarted a worker
+                ids = np.arange(self.num_envs) if ids is None else ids
+                restarted = [i for i in ids.tolist() if i in self.restarted]
+            self.lifecycle.fire(Event.SEND_STEP)
+            if ids is None:
+                commands = self.partition.whole_steps
+            else:
+                self.batches.sent(ids, False)
+                stepping = ids[~np.isin(ids, restarted)] if restarted else ids
+                commands = [(w, STEP_ALL if local is None else Step(local), envs)
+                            for w, local, envs in self.partition.by_worker(stepping)]
+            self.choose_slot([w for w, _, _ in commands])
+            for w, command, envs in commands:
+                if w in self.in_flight:
+                    self.deferred.setdefault(w, []).extend(envs.tolist())
+                else:
+                    self.submit(w, command, envs)
+            self.transport.flush()
+            if restarted:
+                self.return_restarted(restarted)
         except BaseException:
             self.interrupted_send(previous)
             raise
 
-    def put_steps(self, ids: np.ndarray | None) -> None:
-        """Send the steps of the envs ``ids``: each worker's share goes now, or once its worker is
-        free; an env whose worker was restarted while it waited comes back truncated instead."""
-        restarted = None
-        if self.restarted:  # whole batches too: a call may have restarted a worker
-            ids = np.arange(self.num_envs) if ids is None else ids
-            restarted = [i for i in ids.tolist() if i in self.restarted]
-        self.lifecycle.fire(Event.SEND_STEP)
-        if ids is None:
-            commands = self.partition.whole_steps
-        else:
-            self.stepping(ids)
-            stepping = ids[~np.isin(ids, restarted)] if restarted else ids
-            commands = [(w, STEP_ALL if local is None else Step(local), envs)
-                        for w, local, envs in self.partition.by_worker(stepping)]
-        self.choose_slot([w for w, _, _ in commands])
-        for w, command, envs in commands:
-            if w in self.in_flight:
-                self.deferred.setdefault(w, []).extend(envs.tolist())
-            else:
-                self.submit(w, command, envs)
-        self.transport.flush()
-        if restarted:
-            self.return_restarted(restarted)
+    def send_reset(self, ids: np.ndarray, seeds: list, options: dict | None) -> None:
+        """Reset the envs ``ids``, env ``i`` with ``seeds[i]`` and ``options`` as given."""
+        previous = self.lifecycle.state
+        try:
+            self.lifecycle.fire(Event.SEND_RESET)
+            self.batches.sent(ids, True)
+            self.needs_reset[ids] = False
+            by_worker = list(self.partition.by_worker(ids))
+            self.choose_slot([w for w, _, _ in by_worker])
+            for w, local, envs in by_worker:
+                a, b = self.partition[w]
+                self.submit(w, Reset(seeds[a:b], options, local), envs)
+            self.transport.flush()
+        except BaseException:
+            self.interrupted_send(previous)
+            raise
+
+    def send_call(self, commands: Iterable[tuple[int, Command]]) -> None:
+        """Send a call on the sub-envs: each ``(worker, command)`` of ``commands``."""
+        previous = self.lifecycle.state
+        try:
+            self.lifecycle.fire(Event.SEND_CALL)
+            for w, command in commands:
+                self.submit(w, command, NO_IDS)
+            self.transport.flush()
+        except BaseException:
+            self.interrupted_send(previous)
+            raise
+
+    def send_deferred(self, w: int) -> None:
+        """Send worker ``w``, now free, the steps deferred while it was busy (async batches)."""
+        deferred = self.deferred.pop(w, None)
+        if deferred:
+            ids = np.array(sorted(deferred), dtype=np.int64)
+            self.submit(w, Step(ids - self.partition[w][0]), ids)
+            self.transport.flush()
 
     def choose_slot(self, workers: list[int]) -> None:
         """Before ``workers`` write observations: where they are lent, the slot to write
@@ -268,22 +234,43 @@ class InFlight:
         The observation is the last one the caller got (NEXT_STEP, DISABLED) or the new env's
         first one with that last one as ``final_obs`` (SAME_STEP); the infos say restarted.
         """
-        b = self.buffers
+        b, entries = self.buffers, []
         for i in ids:
             report, reset_obs, reset_info = self.restarted.pop(i)
             truncate_rows(b, i)
             if reset_obs is None:
-                entry = InfoEntry(i, dict(report))
+                entries.append(InfoEntry(i, dict(report)))
             else:
                 final_obs = copy.deepcopy(b.observations.item(i))
                 b.observations.write(i, reset_obs)
-                entry = InfoEntry(i, {**reset_info, **report}, True, final_obs, dict(report))
-            self.pending_infos[i] = entry
-            self.ready.append(i)
+                entries.append(InfoEntry(i, {**reset_info, **report}, True, final_obs, dict(report)))
+        self.replies.append((np.array(ids, dtype=np.int64), entries))
 
-    # ================================================================ waiting
-    def wait_ready(self, deadline: float | None, timeout: float | None, method: str,
-                   overdue: Overdue, every: bool = False) -> list[int]:
+    # ================================================================ receiving
+    def receive(self, deadline: float | None, timeout: float | None, method: str, every: bool = False) -> None:
+        """Wait until a worker in flight has a reply (or ``deadline``) and fetch every reply
+        there: the rows are in the buffers already, the info entries go to :attr:`replies`,
+        and a step deferred for that worker goes out. A worker that died or overran
+        ``step_timeout`` is replaced (its envs' entries say so) or fails the call. ``every``:
+        the caller wants every reply, so the transport may wake it once, when all are there."""
+        for w in self.wait(deadline, timeout, method, self.step_overdue, every):
+            envs = self.in_flight.pop(w)
+            try:
+                reply = self.transport.fetch(w)
+            except WorkerDiedError as exc:
+                self.worker_failed(w, envs, exc)
+                continue
+            except BaseException:
+                self.drop_in_flight()
+                raise
+            if reply.objects is not None:
+                self.buffers.observations.set_objects(reply.objects, envs)
+            self.replies.append((envs, reply.entries))
+            if self.deferred:
+                self.send_deferred(w)
+
+    def wait(self, deadline: float | None, timeout: float | None, method: str, overdue: Overdue,
+             every: bool = False) -> list[int]:
         """Workers with a reply, waiting until one has, the caller's deadline, or a step deadline;
         a worker past ``step_timeout`` leaves the flight through ``overdue``.
 
@@ -320,49 +307,7 @@ class InFlight:
             raise multiprocessing.TimeoutError(f"The call to `{method}` has timed out after {timeout} second(s).")
         return ready
 
-    def gather(self, count: int | None, timeout: float | None, method: str) -> None:
-        """Collect replies until ``count`` envs are ready (every reply when ``None``)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.in_flight if count is None else len(self.ready) < count:
-            if not self.in_flight:
-                raise NoAsyncCallError(f"Calling `{method}` with no envs in flight.", method)
-            for w in self.wait_ready(deadline, timeout, method, self.step_overdue, count is None):
-                self.take_reply(w)
-
-    def step_overdue(self, w: int, envs: np.ndarray, method: str) -> None:
-        """Worker ``w`` overran ``step_timeout`` on a step or reset: a failure of the worker."""
-        error = StepTimeoutError(envs.tolist(), w, self.policy.step_timeout, method.removesuffix("_wait"))
-        self.worker_failed(w, envs, error)
-
-    def take_reply(self, w: int) -> None:
-        envs = self.in_flight.pop(w)
-        try:
-            reply = self.transport.fetch(w)
-        except WorkerDiedError as exc:
-            self.worker_failed(w, envs, exc)
-            return
-        except BaseException:
-            self.drop_in_flight()
-            raise
-        self.accept(w, envs, reply.entries, reply.objects)
-
-    def accept(self, w: int, envs: np.ndarray, entries: Any, objects: Any) -> None:
-        """Take a worker's results for ``envs``: they are ready to be returned."""
-        if objects is not None:
-            self.buffers.observations.set_objects(objects, envs)
-        self.keep(envs, entries)
-        deferred = self.deferred.pop(w, None)
-        if deferred:
-            ids = np.array(sorted(deferred), dtype=np.int64)
-            self.submit(w, Step(ids - self.partition[w][0]), ids)
-            self.transport.flush()
-
-    def keep(self, envs: np.ndarray, entries: Any) -> None:
-        """Hold the info ``entries`` of the envs ``envs`` until their batch is returned."""
-        for entry in entries:
-            self.pending_infos[entry.index] = entry
-
-    def fetch_now(self, w: int, command: Command) -> Any:
+    def run_now(self, w: int, command: Command) -> Any:
         """Run ``command`` on ``w`` and wait for its reply (outside the in-flight bookkeeping)."""
         self.transport.submit(w, command)
         if not self.transport.ready([w], self.policy.step_timeout):
@@ -370,36 +315,36 @@ class InFlight:
             raise StepTimeoutError(self.partition.envs_of(w), w, self.policy.step_timeout, "restart")
         return self.transport.fetch(w)
 
-    # ================================================================ results
-    def results(self, timeout: float | None, method: str, raw: bool = False, step: tuple | None = None) -> tuple:
-        """Wait for the pending step or reset: ``(obs, rewards, terminations, truncations,
-        infos)`` of every env, or of the first ``batch_size`` ready (``raw``: the per-env info
-        entries instead of batched infos). ``step``: ``(actions, env_ids)`` to check and send
-        first, the whole of one ``step()`` (the fast path) under this one try."""
-        previous, phase = self.state, _CHECKING if step is not None else _COLLECTING
-        try:
-            if step is not None:
-                ids = self.check_actions(*step)
-                phase = _SENDING
-                self.put_steps(ids)
-                phase = _COLLECTING
-            return self.collect(timeout, method, raw)
-        except multiprocessing.TimeoutError:
-            raise
-        except BaseException:
-            if phase is _SENDING:
-                self.interrupted_send(previous)
-            elif phase is _COLLECTING:
-                self.interrupted_collect()
-            if step is not None:  # a step() cut short anywhere: see interrupted_call
-                self.interrupted_call()
-            raise
+    # ================================================================ interruptions
+    def interrupted_send(self, previous: CallState) -> None:
+        """Sending was cut short: INTERRUPTED (reset() or close() next) if anything went out or
+        was pending before (``previous``), never half-sent work that a later call would mistake
+        for its own; else back to DEFAULT."""
+        unsent = not self.in_flight and previous is CallState.DEFAULT
+        self.lifecycle.fire(Event.UNSENT if unsent else Event.SEND_CUT)
 
-    def collect(self, timeout: float | None, method: str, raw: bool) -> tuple:
-        """The collector's part of :meth:`results`."""
-        raise NotImplementedError
+    def interrupted_collect(self, error: BaseException) -> None:
+        """Collecting was cut short by ``error``. An exception in the wait itself (a
+        ``KeyboardInterrupt``) leaves the call pending, to wait again or to reset (so does a
+        caller's timeout); one that leaves replies half fetched makes the env INTERRUPTED."""
+        if self.log_env_errors:
+            log_env_error(error)
+        if not self.lifecycle.droppable and (self.in_flight or self.state is not CallState.DEFAULT):
+            self.lifecycle.fire(Event.COLLECT_CUT)
+
+    def interrupted_call(self) -> None:
+        """``step``/``reset``/``call`` are one call to their user: cut short anywhere (between
+        send and wait too), what they left pending is the next reset()'s to drop. A call refused
+        because another is pending left nothing: that one stays pending, as in gymnasium."""
+        if self.state is not CallState.DEFAULT and not isinstance(sys.exc_info()[1], AlreadyPendingCallError):
+            self.lifecycle.fire(Event.WAIT_CUT)
 
     # ================================================================ failures
+    def step_overdue(self, w: int, envs: np.ndarray, method: str) -> None:
+        """Worker ``w`` overran ``step_timeout`` on a step or reset: a failure of the worker."""
+        error = StepTimeoutError(envs.tolist(), w, self.policy.step_timeout, method.removesuffix("_wait"))
+        self.worker_failed(w, envs, error)
+
     def worker_failed(self, w: int, envs: np.ndarray, error: VecEnvError) -> None:
         """Worker ``w`` died or hung while running a step or reset for ``envs``: replaced as the
         recovery plans it (its envs' episodes truncated), or the call fails."""
@@ -426,7 +371,10 @@ class InFlight:
         now = [i for i in deferred if i in self.restarted]
         if len(now) < len(deferred):
             self.deferred[w] = [i for i in deferred if i not in self.restarted]
-        self.accept(w, envs, plan.entries, plan.objects)
+        if plan.objects is not None:
+            self.buffers.observations.set_objects(plan.objects, envs)
+        self.replies.append((envs, plan.entries))
+        self.send_deferred(w)
         if now:
             self.return_restarted(now)
 
@@ -450,23 +398,35 @@ class InFlight:
                     self.transport.terminate(w)
             except BaseException:
                 pass
-        self.forget(Event.DROPPED)
+        self.drop_held()
 
     def drop_all(self) -> None:
         """After an interruption: let every worker finish what it was given and drop the replies,
         so the next call starts from a known state. A worker that does not finish within
-        ``step_timeout`` (or :data:`SETTLE_TIMEOUT`) is ended; the next command reports it."""
-        limit = self.policy.step_timeout or SETTLE_TIMEOUT
+        ``step_timeout`` (or :data:`DROP_TIMEOUT`) is ended; the next command reports it."""
+        limit = self.policy.step_timeout or DROP_TIMEOUT
         for w in range(self.transport.num_workers):
             if not self.transport.settle(w, limit):
                 self.transport.terminate(w)
         self.in_flight.clear()
-        self.forget(Event.DROPPED)
+        self.drop_held()
 
-    def forget(self, event: Event) -> None:
-        """Nothing in flight any more (``event``: returned, dropped or closed): forget every
-        result not yet returned."""
-        for pending in (self.deferred, self.ready, self.pending_infos):
-            if pending:
-                pending.clear()
-        self.lifecycle.fire(event)
+    def drop_held(self) -> None:
+        """Nothing is in flight any more: drop every deferred step and every reply not returned."""
+        if self.deferred:
+            self.deferred.clear()
+        self.replies.clear()
+        self.batches.drop()
+        self.lifecycle.fire(Event.DROPPED)
+
+
+def log_env_error(error: BaseException) -> None:
+    """Log an env's error through gymnasium's logger, in the words of gymnasium's AsyncVectorEnv."""
+    if not isinstance(error, EnvError):
+        return
+    logger.error(
+        f"Received the following error from Worker-{error.worker} - env {error.env_index} raised it in "
+        f"{error.method}; the worker keeps running"
+    )
+    logger.error(error.remote_traceback.rstrip())
+    logger.error("Raising the last exception back to the main process.")

@@ -12,7 +12,8 @@ import numpy as np
 
 from vecenv.worker.commands import STEP_ALL
 
-__all__ = ["Partition", "split_envs"]
+__all__ = ["GroupIds", "Partition", "split_envs"]
+
 
 def split_envs(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
     """Contiguous ``(start, stop)`` env ranges, as even as possible, one per worker."""
@@ -25,8 +26,9 @@ def split_envs(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
     return bounds
 
 
-#: one group's share of a command: (worker, local ids or None for the whole group, global ids)
-Share = tuple[int, "np.ndarray | None", np.ndarray]
+#: the envs of one group that a command names: (worker, their ids within the group or None for
+#: the whole group, their global ids)
+GroupIds = tuple[int, "np.ndarray | None", np.ndarray]
 
 
 class Partition(Sequence[tuple[int, int]]):
@@ -47,7 +49,7 @@ class Partition(Sequence[tuple[int, int]]):
         #: the worker holding each env
         self.worker_of = [w for w, (a, b) in enumerate(self.bounds) for _ in range(a, b)]
         #: every group whole: (worker, None, its global ids)
-        self.whole_groups: list[Share] = [(w, None, np.arange(a, b)) for w, (a, b) in enumerate(self.bounds)]
+        self.whole_groups: list[GroupIds] = [(w, None, np.arange(a, b)) for w, (a, b) in enumerate(self.bounds)]
         #: a step of every env: (worker, STEP_ALL, its global ids)
         self.whole_steps = [(w, STEP_ALL, envs) for w, _, envs in self.whole_groups]
 
@@ -61,8 +63,8 @@ class Partition(Sequence[tuple[int, int]]):
         """The global ids of ``worker``'s envs."""
         return list(range(*self.bounds[worker]))
 
-    def by_worker(self, ids: np.ndarray | None) -> Iterator[Share]:
-        """Each group's share of ``ids`` (every env when None), groups in order, ids sorted."""
+    def by_worker(self, ids: np.ndarray | None) -> Iterator[GroupIds]:
+        """The envs ``ids`` (every env when None) split by group, groups in order, ids sorted."""
         if ids is None or ids.size == self.num_envs:
             yield from self.whole_groups
             return

@@ -72,7 +72,7 @@ class Recovery:
         others = [i for i in range(start, stop) if i not in in_flight]
         cut = [i for i in others if same_step or not (b.terminations[i] or b.truncations[i])]
         flight.transport.restart(w)
-        flight.fetch_now(w, Configure(flight.policy))
+        flight.run_now(w, Configure(flight.policy))
         report = restart_report(error)
         if type(command) is Reset:
             return self.reset_again(w, envs, command, cut, report)
@@ -88,7 +88,7 @@ class Recovery:
         kept = {i: (copy.deepcopy(b.observations.item(i)), b.rewards[i], b.terminations[i], b.truncations[i])
                 for i in others}
         finals = {int(i): copy.deepcopy(b.observations.item(int(i))) for i in envs}
-        reply = flight.fetch_now(w, Reset())
+        reply = flight.run_now(w, Reset())
         b.observations.set_objects(reply.objects, np.arange(start, stop))
         infos: dict[int, Any] = {e.index: e.info for e in reply.entries}
         made = [InfoEntry(i, {**infos.get(i, {}), **report}, True, finals[i], dict(report)) for i in finals]
@@ -101,7 +101,7 @@ class Recovery:
     def reset_again(self, w: int, envs: np.ndarray, command: Reset, cut: list[int], report: dict) -> Restart:
         """The worker failed during a reset: the new one runs that reset (its seeds and options),
         so its envs return the observations the reset gives, never the dead worker's last."""
-        reply = self.flight.fetch_now(w, command)
+        reply = self.flight.run_now(w, command)
         infos: dict[int, Any] = {e.index: e.info for e in reply.entries}
         made = [InfoEntry(int(i), {**infos.get(int(i), {}), **report}) for i in envs]
         return Restart(made, {i: (report, None, {}) for i in cut}, True, reply.objects)
@@ -112,4 +112,4 @@ class Recovery:
         new worker; its reply."""
         flight = self.flight
         flight.restarted.update(self.restart(w, np.empty(0, np.int64), error, command).later)
-        return flight.fetch_now(w, command)
+        return flight.run_now(w, command)
