@@ -85,7 +85,7 @@ class FullBatch:
             flight.lifecycle.fire(Event.RETURNED)
             if flight.autoreset_mode is AutoresetMode.DISABLED:
                 flight.needs_reset = np.logical_or(b.terminations, b.truncations)
-            observations = b.observations.read(flight.copy) if b.lender is None else b.lender.lend()
+            observations = b.slots[0].read(flight.copy) if b.lender is None else b.lender.lend()
             return observations, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
         except multiprocessing.TimeoutError:
             raise

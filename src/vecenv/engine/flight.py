@@ -170,7 +170,8 @@ class InFlight:
                 stepping = ids[~np.isin(ids, restarted)] if restarted else ids
                 commands = [(w, STEP_ALL if local is None else Step(local), envs)
                             for w, local, envs in self.partition.by_worker(stepping)]
-            self.choose_slot([w for w, _, _ in commands])
+            if self.buffers.lender is not None:
+                self.choose_slot([w for w, _, _ in commands])
             for w, command, envs in commands:
                 if w in self.in_flight:
                     self.deferred.setdefault(w, []).extend(envs.tolist())
@@ -191,7 +192,8 @@ class InFlight:
             self.batches.sent(ids, True)
             self.needs_reset[ids] = False
             by_worker = list(self.partition.by_worker(ids))
-            self.choose_slot([w for w, _, _ in by_worker])
+            if self.buffers.lender is not None:
+                self.choose_slot([w for w, _, _ in by_worker])
             for w, local, envs in by_worker:
                 a, b = self.partition[w]
                 self.submit(w, Reset(seeds[a:b], options, local), envs)
@@ -223,9 +225,8 @@ class InFlight:
     def choose_slot(self, workers: list[int]) -> None:
         """Before ``workers`` write observations: where they are lent, the slot to write
         (:mod:`vecenv.spaces.slots`), the other workers' rows carried over to it."""
-        lender = self.buffers.lender
+        lender, commanded = self.buffers.lender, set(workers)
         if lender is not None:
-            commanded = set(workers)
             lender.choose([self.partition[w] for w in range(len(self.partition)) if w not in commanded])
 
     def return_restarted(self, ids: list[int]) -> None:

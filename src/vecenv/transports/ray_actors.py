@@ -269,6 +269,8 @@ class RayTransport(Transport):
                 self._finished[waiting[ref]] = None
         return [w for w in self._finished if w in wanted]
 
+
+    ready_all = ready  # every reply or any: this transport wakes its caller the same way
     def fetch(self, worker: int) -> Any:
         self._finished.pop(worker, None)
         ref, command = self._calls.pop(worker)

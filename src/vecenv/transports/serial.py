@@ -48,6 +48,8 @@ class SerialTransport(Transport):
     def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
         return [w for w in workers if w in self._replies]
 
+
+    ready_all = ready  # every reply or any: this transport wakes its caller the same way
     def outstanding(self, worker: int) -> bool:
         return worker in self._replies
 

@@ -203,6 +203,8 @@ class ThreadTransport(Transport):
                 return found
             self._sleep(self._caller, lambda: self._done or self._stopping, deadline)
 
+
+    ready_all = ready  # every reply or any: this transport wakes its caller the same way
     def _take_back(self, workers: Collection[int]) -> None:
         """Run here the commands among ``workers`` that no helper has started by the time your
         thread is done with its own (a helper without its core: another program holds it), so
@@ -354,7 +356,11 @@ class ThreadTransport(Transport):
         while done:
             finished[done.popleft()] = None
         sent, served, taken = self._sent, self._served, self._taken
-        return [w for w in finished if w in wanted and taken[w] < sent[w] == served[w]]
+        ready = []
+        for w in finished:  # a loop, not a comprehension: this runs on every wait of every step
+            if w in wanted and taken[w] < sent[w] == served[w]:
+                ready.append(w)
+        return ready
 
     def _take(self, w: int) -> tuple[bool, Any]:
         self._finished.pop(w, None)

@@ -123,7 +123,8 @@ class _StepView(NamedTuple):
         b = buffers.rows(0, buffers.n)
         observations = b.slots[slot]
         rows, shape = observations.single_leaf()
-        return cls(observations, b.actions.item, b.rewards, b.terminations, b.truncations,
+        actions, _ = b.actions.single_leaf()  # one array: its rows are the actions, as item() gives
+        return cls(observations, b.actions.item if actions is None else actions.__getitem__, b.rewards, b.terminations, b.truncations,
                    group._needs_reset[:], list(group.envs), rows, None if shape is None else tuple(list(shape)),
                    group.autoreset_mode is _NEXT, group.autoreset_mode is _SAME, slot, buffers.slot_cell)
 
@@ -336,7 +337,7 @@ class EnvGroup:
             action_of = partial(_given_or_row, given, action_of)
         sink, start = self.info_sink, self.start
         entries: list[InfoEntry] = []
-        for j in self._ids(ids):
+        for j in range(len(envs)) if ids is None else ids:
             env = envs[j]
             try:
                 if next_step and needs_reset[j]:

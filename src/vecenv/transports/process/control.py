@@ -16,6 +16,7 @@ from __future__ import annotations
 import platform
 import threading
 import time
+from collections.abc import Collection
 
 import numpy as np
 
@@ -71,13 +72,19 @@ class ControlBlock:
         slot = self.slots[w]
         return bool(slot[CMD] != slot[DONE])
 
-    def finished(self, workers: list[int]) -> list[int]:
-        """Those of ``workers`` whose last command is done, in the order they finished."""
+    def finished(self, workers: Collection[int], dead: Collection[int]) -> list[int]:
+        """Those of ``workers`` that are ``dead`` (first), then those whose last command is done,
+        in the order they finished (one loop: this runs on every wait of every step)."""
         pairs = self.slots[:, :3].tolist()  # one snapshot: cheaper than a lookup per worker
-        done = [w for w in workers if pairs[w][CMD] == pairs[w][DONE]]
+        done, ended = [], []
+        for w in workers:
+            if w in dead:
+                ended.append(w)
+            elif pairs[w][CMD] == pairs[w][DONE]:
+                done.append(w)
         if len(done) > 1:
-            done.sort(key=lambda w: pairs[w][STAMP])
-        return done
+            done.sort(key=self.slots[:, STAMP].tolist().__getitem__)
+        return ended + done if ended else done
 
     def take(self, w: int, kind: int) -> bool:
         """Whether ``w``'s finished reply is of ``kind`` (a message waiting on the socket, infos
@@ -87,10 +94,6 @@ class ControlBlock:
             return False
         slot[REPLY] = Reply.IN_MEMORY
         return True
-
-    def sleepers(self) -> bool:
-        """Whether any worker declared that it sleeps."""
-        return bool(self.slots[:, Slot.WORKER_SLEEPS].any())
 
     def forget(self, w: int) -> None:
         """Drop whatever ``w`` was doing (it was ended): nothing is outstanding any more."""

@@ -273,7 +273,7 @@ class ProcessTransport(Closing):
             self._unrung = False
             ctrl, bell = self.ctrl, self._bell
             control.fence()
-            if ctrl is not None and bell is not None and (not control.TSO or ctrl.sleepers()):
+            if ctrl is not None and bell is not None and (not control.TSO or ctrl.slots[:, Slot.WORKER_SLEEPS].any()):
                 bell.ring()
 
     def outstanding(self, worker: int) -> bool:
@@ -307,9 +307,8 @@ class ProcessTransport(Closing):
         return self._sleep(workers, None if timeout is None else time.monotonic() + timeout, every)
 
     def _done(self, workers: Collection[int]) -> list[int]:
-        dead = self.dead
-        done = self.ctrl.finished([w for w in workers if w not in dead]) if self.ctrl is not None else []
-        return [w for w in workers if w in dead] + done if dead else done
+        ctrl = self.ctrl
+        return [] if ctrl is None else ctrl.finished(workers, self.dead)
 
     def _look_for_deaths(self, workers: Collection[int], done: list[int]) -> None:
         now = time.monotonic()
