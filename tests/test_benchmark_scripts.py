@@ -56,3 +56,18 @@ def test_caller_cost_null_env_and_cpu_per_step():
     for build in builders:
         cpu = caller_cost.cpu_per_step(build, 4, "4 floats", 2, steps=20)
         assert 0 <= cpu < 0.1  # (Windows' thread clock moves in 15.6 ms ticks)
+
+
+@pytest.mark.timeout(120)
+def test_core_ceiling_sums_processes_that_never_communicate():
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "core_ceiling.py"), "--env", "CartPole-v1", "--processes", "2",
+         "--envs-per-process", "1", "--seconds", "0.2"],
+        capture_output=True, text=True, timeout=110, check=True,
+    ).stdout
+    row = next(line for line in out.splitlines() if line.startswith("CartPole-v1"))
+    one, together = (float(x.replace(",", "")) for x in row.split()[1:3])
+    assert one > 0 and together > 0
+    assert "x of 2x one" in row
