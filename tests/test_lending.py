@@ -167,3 +167,28 @@ def test_restarts_return_the_same_observations_lent_or_copied(monkeypatch, case)
             np.testing.assert_array_equal(x, y, err_msg=f"step {t}")
         np.testing.assert_array_equal(a[0]["frame"], b[0]["frame"], err_msg=f"step {t}")
         np.testing.assert_array_equal(a[0]["t"], b[0]["t"], err_msg=f"step {t}")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+def test_lent_batches_match_gymnasium_with_every_start_method(context):
+    if context not in __import__("multiprocessing").get_all_start_methods():
+        pytest.skip(f"no {context} start method here")
+    ref = gym.vector.SyncVectorEnv(frame_fns())
+    kept, lent_before_keeping = [], []
+    with vecenv.make(frame_fns(), backend="process", num_workers=2, context=context) as envs:
+        envs.reset(seed=0)
+        ref.reset(seed=0)
+        for t in range(12):
+            actions = np.full(N, t % 3)
+            obs, *_ = envs.step(actions)
+            want, *_ = ref.step(actions)
+            np.testing.assert_array_equal(obs["frame"], want["frame"])
+            if t < 2:
+                lent_before_keeping.append(lent(obs))
+            if t in (2, 5):  # two kept batches hold both lent slots: later ones are copies
+                kept.append((obs, want["frame"].copy()))
+    ref.close()
+    assert all(lent_before_keeping)
+    for got, want in kept:
+        np.testing.assert_array_equal(got["frame"], want)
