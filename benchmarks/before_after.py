@@ -1,4 +1,4 @@
-"""Two versions of vecenv side by side: CartPole steps/s and the caller thread's CPU per step.
+"""Two versions of vecenv side by side: steps/s and the caller thread's CPU per step (CartPole by default).
 
 Each measurement runs in a fresh interpreter with ``PYTHONPATH`` set to one version's ``src``
 folder; rounds interleave the versions (alternating which goes first) and every backend, and the
@@ -7,6 +7,7 @@ with ``git archive <commit> src | tar -x -C /tmp/before``:
 
     python benchmarks/before_after.py --before /tmp/before/src --after src
     python benchmarks/before_after.py --before /tmp/before/src --after src --backends serial --rounds 9
+    python benchmarks/before_after.py --before /tmp/before/src --after src --env HalfCheetah-v5 --steps 2000
 """
 
 from __future__ import annotations
@@ -31,25 +32,32 @@ _CHILD = r"""
 import json, sys, time
 import numpy as np
 import vecenv
-kwargs, num_envs, steps = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-envs = vecenv.make("CartPole-v1", num_envs, **kwargs)
+kwargs, num_envs, steps, env_id = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+if env_id == "Pong":  # ALE Pong as run_real.py builds it (AtariPreprocessing, 4 stacked frames)
+    sys.path.insert(0, sys.argv[5])
+    from shared_bench.targets import make_pong
+    envs = vecenv.make([make_pong] * num_envs, **kwargs)
+else:
+    envs = vecenv.make(env_id, num_envs, **kwargs)
 envs.reset(seed=0)
-actions = np.zeros(num_envs, dtype=np.int64)
-for _ in range(min(300, steps)):
-    envs.step(actions)
+envs.action_space.seed(0)
+actions = [envs.action_space.sample() for _ in range(16)]
+for i in range(min(300, steps)):
+    obs, *_ = envs.step(actions[i % 16])
 wall, cpu = time.perf_counter(), time.thread_time()
-for _ in range(steps):
-    envs.step(actions)
+for i in range(steps):
+    obs, *_ = envs.step(actions[i % 16])  # the batch is held while the next one steps
 wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
 envs.close()
 print(steps / wall, cpu / steps * 1e6)
 """
 
 
-def measure(src: str, backend: str, num_envs: int, steps: int) -> tuple[float, float]:
+def measure(src: str, backend: str, num_envs: int, steps: int, env_id: str = "CartPole-v1") -> tuple[float, float]:
     """Steps/s and the caller's CPU µs per step of one run of ``src``'s vecenv, in a fresh interpreter."""
     env = dict(os.environ, PYTHONPATH=str(Path(src).resolve()))
-    args = [sys.executable, "-c", _CHILD, json.dumps(BACKENDS[backend]), str(num_envs), str(steps)]
+    args = [sys.executable, "-c", _CHILD, json.dumps(BACKENDS[backend]), str(num_envs), str(steps), env_id,
+            str(Path(__file__).resolve().parent)]
     out = subprocess.run(args, env=env, capture_output=True, text=True, cwd="/", timeout=600)
     if out.returncode:
         raise RuntimeError(f"{backend} on {src} failed:\n{out.stderr[-2000:]}")
@@ -63,6 +71,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--after", required=True, help="the src folder of the version measured")
     parser.add_argument("--backends", default="process,inline,thread,serial",
                         help=f"comma-separated, any of {', '.join(BACKENDS)}")
+    parser.add_argument("--env", default="CartPole-v1",
+                        help="a gymnasium env id, or Pong (run_real.py's Atari Pong); default CartPole-v1")
     parser.add_argument("--envs", type=int, default=8)
     parser.add_argument("--steps", type=int, default=5000, help="timed steps per measurement")
     parser.add_argument("--rounds", type=int, default=7)
@@ -76,7 +86,7 @@ def main(argv: list[str] | None = None) -> dict:
     for r in range(args.rounds):
         for b in backends:
             for v in (list(versions) if r % 2 == 0 else list(versions)[::-1]):
-                runs[v, b].append(measure(versions[v], b, args.envs, args.steps))
+                runs[v, b].append(measure(versions[v], b, args.envs, args.steps, args.env))
         print(f"round {r + 1}/{args.rounds} done", flush=True)
     print(f"{'backend':8} {'version':7} {'steps/s median (min-max)':>26} {'caller CPU us/step (min-max)':>30}")
     for b in backends:
