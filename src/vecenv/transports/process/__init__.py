@@ -4,7 +4,7 @@ One step, from the caller's ``step()`` to a worker and back::
 
     caller (engine)                       shared memory                   worker process (child.py)
     ---------------                       -------------                   -------------------------
-    VectorEnv.send(actions)
+    VectorEnv.step(actions)
       InFlight.check_actions: actions -> StepBuffers --> actions rows
       InFlight.send_steps -> ProcessTransport.submit(w, Step)
         ControlBlock.post(w, Op.STEP) --> slot[w].CMD += 1 ------------> Child.wait_command: spin,
@@ -16,16 +16,16 @@ One step, from the caller's ``step()`` to a worker and back::
                                           info rows <------------------- InfoWriter.write: each
                                                                             info packed by schema
                                           slot[w].DONE = CMD <----------- ControlBlock.finish (+ a
-    VectorEnv.recv() -> InFlight.results                                    pickled message on the
-      ProcessTransport.ready(workers):                                      socket only for new
+      FullBatch.collect -> InFlight.receive                                 pickled message on the
+      ProcessTransport.ready_all(workers):                                  socket only for new
         spin, yield, then sleep on the                                      schemas, infos that do
         sockets and process sentinels <------- socket: "K" if asked ------  not fit, or objects;
       ProcessTransport.fetch(w): StepReply                                  "K" from the last to
                                                                             finish if the caller
                                                                             sleeps for them all)
         (InfoReader.take: infos from the info rows; the socket only for a message)
-      InFlight.accept, FullBatches.collect: batch the infos (by column when they allow), return
-      the rows
+      FullBatch.collect: batch the infos (by column when they allow), return the rows (large
+      observations lent as views of their slot, vecenv.spaces.slots)
 
 Modules, one concern each:
 
