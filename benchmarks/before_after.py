@@ -38,6 +38,8 @@ if env_id == "Pong":  # ALE Pong as run_real.py builds it (AtariPreprocessing, 4
     from shared_bench.targets import make_pong
     envs = vecenv.make([make_pong] * num_envs, **kwargs)
 else:
+    if env_id.startswith("vecenv/"):
+        import vecenv.bench.envs  # registers vecenv/Busy-v0 and vecenv/VariableBusy-v0
     envs = vecenv.make(env_id, num_envs, **kwargs)
 envs.reset(seed=0)
 envs.action_space.seed(0)
