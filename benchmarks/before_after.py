@@ -33,6 +33,14 @@ import json, sys, time
 import numpy as np
 import vecenv
 kwargs, num_envs, steps, env_id = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+policy_s = float(sys.argv[6]) * 1e-6
+
+
+def policy():  # a policy's CPU between steps, in this thread
+    end = time.perf_counter() + policy_s
+    while time.perf_counter() < end:
+        pass
+
 if env_id == "Pong":  # ALE Pong as run_real.py builds it (AtariPreprocessing, 4 stacked frames)
     sys.path.insert(0, sys.argv[5])
     from shared_bench.targets import make_pong
@@ -49,17 +57,20 @@ for i in range(min(300, steps)):
 wall, cpu = time.perf_counter(), time.thread_time()
 for i in range(steps):
     obs, *_ = envs.step(actions[i % 16])  # the batch is held while the next one steps
+    if policy_s:
+        policy()
 wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
 envs.close()
 print(steps / wall, cpu / steps * 1e6)
 """
 
 
-def measure(src: str, backend: str, num_envs: int, steps: int, env_id: str = "CartPole-v1") -> tuple[float, float]:
+def measure(src: str, backend: str, num_envs: int, steps: int, env_id: str = "CartPole-v1",
+            policy_us: float = 0.0) -> tuple[float, float]:
     """Steps/s and the caller's CPU µs per step of one run of ``src``'s vecenv, in a fresh interpreter."""
     env = dict(os.environ, PYTHONPATH=str(Path(src).resolve()))
     args = [sys.executable, "-c", _CHILD, json.dumps(BACKENDS[backend]), str(num_envs), str(steps), env_id,
-            str(Path(__file__).resolve().parent)]
+            str(Path(__file__).resolve().parent), str(policy_us)]
     out = subprocess.run(args, env=env, capture_output=True, text=True, cwd="/", timeout=600)
     if out.returncode:
         raise RuntimeError(f"{backend} on {src} failed:\n{out.stderr[-2000:]}")
@@ -76,6 +87,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--env", default="CartPole-v1",
                         help="a gymnasium env id, or Pong (run_real.py's Atari Pong); default CartPole-v1")
     parser.add_argument("--envs", type=int, default=8)
+    parser.add_argument("--policy-us", type=float, default=0.0,
+                        help="µs of CPU the caller spends between steps, as a policy would (default 0)")
     parser.add_argument("--steps", type=int, default=5000, help="timed steps per measurement")
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args(argv)
@@ -88,7 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
     for r in range(args.rounds):
         for b in backends:
             for v in (list(versions) if r % 2 == 0 else list(versions)[::-1]):
-                runs[v, b].append(measure(versions[v], b, args.envs, args.steps, args.env))
+                runs[v, b].append(measure(versions[v], b, args.envs, args.steps, args.env, args.policy_us))
         print(f"round {r + 1}/{args.rounds} done", flush=True)
     print(f"{'backend':8} {'version':7} {'steps/s median (min-max)':>26} {'caller CPU us/step (min-max)':>30}")
     for b in backends:
