@@ -138,3 +138,51 @@ def test_sleeping_workers_woken_once_each_way_step_like_gymnasium(mechanism):
     finally:
         ours.close()
         ref.close()
+
+
+def _env(slow: bool):
+    import gymnasium as gym
+
+    class Env(gym.Env):
+        observation_space = gym.spaces.Box(0, 1, (1,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros(1, np.float32), {}
+
+        def step(self, action):
+            if slow:
+                time.sleep(3.0)
+            return np.zeros(1, np.float32), 0.0, False, False, {}
+
+    return Env()
+
+
+def fast_env():
+    return _env(False)
+
+
+def slow_env():
+    return _env(True)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("mechanism", ["posix", "portable"])
+def test_a_wait_for_every_reply_that_runs_out_reports_the_workers_done(mechanism):
+    """A caller that sleeps until all replies are there, woken once by the last, must still say
+    which workers finished when its time runs out (a step deadline restarts only the others)."""
+    if mechanism == "posix" and MECHANISMS["posix"].missing():
+        pytest.skip("no POSIX mechanism here")
+    envs = vecenv.ProcessVectorEnv([fast_env, fast_env, slow_env, slow_env], num_workers=2, spin_us=0,
+                                   yield_us=0, mechanism=mechanism)
+    try:
+        envs.reset(seed=0)
+        envs.step_async(np.zeros(4, np.int64))
+        transport = envs._flight.transport
+        start = time.monotonic()
+        assert transport.ready_all([0, 1], 0.5) == [0]
+        assert 0.4 <= time.monotonic() - start < 2.5
+        assert transport.ready_all([1], 10.0) == [1]
+        envs.step_wait()
+    finally:
+        envs.close()

@@ -304,7 +304,8 @@ class ProcessTransport(Closing):
 
         if self.waiter.spin(finished, timeout):
             return found
-        return self._sleep(workers, None if timeout is None else time.monotonic() + timeout, every)
+        found = self._sleep(workers, None if timeout is None else time.monotonic() + timeout, every)
+        return found if found or not every else self._done(workers)  # at the deadline: those done
 
     def _done(self, workers: Collection[int]) -> list[int]:
         ctrl = self.ctrl
