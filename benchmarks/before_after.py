@@ -23,6 +23,7 @@ from pathlib import Path
 #: vecenv.make arguments per backend name
 BACKENDS: dict[str, dict] = {
     "process": {"backend": "process", "num_workers": 2},
+    "process-1": {"backend": "process", "num_workers": 1},  # one worker: it and the caller may spin
     "inline": {"backend": "process", "num_workers": 2, "inline": True},
     "thread": {"backend": "thread", "num_workers": 2},
     "serial": {"backend": "serial"},
