@@ -22,6 +22,7 @@ from vecenv.infos import NO_REPLY, InfoEntry, StepReply
 from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import COMMANDS, Command, EnvIds
 from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
+from vecenv.worker.view import StepView
 
 __all__ = ["EnvDescription", "EnvGroup", "close_envs", "warn_close_failures"]
 
@@ -96,39 +97,6 @@ def _set_attr(env: Any, name: str, value: Any) -> None:
         setattr(env, name, value)
 
 
-class _StepView(NamedTuple):
-    """What a step touches for every env, gathered once rather than looked up env by env: views
-    of the group's buffers and reset flags, its list of envs and the observation shape. Made
-    afresh when the buffers or an env change (by the thread that steps the group: on a
-    free-threaded Python the objects a thread uses on every env are best its own)."""
-
-    observations: Any  # the observation buffer's rows (a BatchBuffer)
-    action: Callable[[int], Any]  # env j's action in the buffer
-    rewards: np.ndarray
-    terminations: np.ndarray
-    truncations: np.ndarray
-    needs_reset: np.ndarray
-    envs: list[Any]
-    rows: np.ndarray | None  # the observation rows when the space is one fixed leaf
-    shape: tuple[int, ...] | None  # the shape an observation written there must have
-    next_step: bool  # the autoreset mode is NEXT_STEP
-    same_step: bool  # ... SAME_STEP
-    slot: int  # the observation slot it writes (:mod:`vecenv.spaces.slots`)
-    cell: np.ndarray  # the shared cell that says which slot the engine chose
-
-    @classmethod
-    def of(cls, group: EnvGroup, slot: int) -> _StepView:
-        """``group``'s view of observation slot ``slot``, made now."""
-        buffers = group._attached
-        b = buffers.rows(0, buffers.n)
-        observations = b.slots[slot]
-        rows, shape = observations.single_leaf()
-        actions, _ = b.actions.single_leaf()  # one array: its rows are the actions, as item() gives
-        return cls(observations, b.actions.item if actions is None else actions.__getitem__, b.rewards, b.terminations, b.truncations,
-                   group._needs_reset[:], list(group.envs), rows, None if shape is None else tuple(list(shape)),
-                   group.autoreset_mode is _NEXT, group.autoreset_mode is _SAME, slot, buffers.slot_cell)
-
-
 class EnvGroup:
     """Owns envs ``start .. start+k-1`` of a vector env and runs commands on them.
 
@@ -179,8 +147,8 @@ class EnvGroup:
         # fresh envs need a reset before their first step (NEXT_STEP does it by itself; this is
         # what a restarted worker relies on, as the engine always resets a new vector env first)
         self._needs_reset = np.ones(len(self.envs), dtype=np.bool_)
-        self._view: _StepView | None = None  # made at the first step after the buffers or an env change
-        self._views: dict[int, _StepView] = {}  # the view of each observation slot used so far
+        self._view: StepView | None = None  # made at the first step after the buffers or an env change
+        self._views: dict[int, StepView] = {}  # the view of each observation slot used so far
         self._moves = 0  # the slot cell's count of moves at this group's last command
 
     # ----------------------------------------------------------------- setup
@@ -248,13 +216,13 @@ class EnvGroup:
     def _error(self, j: int, method: str, exc: BaseException) -> EnvError:
         return EnvError.from_exception(exc, self.start + j, self.worker, method)
 
-    def _step_view(self) -> _StepView:
+    def _step_view(self) -> StepView:
         view = self._view
         if view is None or view.cell[2] != self._moves:
             view = self._follow_slot()
         return view
 
-    def _follow_slot(self) -> _StepView:
+    def _follow_slot(self) -> StepView:
         """The view of the observation slot the engine chose; when the choice moved since this
         group's last command, its rows there start as a copy of the slot before
         (:mod:`vecenv.spaces.slots`), so a row a step leaves as it was keeps its last value."""
@@ -267,7 +235,7 @@ class EnvGroup:
                 b.slots[k].copy_from(b.slots[int(cell[1])])
         view = self._views.get(k)
         if view is None:
-            view = self._views[k] = _StepView.of(self, k)
+            view = self._views[k] = StepView.of(self, k)
         self._view = view
         return view
 

@@ -10,6 +10,9 @@ left behind.
 
 In a process that is not the caller (a fork of it, or a worker), nothing here acts on the
 caller's workers: :meth:`Closing.disown` only lets go of what the fork copied.
+
+Ending one worker (a hung or failed one) is here too: :meth:`Closing.terminate`, and how its
+death is recorded and reported.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from typing import Any
 
 from vecenv.engine.transport import Transport
+from vecenv.errors import WorkerDiedError
 from vecenv.transports.process import lifetime
 from vecenv.worker.commands import Close
 from vecenv.worker.group import warn_close_failures
@@ -119,3 +123,19 @@ class Closing(Transport):
             self.close(1.0)
         except Exception:
             pass
+
+    # ------------------------------------------------------------ ending one worker
+    def terminate(self, worker: int) -> None:
+        """Kill ``worker`` (SIGKILL: a hung env may ignore anything gentler)."""
+        if not self.watches[worker].ended():
+            self.processes[worker].kill()
+            self.watches[worker].join(2.0)
+        self._mark_dead(worker)
+
+    def _mark_dead(self, w: int) -> None:
+        if w not in self.dead:
+            self.dead[w] = self.watches[w].join(1.0)
+
+    def _died(self, w: int, detail: str = "") -> WorkerDiedError:
+        start, stop = self.partition[w]
+        return WorkerDiedError(self.first_worker + w, list(range(start, stop)), self.dead.get(w), detail)

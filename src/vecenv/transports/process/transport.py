@@ -14,7 +14,7 @@ import numpy as np
 from gymnasium import spaces
 
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT
-from vecenv.errors import StepTimeoutError, VecEnvError, WorkerDiedError
+from vecenv.errors import StepTimeoutError, VecEnvError
 from vecenv.infos import IN_ROWS, NO_REPLY, InfoReader, RowsReply
 from vecenv.spaces import StepBuffers
 from vecenv.transports.process import control, envfns, futex, handshake, lifetime, winjob, wire
@@ -423,13 +423,6 @@ class ProcessTransport(Closing):
         return value
 
     # ------------------------------------------------------------ failures
-    def terminate(self, worker: int) -> None:
-        """Kill ``worker`` (SIGKILL: a hung env may ignore anything gentler)."""
-        if not self.watches[worker].ended():
-            self.processes[worker].kill()
-            self.watches[worker].join(2.0)
-        self._mark_dead(worker)
-
     def restart(self, worker: int) -> None:
         """Start a new process for ``worker``'s envs, mapped onto the same rows."""
         self.terminate(worker)
@@ -451,11 +444,3 @@ class ProcessTransport(Closing):
         except BaseException:
             self.terminate(worker)
             raise
-
-    def _mark_dead(self, w: int) -> None:
-        if w not in self.dead:
-            self.dead[w] = self.watches[w].join(1.0)
-
-    def _died(self, w: int, detail: str = "") -> WorkerDiedError:
-        start, stop = self.partition[w]
-        return WorkerDiedError(self.first_worker + w, list(range(start, stop)), self.dead.get(w), detail)
