@@ -3,9 +3,6 @@ observations comes back without a copy, and no batch the user still holds is eve
 
 from __future__ import annotations
 
-import os
-import signal
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -145,7 +142,7 @@ def _run(monkeypatch, lend: bool, kill: bool, **kwargs) -> list:
         for t in range(12):
             if kill and t == 5:
                 victim = envs.processes[1]
-                os.kill(victim.pid, signal.SIGKILL)
+                victim.kill()  # SIGKILL; TerminateProcess on Windows
                 victim.join(5)
             obs, rew, term, trunc, infos = envs.step(np.ones(N, np.int64))
             out.append(({k: v.copy() for k, v in obs.items()}, rew, term, trunc))
