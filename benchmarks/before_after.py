@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{b:8} {v:7} {statistics.median(rates):10.0f} ({min(rates):6.0f}-{max(rates):6.0f})"
                   f" {statistics.median(cpus):14.1f} ({min(cpus):5.1f}-{max(cpus):5.1f})")
         ratio = statistics.median(x[0] for x in runs["after", b]) / statistics.median(x[0] for x in runs["before", b])
-        cpu = statistics.median(x[1] for x in runs["after", b]) / statistics.median(x[1] for x in runs["before", b])
+        before_cpu = statistics.median(x[1] for x in runs["before", b])  # 0 where the clock ticks coarsely
+        cpu = statistics.median(x[1] for x in runs["after", b]) / before_cpu if before_cpu else float("nan")
         print(f"{b:8} after/before: steps/s {ratio:.3f}, caller CPU {cpu:.3f}")
     return runs
 

@@ -38,7 +38,7 @@ def test_before_after_measures_each_version_in_its_own_interpreter():
     runs = before_after.main(["--before", src, "--after", src, "--backends", "serial", "--rounds", "1",
                               "--steps", "20", "--envs", "2"])
     assert set(runs) == {("before", "serial"), ("after", "serial")}
-    assert all(len(r) == 1 and r[0][0] > 0 and r[0][1] > 0 for r in runs.values())
+    assert all(len(r) == 1 and r[0][0] > 0 and r[0][1] >= 0 for r in runs.values())  # Windows: 15.6 ms ticks
 
 
 @pytest.mark.timeout(60)
