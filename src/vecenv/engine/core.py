@@ -46,7 +46,6 @@ from vecenv.engine.transport import Transport
 from vecenv.errors import ClosedEnvironmentError, NoAsyncCallError
 from vecenv.infos import InfoParts
 from vecenv.policy import FailureOptions
-from vecenv.spaces.slots import slots_for
 from vecenv.worker import EnvDescription
 from vecenv.worker.commands import Apply, Call, Command, Configure, GetAttr, Render, SetAttr
 
@@ -112,10 +111,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self._open = True  # the transport is not closed yet (closed: close() was called)
         try:
             self._setup_spaces(descriptions, observation_mode)
-            if self.copy and self.batch_size == n and transport.lends_observations:
-                transport.observation_slots = slots_for(self.single_observation_space, n)
-            self._buffers = flight.buffers = transport.allocate(self.single_observation_space,
-                                                                self.single_action_space, n)
+            self._buffers = flight.allocate(self.single_observation_space, self.single_action_space)
             transport.attach(self._buffers)
             if self.policy.restarts:
                 self._calls.send(Configure(self.policy))
@@ -183,8 +179,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         return options["reset_mask"]
 
     def _send_reset(self, seed: Any, options: dict[str, Any] | None, mask: np.ndarray | None) -> None:
-        """Reset the envs where ``mask`` is True (all when None), each with ``options`` as given
-        (a ``reset_mask`` in it popped, as gymnasium's vector envs do)."""
+        """Reset the envs where ``mask`` is True (all when None), each with ``options`` as given."""
         n, flight = self.num_envs, self._flight
         seeds = check_seeds(seed, n)
         if mask is not None and self.batch_size < n:

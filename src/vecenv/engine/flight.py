@@ -47,6 +47,7 @@ from vecenv.errors import (
 from vecenv.infos import InfoEntry
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
+from vecenv.spaces.slots import slots_for
 from vecenv.worker.commands import STEP_ALL, Command, Reset, Step, with_given
 from vecenv.worker.restarts import truncate_rows
 
@@ -221,6 +222,16 @@ class InFlight:
             ids = np.array(sorted(deferred), dtype=np.int64)
             self.submit(w, Step(ids - self.partition[w][0]), ids)
             self.transport.flush()
+
+    def allocate(self, observation_space: Any, action_space: Any) -> StepBuffers:
+        """The transport's buffers, with observation slots to lend (:mod:`vecenv.spaces.slots`)
+        where this flight would copy large batches out: ``copy=True``, whole batches, and groups
+        that write the observations themselves."""
+        transport, n = self.transport, self.num_envs
+        if self.copy and self.batch_size == n and transport.lends_observations:
+            transport.observation_slots = slots_for(observation_space, n)
+        self.buffers = transport.allocate(observation_space, action_space, n)
+        return self.buffers
 
     def choose_slot(self, workers: list[int]) -> None:
         """Before ``workers`` write observations: where they are lent, the slot to write

@@ -75,15 +75,15 @@ class ControlBlock:
     def finished(self, workers: Collection[int], dead: Collection[int]) -> list[int]:
         """Those of ``workers`` that are ``dead`` (first), then those whose last command is done,
         in the order they finished (one loop: this runs on every wait of every step)."""
-        pairs = self.slots[:, :3].tolist()  # one snapshot: cheaper than a lookup per worker
+        cmd, finished, stamp = self.slots[:, :3].T.tolist()  # CMD, DONE, STAMP: one snapshot
         done, ended = [], []
         for w in workers:
             if w in dead:
                 ended.append(w)
-            elif pairs[w][CMD] == pairs[w][DONE]:
+            elif cmd[w] == finished[w]:
                 done.append(w)
         if len(done) > 1:
-            done.sort(key=self.slots[:, STAMP].tolist().__getitem__)
+            done.sort(key=stamp.__getitem__)
         return ended + done if ended else done
 
     def take(self, w: int, kind: int) -> bool:

@@ -291,7 +291,7 @@ class ProcessTransport(Closing):
     def _ready(self, workers: Collection[int], timeout: float | None, every: bool) -> list[int]:
         self.flush()
         done = self._done(workers)
-        if done and len(done) < len(workers):
+        if done and len(done) < len(workers) and not every:  # a wait for all watches the processes
             self._look_for_deaths(workers, done)  # async batches: a dead worker is never waited on
             done = self._done(workers)
         if done or timeout == 0:
