@@ -59,9 +59,10 @@ WINDOWS_DIFFERS = {
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Raise the hang guard (pytest-timeout) of every test on Ray to :data:`RAY_TIMEOUT_S`; on
-    Windows, skip the tests whose premise is POSIX's (:data:`WINDOWS_DIFFERS`, and a segfault,
-    which ctypes turns into an ``OSError`` there), saying why."""
+    """Run the tests on Ray last, with their hang guard (pytest-timeout) raised to
+    :data:`RAY_TIMEOUT_S`; on Windows, skip the tests whose premise is POSIX's
+    (:data:`WINDOWS_DIFFERS`, and a segfault, which ctypes turns into an ``OSError`` there),
+    saying why."""
     if os.name == "nt":
         for item in items:
             reason = next((why for name, why in WINDOWS_DIFFERS.items() if item.name.startswith(name)), None)
@@ -69,6 +70,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 reason = "on Windows ctypes turns an access violation into OSError: nothing crashes"
             if reason is not None:
                 item.add_marker(pytest.mark.skip(reason=reason))
+    # Ray's tests last: once Ray runs in this process, a worker forked from it can crash Ray's
+    # daemons ("Invalid Plasma message type ... process forking"), so every fork comes first
+    items.sort(key=_uses_ray)
     for item in items:
         if not _uses_ray(item):
             continue
