@@ -22,7 +22,7 @@ from vecenv.engine.checks import check_count
 from vecenv.engine.state import CallState
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT
 from vecenv.policy import FailureOptions
-from vecenv.system import usable_cores
+from vecenv.system import pin_cores, usable_cores
 from vecenv.transports import InlineTransport, ProcessTransport, SerialTransport, ThreadTransport
 from vecenv.transports.ray_actors import RayTransport, import_ray
 
@@ -195,6 +195,10 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
             (``multiprocessing`` pipes and memory shared by name: the default on Windows);
             default ``$VECENV_PROCESS_MECHANISM``, else the platform's
             (:mod:`vecenv.transports.process.mechanism`).
+        affinity: pin each worker process to one core (Linux): ``True`` spreads the workers over
+            the cores this process may use, in order; a sequence of core ids uses those (worker
+            ``i`` on ``affinity[i % len(affinity)]``). The caller's own thread is not pinned.
+            Default ``False``: the OS places every process.
 
     Examples:
         Four envs in two worker processes (close it, or use ``with``, to end the workers):
@@ -240,8 +244,10 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
         inline: bool = False,
         start_timeout: float | None = DEFAULT_START_TIMEOUT,
         mechanism: str | None = None,
+        affinity: bool | Sequence[int] = False,
         **failure: Unpack[FailureOptions],
     ) -> None:
+        cores = pin_cores(affinity)
         if inline and failure.get("step_timeout") is not None:
             raise ValueError(
                 f"step_timeout={failure['step_timeout']!r} cannot be combined with inline=True: the "
@@ -254,7 +260,8 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
         self.context = context
         self.daemon = daemon
         processes = ProcessTransport(context, daemon, spin_us=spin_us, yield_us=yield_us,
-                                     start_timeout=_start_timeout(start_timeout), mechanism=mechanism)
+                                     start_timeout=_start_timeout(start_timeout), mechanism=mechanism,
+                                     cores=cores)
         transport = InlineTransport(processes) if inline else processes
         super().__init__(env_fns, transport, num_workers=num_workers or min(usable_cores(), _count(env_fns)),
                          batch_size=batch_size, copy=copy, observation_mode=observation_mode,

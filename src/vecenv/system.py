@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["HAS_PROC", "gil_enabled", "process_alive", "process_start_time", "usable_cores"]
+__all__ = ["HAS_PROC", "gil_enabled", "pin_cores", "process_alive", "process_start_time", "usable_cores"]
 
 HAS_PROC = os.path.isdir("/proc/self")
 
@@ -23,6 +23,31 @@ def usable_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def pin_cores(affinity: object) -> tuple[int, ...] | None:
+    """The cores to pin worker processes to, in order, from an ``affinity=`` argument: ``False``
+    or ``None``, none (no pinning); ``True``, every core this process may use; a sequence of core
+    ids, those. Refuses, saying why, ids this process may not use and platforms without
+    ``os.sched_setaffinity`` (all but Linux)."""
+    if affinity is None or affinity is False:
+        return None
+    if affinity is not True and (isinstance(affinity, (str, bytes)) or not hasattr(affinity, "__iter__")):
+        raise ValueError(f"affinity: expected True, False or a sequence of core ids, got {affinity!r}")
+    if not hasattr(os, "sched_setaffinity"):
+        raise ValueError("affinity: pinning workers to cores needs os.sched_setaffinity, which only "
+                         "Linux has; leave affinity=False on this platform")
+    usable = sorted(os.sched_getaffinity(0))
+    if affinity is True:
+        return tuple(usable)
+    cores = tuple(affinity)  # type: ignore[call-overload]
+    if not cores or any(isinstance(c, bool) or not isinstance(c, int) for c in cores):
+        raise ValueError(f"affinity: expected a non-empty sequence of core ids (int), got {affinity!r}")
+    foreign = sorted(set(cores) - set(usable))
+    if foreign:
+        raise ValueError(f"affinity: core(s) {foreign} are not among the cores this process may "
+                         f"run on ({usable})")
+    return cores
 
 
 def _proc_start_time(pid: int) -> str | None:

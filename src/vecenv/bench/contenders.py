@@ -98,7 +98,10 @@ OPT_IN_BACKENDS = ("ray",)
 
 #: bench-only variants: ``auto`` is what ``vecenv.make`` builds by default (see
 #: :mod:`vecenv.layout`); ``name+flag`` runs backend ``name`` with ``flag=True``
-VARIANTS = {"auto": ("auto", {}), "process+inline": ("process", {"inline": True})}
+VARIANTS = {"auto": ("auto", {}), "process+inline": ("process", {"inline": True}),
+            "process+affinity": ("process", {"affinity": True})}
+#: the variants run when none are named (pinning is a choice for the machine at hand)
+DEFAULT_VARIANTS = ("process+inline",)
 
 
 def default_backends(variants: bool = False) -> list[str]:
@@ -109,7 +112,7 @@ def default_backends(variants: bool = False) -> list[str]:
         if b not in OPT_IN_BACKENDS and missing_backend_dependency(b) is None
     ]
     if variants:
-        names = ["auto", *names, *(v for v, (base, _) in VARIANTS.items() if base in names)]
+        names = ["auto", *names, *(v for v in DEFAULT_VARIANTS if VARIANTS[v][0] in names)]
     return names
 
 

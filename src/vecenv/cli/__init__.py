@@ -111,7 +111,8 @@ def _add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     bench.add_argument(
         "--backends", metavar="LIST",
         help=f"vecenv backends to run, from {', '.join(BACKENDS)}, process+inline (the process "
-             "backend with inline=True: the main process steps one env group), or none "
+             "backend with inline=True: the main process steps one env group), process+affinity "
+             "(workers pinned to cores), or none "
              "(default: every available one but ray, which runs only when named)",
     )
     budget = bench.add_mutually_exclusive_group()

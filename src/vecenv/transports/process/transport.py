@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import threading
@@ -56,8 +57,10 @@ class ProcessTransport(Closing):
         yield_us: float | None = None,
         start_timeout: float | None = DEFAULT_START_TIMEOUT,
         mechanism: str | None = None,
+        cores: tuple[int, ...] | None = None,
     ) -> None:
         self.mechanism = choose_mechanism(mechanism)
+        self.cores = cores  # worker w runs on cores[w % len(cores)]; None: wherever the OS puts it
         self.ctx = multiprocessing.get_context(context) if context is None or isinstance(context, str) else context
         self.start_method = self.ctx.get_start_method()
         self.daemon = daemon
@@ -138,6 +141,9 @@ class ProcessTransport(Closing):
             raise
         finally:
             child.close()
+        if self.cores:
+            with contextlib.suppress(ProcessLookupError):  # gone already: its end is seen as any
+                os.sched_setaffinity(process.pid, {self.cores[(self.first_worker + w) % len(self.cores)]})
         winjob.put_in_caller_job(process)  # Windows: ends with the caller, whatever its env does
         watch = lifetime.Watch(process)
         peer = self.mechanism.peer(parent, watch.waitable)
