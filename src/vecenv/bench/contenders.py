@@ -30,19 +30,6 @@ from vecenv.bench.puffer import (
     puffer_unsupported,
 )
 
-__all__ = [
-    "PEERS",
-    "Contender",
-    "Driver",
-    "OPT_IN_BACKENDS",
-    "action_pool",
-    "default_backends",
-    "missing_backend_dependency",
-    "peer_contender",
-    "peer_unavailable",
-    "vecenv_contender",
-]
-
 #: peer name -> what it is (for --help and docs)
 PEERS: dict[str, str] = {
     "gym-sync": "gymnasium.vector.SyncVectorEnv",

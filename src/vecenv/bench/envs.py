@@ -20,20 +20,6 @@ from gymnasium import spaces
 
 from vecenv.make import find_spec
 
-__all__ = [
-    "BUSY_ID",
-    "VARIABLE_BUSY_ID",
-    "BusyEnv",
-    "EnvArgumentError",
-    "EnvTarget",
-    "import_modules",
-    "VariableBusyEnv",
-    "make_env",
-    "named_factory",
-    "resolve_env",
-    "spin",
-]
-
 BUSY_ID = "vecenv/Busy-v0"
 VARIABLE_BUSY_ID = "vecenv/VariableBusy-v0"
 

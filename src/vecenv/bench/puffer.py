@@ -42,17 +42,6 @@ from typing import Any
 from vecenv.bench.envs import EnvTarget
 from vecenv.make import usable_cores
 
-__all__ = [
-    "INSTALL",
-    "PUFFER_PEERS",
-    "STALL_SECONDS",
-    "PufferLibFailure",
-    "build_puffer",
-    "import_pufferlib",
-    "puffer_layout",
-    "puffer_unsupported",
-]
-
 #: peer name -> what it is
 PUFFER_PEERS: dict[str, str] = {
     "pufferlib-serial": "pufferlib.vector.Serial (pufferlib-core)",

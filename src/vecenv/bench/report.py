@@ -18,22 +18,6 @@ from typing import Any, TextIO
 from vecenv.bench.runner import BenchRun, NoProgress, Result, Round
 from vecenv.make import usable_cores
 
-__all__ = [
-    "BENCH_EXTRA",
-    "JSON_SCHEMA",
-    "MissingExtraError",
-    "PlainProgress",
-    "format_table",
-    "machine_info",
-    "make_progress",
-    "print_table",
-    "require_matplotlib",
-    "run_to_json",
-    "versions",
-    "write_json",
-    "write_plot",
-]
-
 BENCH_EXTRA = "pip install 'vecenv[bench]'"
 JSON_SCHEMA = "vecenv-bench/1"
 

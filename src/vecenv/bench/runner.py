@@ -19,19 +19,6 @@ from warnings import WarningMessage
 from vecenv.bench.contenders import Contender, first_line, iterations_for
 from vecenv.bench.envs import BUSY_ID, EnvTarget
 
-__all__ = [
-    "DEFAULT_SUITE",
-    "BenchConfig",
-    "BenchRun",
-    "CaughtWarning",
-    "NoProgress",
-    "Progress",
-    "Result",
-    "Round",
-    "measure",
-    "run_bench",
-]
-
 #: env -> num_envs sweep of the default suite (sized to finish in a few minutes on 2 cores)
 DEFAULT_SUITE: dict[str, list[int]] = {"CartPole-v1": [2, 8, 16], BUSY_ID: [8]}
 #: sweep for an env named on the command line without ``--num-envs``

@@ -13,8 +13,6 @@ from vecenv.bench.contenders import action_pool, first_line
 from vecenv.check.report import CheckReport
 from vecenv.check.values import digest
 
-__all__ = ["BACKEND_SECONDS", "check_backends"]
-
 #: seconds one backend may spend stepping in a check
 BACKEND_SECONDS = 3.0
 

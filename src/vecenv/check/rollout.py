@@ -16,8 +16,6 @@ from vecenv.bench.contenders import first_line
 from vecenv.check.report import CheckReport
 from vecenv.check.values import InfoTypes, describe, nbytes, same, size_text, why_outside
 
-__all__ = ["build_copies", "check_rollout", "check_spaces"]
-
 
 def build_copies(report: CheckReport, env_fn: Callable, n: int) -> list[gym.Env] | None:
     """``n`` copies of the env, or None (with a ``make`` problem) when one fails to build."""

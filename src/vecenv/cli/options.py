@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["Exit", "IMPORT_OPTION", "Parser", "UsageError", "check_positive", "name_choice", "output_path", "parse_backends", "parse_env_kwargs", "parse_int_list", "parse_name_list", "parse_peers", "resolve_envs"]
 
 class UsageError(Exception):
     """Bad command-line usage: reported on stderr, exit code 2."""

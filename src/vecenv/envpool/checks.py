@@ -14,11 +14,6 @@ from vecenv.engine.checks import check_env_ids, check_reset_mask
 from vecenv.engine.checks import check_seeds as engine_check_seeds
 from vecenv.engine.checks import check_timeout as engine_check_timeout
 
-__all__ = [
-    "cast_actions", "check_flag", "check_seeds", "check_timeout", "env_ids_of", "is_int", "mask_ids",
-    "same_ids",
-]
-
 #: spaces whose actions EnvPool casts to the space's dtype (its single-array action form)
 _CAST = (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)
 

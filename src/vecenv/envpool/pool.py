@@ -31,8 +31,6 @@ from vecenv.envpool.checks import (
 )
 from vecenv.envpool.spec import EnvSpec
 
-__all__ = ["EnvPool"]
-
 EnvIds = int | Sequence[int] | np.ndarray | None
 
 

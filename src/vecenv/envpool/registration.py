@@ -28,8 +28,6 @@ from vecenv.envpool.styles import GymEnvPool, GymnasiumEnvPool
 from vecenv.make import find_spec
 from vecenv.make import make as make_vector_env
 
-__all__ = ["list_all_envs", "make", "make_dm", "make_gym", "make_gymnasium", "make_spec"]
-
 Task = str | Callable[..., gym.Env]
 
 _STYLES: dict[str, type[GymnasiumEnvPool]] = {"gymnasium": GymnasiumEnvPool, "gym": GymEnvPool}

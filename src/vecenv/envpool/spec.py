@@ -7,8 +7,6 @@ from typing import Any, NamedTuple
 
 import gymnasium as gym
 
-__all__ = ["EnvSpec", "config_tuple"]
-
 
 def config_tuple(config: dict[str, Any]) -> NamedTuple:
     """The config dict as a namedtuple, as EnvPool's ``spec.config`` is (``spec.config.num_envs``)."""

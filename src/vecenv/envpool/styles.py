@@ -34,8 +34,6 @@ import numpy as np
 
 from vecenv.envpool.pool import EnvPool
 
-__all__ = ["GymEnvPool", "GymnasiumEnvPool", "old_gym", "to_gym_space"]
-
 
 def old_gym() -> ModuleType | None:
     """The ``gym`` package where it is installed (EnvPool's ``env_type="gym"`` speaks it), else None."""

@@ -19,8 +19,6 @@ import numpy as np
 from vecenv.infos.codec import OWN, STACK, batched_as
 from vecenv.infos.records import InfoColumns, InfoEntry
 
-__all__ = ["add_info", "batch_columns", "batch_infos", "columns_infos", "entries_as_columns", "per_env_infos"]
-
 
 def add_info(infos: dict[str, Any], info: dict[str, Any], row: int, n: int) -> dict[str, Any]:
     """Merge one env's ``info`` into the batched ``infos`` (``n`` rows) at ``row``; returns ``infos``."""

@@ -20,16 +20,6 @@ from gymnasium.error import DependencyNotInstalled
 
 from vecenv.errors import EnvError
 
-__all__ = [
-    "AssertionTypeError",
-    "AssertionValueError",
-    "IndexValueError",
-    "TypeValueError",
-    "VideoDependencyNotInstalled",
-    "env_errors",
-    "raise_original",
-]
-
 
 class AssertionValueError(AssertionError, ValueError):
     """A check SB3 makes with ``assert`` on a value (SB3 raises ``AssertionError``)."""

@@ -23,16 +23,6 @@ from gymnasium import spaces
 from vecenv.sb3 import _compat
 from vecenv.sb3._errors import AssertionValueError, IndexValueError
 
-__all__ = [
-    "CloudpickleWrapper",
-    "VecEnv",
-    "VecEnvIndices",
-    "VecEnvObs",
-    "VecEnvStepReturn",
-    "VecEnvWrapper",
-    "tile_images",
-]
-
 #: Which sub-environments a call targets: ``None`` (all), one index, or several.
 VecEnvIndices = Union[None, int, Iterable[int]]  # noqa: UP007
 #: A batch of observations: one array, or a dict / tuple of arrays for structured spaces.

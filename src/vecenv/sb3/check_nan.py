@@ -10,8 +10,6 @@ from gymnasium import spaces
 
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
-__all__ = ["VecCheckNan"]
-
 
 class VecCheckNan(VecEnvWrapper):
     """Check actions, observations and rewards for NaN (and inf) and report where they came from:

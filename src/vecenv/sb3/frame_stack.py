@@ -13,8 +13,6 @@ from vecenv.sb3._errors import AssertionTypeError, AssertionValueError
 from vecenv.sb3._spaces import is_image_space, is_image_space_channels_first
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
-__all__ = ["StackedObservations", "VecFrameStack"]
-
 
 class StackedObservations:
     """Keeps the last ``n_stack`` observations of each env concatenated along the channel axis.

@@ -19,8 +19,6 @@ import numpy as np
 
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
-__all__ = ["Monitor", "ResultsWriter", "VecMonitor"]
-
 MONITOR_EXT = "monitor.csv"
 
 

@@ -14,8 +14,6 @@ from vecenv.sb3._spaces import is_image_space
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 from vecenv.sb3.running_mean_std import RunningMeanStd
 
-__all__ = ["VecNormalize"]
-
 
 class VecNormalize(VecEnvWrapper):
     """Normalize observations by their running mean/std, and rewards by the running std of the

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["RunningMeanStd"]
-
 
 class RunningMeanStd:
     """Mean and (population) variance of every sample seen so far, per element of ``shape``.

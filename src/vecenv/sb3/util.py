@@ -10,23 +10,12 @@ from typing import Any, TypeVar
 
 import gymnasium as gym
 
-from vecenv.sb3._backend import is_wrapped, unwrap_wrapper
 from vecenv.sb3._errors import AssertionValueError
 from vecenv.sb3._spaces import GymnasiumEnvFn
 from vecenv.sb3.base import VecEnv, VecEnvWrapper
 from vecenv.sb3.monitor import Monitor
 from vecenv.sb3.normalize import VecNormalize
 from vecenv.sb3.vec_envs import DummyVecEnv
-
-__all__ = [
-    "is_vecenv_wrapped",
-    "is_wrapped",
-    "make_vec_env",
-    "sync_envs_normalization",
-    "unwrap_vec_normalize",
-    "unwrap_vec_wrapper",
-    "unwrap_wrapper",
-]
 
 W = TypeVar("W")
 

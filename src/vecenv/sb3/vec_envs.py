@@ -32,8 +32,6 @@ from vecenv.sb3._spaces import (
 )
 from vecenv.sb3.base import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
-__all__ = ["DummyVecEnv", "SubprocVecEnv", "VectorEnvAdapter", "from_vector_env"]
-
 
 class VectorEnvAdapter(VecEnv):
     """SB3's :class:`VecEnv` API over a gymnasium-API vector env in SAME_STEP autoreset mode.

@@ -12,8 +12,6 @@ import numpy as np
 from vecenv.sb3._errors import AssertionValueError, VideoDependencyNotInstalled
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
-__all__ = ["VecVideoRecorder"]
-
 _INSTALL_HINT = "VecVideoRecorder needs imageio with ffmpeg: pip install 'vecenv[video]'"
 
 
