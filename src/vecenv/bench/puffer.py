@@ -208,37 +208,25 @@ def puffer_reset(envs: Any, seed: int, watch: _Watchdog | None) -> None:
     """PufferLib's reset: ``async_reset(seed)`` then the first ``recv``."""
     envs.async_reset(seed)
     envs.recv()
-    if watch is not None:
-        _check(watch)
+    if watch is not None and watch.failed is not None:
+        raise PufferLibFailure(watch.failed)
 
 
 def puffer_steps(envs: Any, actions: list[Any], iterations: int, deadline: float,
                  watch: _Watchdog | None) -> int:
     """``send`` then ``recv`` until ``iterations`` are done or ``deadline`` (perf_counter) passes."""
     send, recv, k, now, i = envs.send, envs.recv, len(actions), time.perf_counter, 0
-    if watch is None:
-        while i < iterations:
-            send(actions[i % k])
-            recv()
-            i += 1
-            if now() >= deadline:
-                break
-        return i
     while i < iterations:
         send(actions[i % k])
         recv()
-        if watch.failed is not None:
-            _check(watch)
         i += 1
-        watch.beat = i
+        if watch is not None:
+            if watch.failed is not None:
+                raise PufferLibFailure(watch.failed)
+            watch.beat = i
         if now() >= deadline:
             break
     return i
-
-
-def _check(watch: _Watchdog) -> None:
-    if watch.failed is not None:
-        raise PufferLibFailure(watch.failed)
 
 
 def puffer_close(envs: Any, watch: _Watchdog | None) -> None:

@@ -193,12 +193,15 @@ def run_bench(config: BenchConfig, progress: Progress | None = None) -> BenchRun
     try:
         for target, row in cells:
             for k in range(config.rounds):
-                _run_round(run, target, _rotate(row, k), k, progress)
+                start = k % max(1, len(row))  # the contender measured first rotates
+                _run_round(run, target, row[start:] + row[:start], k, progress)
     except KeyboardInterrupt:
         run.interrupted = True
     finally:
         if stop_ray:
-            _stop_ray()
+            import ray
+
+            ray.shutdown()
         progress.stop()
     run.wall_seconds = time.perf_counter() - t_start
     add_ratios(run.results)
@@ -230,7 +233,10 @@ def _cells(config: BenchConfig) -> list[tuple[EnvTarget, list[Result]]]:
 def _why_skipped(contender: Contender, target: EnvTarget, num_envs: int) -> str | None:
     if contender.kind == "vecenv" and contender.batch_size and contender.batch_size >= num_envs:
         return f"batch size {contender.batch_size} >= num_envs {num_envs}"
-    return _unsupported(contender, target, num_envs)
+    try:
+        return contender.supports(target, num_envs)
+    except Exception as exc:  # e.g. the peer's own import fails
+        return first_line(exc)
 
 
 def _run_round(run: BenchRun, target: EnvTarget, row: list[Result], k: int, progress: Progress) -> None:
@@ -289,12 +295,6 @@ def _start_ray(contenders: Sequence[Contender]) -> bool:
     return True
 
 
-def _stop_ray() -> None:
-    import ray
-
-    ray.shutdown()
-
-
 def add_ratios(results: Sequence[Result]) -> None:
     """Set each result's ``vs_gym_sync`` / ``vs_gym_async`` from the medians of its cell."""
     base: dict[tuple[str, int, str], float] = {}
@@ -310,14 +310,3 @@ def add_ratios(results: Sequence[Result]) -> None:
         r.vs_gym_sync = m / sync if m is not None and sync else None
         r.vs_gym_async = m / asyn if m is not None and asyn else None
 
-
-def _rotate(row: list[Result], k: int) -> list[Result]:
-    k %= max(1, len(row))
-    return row[k:] + row[:k]
-
-
-def _unsupported(contender: Contender, target: EnvTarget, num_envs: int) -> str | None:
-    try:
-        return contender.supports(target, num_envs)
-    except Exception as exc:  # e.g. the peer's own import fails
-        return first_line(exc)
