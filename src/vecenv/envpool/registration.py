@@ -22,8 +22,7 @@ from vecenv.envpool.atari import (
 )
 from vecenv.envpool.checks import check_seeds, is_int
 from vecenv.envpool.mujoco import EnvPoolMujocoInfos, mujoco_task
-from vecenv.envpool.pool import EnvPool
-from vecenv.envpool.spec import EnvSpec
+from vecenv.envpool.pool import EnvPool, EnvSpec
 from vecenv.envpool.styles import GymEnvPool, GymnasiumEnvPool
 from vecenv.make import find_spec
 from vecenv.make import make as make_vector_env

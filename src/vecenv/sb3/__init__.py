@@ -23,8 +23,7 @@ from vecenv.sb3.check_nan import VecCheckNan
 from vecenv.sb3.extract_dict_obs import VecExtractDictObs
 from vecenv.sb3.frame_stack import StackedObservations, VecFrameStack
 from vecenv.sb3.monitor import Monitor, ResultsWriter, VecMonitor
-from vecenv.sb3.normalize import VecNormalize
-from vecenv.sb3.running_mean_std import RunningMeanStd
+from vecenv.sb3.normalize import RunningMeanStd, VecNormalize
 from vecenv.sb3.transpose import VecTransposeImage
 from vecenv.sb3.util import (
     is_vecenv_wrapped,
