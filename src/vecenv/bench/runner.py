@@ -148,16 +148,9 @@ class Progress(Protocol):
     def stop(self) -> None: ...
 
 
-def measure(
-    contender: Contender,
-    target: EnvTarget,
-    num_envs: int,
-    *,
-    steps: int | None = None,
-    seconds: float | None = 1.0,
-    seed: int = 0,
-    warmup: int = 5,
-) -> tuple[Round, int | None]:
+def measure(contender: Contender, target: EnvTarget, num_envs: int, *, steps: int | None = None,
+            seconds: float | None = 1.0, seed: int = 0,
+            warmup: int = 5) -> tuple[Round, int | None]:
     """Build, reset(seed), warm up, then time stepping with pre-generated actions; always close.
 
     Returns the round and the number of workers the vector env used.
@@ -255,9 +248,8 @@ def _run_round(run: BenchRun, target: EnvTarget, row: list[Result], k: int, prog
         progress.advance(result, _measure_into(run, result, target, steps, seconds))
 
 
-def _measure_into(
-    run: BenchRun, result: Result, target: EnvTarget, steps: int | None, seconds: float | None
-) -> Round | None:
+def _measure_into(run: BenchRun, result: Result, target: EnvTarget, steps: int | None,
+                  seconds: float | None) -> Round | None:
     """One round of ``result``'s cell, kept in ``result``; a failure is recorded there, and the
     warnings it raises go to ``run.warnings`` rather than into the progress and the table."""
     config = run.config

@@ -17,9 +17,8 @@ from vecenv.check.values import digest
 BACKEND_SECONDS = 3.0
 
 
-def check_backends(
-    report: CheckReport, env_fn: Callable, names: Sequence[str], n: int, steps: int, seed: int
-) -> None:
+def check_backends(report: CheckReport, env_fn: Callable, names: Sequence[str], n: int, steps: int,
+                   seed: int) -> None:
     """Run ``n`` copies through each backend in ``names``, filling ``report.backends``."""
     reference: list[bytes] | None = None
     reference_name = ""
@@ -44,9 +43,8 @@ def check_backends(
             _compare(report, backend, digests, reference_name, reference)
 
 
-def _run_backend(
-    entry: dict[str, Any], env_fn: Callable, backend: str, n: int, steps: int, seed: int
-) -> tuple[int, list[bytes]]:
+def _run_backend(entry: dict[str, Any], env_fn: Callable, backend: str, n: int, steps: int,
+                 seed: int) -> tuple[int, list[bytes]]:
     """Reset and step ``n`` copies on ``backend`` (within :data:`BACKEND_SECONDS`).
 
     Fills ``num_workers`` and ``steps_per_s`` of ``entry``; returns the vector steps done and the
@@ -78,9 +76,8 @@ def _run_backend(
                 pass
 
 
-def _compare(
-    report: CheckReport, backend: str, digests: list[bytes], reference_name: str, reference: list[bytes]
-) -> None:
+def _compare(report: CheckReport, backend: str, digests: list[bytes], reference_name: str,
+             reference: list[bytes]) -> None:
     """Add a problem if ``backend``'s observations differ from the reference backend's."""
     k = min(len(reference), len(digests))
     mismatch = next((i for i in range(k) if reference[i] != digests[i]), None)

@@ -121,9 +121,8 @@ def _reset_twice(report: CheckReport, a: gym.Env, b: gym.Env | None, seed: int) 
     return run
 
 
-def _step_lockstep(
-    report: CheckReport, run: _Rollout, a: gym.Env, b: gym.Env | None, steps: int, seed: int
-) -> None:
+def _step_lockstep(report: CheckReport, run: _Rollout, a: gym.Env, b: gym.Env | None, steps: int,
+                   seed: int) -> None:
     """Step ``a`` and ``b`` with the same seeded actions, noting into ``run`` what they do."""
     space = a.observation_space
     actions = a.action_space

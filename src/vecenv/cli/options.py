@@ -98,13 +98,8 @@ def resolve_envs(names: Sequence[str], kwargs: dict[str, Any], imports: Sequence
 IMPORT_OPTION: dict[str, Any] = dict(action="append", default=[], dest="imports", metavar="MODULE", help="import MODULE first, so the env ids it registers resolve (repeatable): --import ale_py")
 
 
-def name_choice(
-    option: str,
-    text: str | None,
-    default: Callable[[], list[str]],
-    expected: str,
-    check: Callable[[str], None],
-) -> list[str]:
+def name_choice(option: str, text: str | None, default: Callable[[], list[str]], expected: str,
+                check: Callable[[str], None]) -> list[str]:
     """The names given to a comma-separated ``option``: ``default()`` when it is not given, no
     names for ``none``; otherwise each name is passed to ``check`` (which raises
     :class:`UsageError`) and duplicates are dropped.

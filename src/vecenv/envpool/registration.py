@@ -36,26 +36,14 @@ _RENDER_SIZE = ("render_width", "render_height", "render_camera_id")
 _OWN = ("batch_size", "num_workers", "autoreset_mode", "env_kwargs", "wrappers", "backend")
 
 
-def make(
-    task_id: Task,
-    env_type: str = "gymnasium",
-    *,
-    num_envs: int = 1,
-    batch_size: int | None = None,
-    num_threads: int | None = None,
-    num_workers: int | None = None,
-    seed: int | Sequence[int] | None = 42,
-    max_episode_steps: int | None = None,
-    max_num_players: int = 1,
-    thread_affinity_offset: int = -1,
-    gym_reset_return_info: bool = False,
-    reward_threshold: float | None = None,
-    render_env_id: int = 0,
-    backend: str = "auto",
-    wrappers: Sequence[Callable[[gym.Env], gym.Env]] | None = None,
-    backend_kwargs: dict[str, Any] | None = None,
-    **kwargs: Any,
-) -> EnvPool:
+def make(task_id: Task, env_type: str = "gymnasium", *, num_envs: int = 1,
+         batch_size: int | None = None, num_threads: int | None = None,
+         num_workers: int | None = None, seed: int | Sequence[int] | None = 42,
+         max_episode_steps: int | None = None, max_num_players: int = 1,
+         thread_affinity_offset: int = -1, gym_reset_return_info: bool = False,
+         reward_threshold: float | None = None, render_env_id: int = 0, backend: str = "auto",
+         wrappers: Sequence[Callable[[gym.Env], gym.Env]] | None = None,
+         backend_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> EnvPool:
     """Make ``num_envs`` copies of a gymnasium env behind EnvPool's API.
 
     Args:

@@ -51,9 +51,8 @@ def add_info(infos: dict[str, Any], info: dict[str, Any], row: int, n: int) -> d
     return infos
 
 
-def batch_infos(
-    entries: Iterable[InfoEntry], n: int, rows: dict[int, int] | None = None
-) -> dict[str, Any]:
+def batch_infos(entries: Iterable[InfoEntry], n: int,
+                rows: dict[int, int] | None = None) -> dict[str, Any]:
     """Batch env reports into one info dict of ``n`` rows.
 
     ``rows`` maps an env index to its row (async batches); by default the row is the env index.

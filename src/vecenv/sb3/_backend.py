@@ -190,9 +190,8 @@ class SubEnvAccess:
         return [False] * len(indices)  # the wrapper chain cannot be inspected
 
 
-def _apply_in_passes(
-    apply: Callable[..., Any], fn: Callable[..., Any], indices: list[int], args: tuple
-) -> list[Any]:
+def _apply_in_passes(apply: Callable[..., Any], fn: Callable[..., Any], indices: list[int],
+                     args: tuple) -> list[Any]:
     """``apply`` over ``indices`` in order; an index given twice runs twice (SB3 allows that,
     vecenv's engine takes each env once per call), so repeats go in later passes."""
     if len(set(indices)) == len(indices):
@@ -238,9 +237,8 @@ def unbatch_info(infos: dict[str, Any], index: int, skip: frozenset[str] = froze
     return out
 
 
-def unbatch_step_infos(
-    infos: dict[str, Any], num_envs: int, ended: np.ndarray
-) -> tuple[list[dict], list[tuple[int, Any, dict]]]:
+def unbatch_step_infos(infos: dict[str, Any], num_envs: int,
+                       ended: np.ndarray) -> tuple[list[dict], list[tuple[int, Any, dict]]]:
     """Split SAME_STEP batched infos into per-env dicts and ``(index, final_obs, final_info)``
     for every env whose episode ended (its per-env dict is then the new episode's reset info)."""
     if not infos:

@@ -25,9 +25,8 @@ def is_image_space_channels_first(space: spaces.Box) -> bool:
     return smallest == 0
 
 
-def is_image_space(
-    space: spaces.Space, check_channels: bool = False, normalized_image: bool = False
-) -> bool:
+def is_image_space(space: spaces.Space, check_channels: bool = False,
+                   normalized_image: bool = False) -> bool:
     """True for a 3-d Box that looks like an image: uint8 in [0, 255] (unless ``normalized_image``)
     and, with ``check_channels``, 1, 3 or 4 channels."""
     if not isinstance(space, spaces.Box) or len(space.shape) != 3:

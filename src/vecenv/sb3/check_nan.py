@@ -20,13 +20,8 @@ class VecCheckNan(VecEnvWrapper):
     :param check_inf: also look for +inf/-inf
     """
 
-    def __init__(
-        self,
-        venv: VecEnv,
-        raise_exception: bool = False,
-        warn_once: bool = True,
-        check_inf: bool = True,
-    ) -> None:
+    def __init__(self, venv: VecEnv, raise_exception: bool = False, warn_once: bool = True,
+                 check_inf: bool = True) -> None:
         super().__init__(venv)
         if isinstance(venv.action_space, spaces.Dict):
             raise NotImplementedError("VecCheckNan doesn't support dict action spaces")

@@ -22,13 +22,8 @@ class StackedObservations:
     returned batch is a new array, so earlier results are never modified in place.
     """
 
-    def __init__(
-        self,
-        num_envs: int,
-        n_stack: int,
-        observation_space: spaces.Box | spaces.Dict,
-        channels_order: str | Mapping[str, str | None] | None = None,
-    ) -> None:
+    def __init__(self, num_envs: int, n_stack: int, observation_space: spaces.Box | spaces.Dict,
+                 channels_order: str | Mapping[str, str | None] | None = None) -> None:
         self.n_stack = n_stack
         self.observation_space = observation_space
         self.stacked_observation_space: spaces.Box | spaces.Dict
@@ -105,9 +100,8 @@ class StackedObservations:
         self.stacked_obs = stack
         return stack
 
-    def update(
-        self, observations: Any, dones: np.ndarray, infos: list[dict[str, Any]]
-    ) -> tuple[Any, list[dict[str, Any]]]:
+    def update(self, observations: Any, dones: np.ndarray,
+               infos: list[dict[str, Any]]) -> tuple[Any, list[dict[str, Any]]]:
         """Push a step's observations; envs that are done get a fresh stack, and their
         ``terminal_observation`` becomes the stacked last frames of the finished episode."""
         if isinstance(observations, dict):
@@ -158,9 +152,8 @@ class VecFrameStack(VecEnvWrapper):
     key for Dict spaces.
     """
 
-    def __init__(
-        self, venv: VecEnv, n_stack: int, channels_order: str | Mapping[str, str] | None = None
-    ) -> None:
+    def __init__(self, venv: VecEnv, n_stack: int,
+                 channels_order: str | Mapping[str, str] | None = None) -> None:
         if not isinstance(venv.observation_space, (spaces.Box, spaces.Dict)):
             raise AssertionTypeError(
                 "VecFrameStack only works with gym.spaces.Box and gym.spaces.Dict observation "

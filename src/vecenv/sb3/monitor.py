@@ -26,13 +26,8 @@ class ResultsWriter:
     """Writes episode rows to ``<filename>.monitor.csv`` (or ``<dir>/monitor.csv``), after a
     ``#{"t_start": ..., "env_id": ...}`` header line and the column names ``r,l,t,<extra keys>``."""
 
-    def __init__(
-        self,
-        filename: str = "",
-        header: dict[str, float | str] | None = None,
-        extra_keys: tuple[str, ...] = (),
-        override_existing: bool = True,
-    ) -> None:
+    def __init__(self, filename: str = "", header: dict[str, float | str] | None = None,
+                 extra_keys: tuple[str, ...] = (), override_existing: bool = True) -> None:
         if not filename.endswith(MONITOR_EXT):
             if os.path.isdir(filename):
                 filename = os.path.join(filename, MONITOR_EXT)
@@ -66,15 +61,9 @@ class Monitor(gym.Wrapper):
 
     EXT = MONITOR_EXT
 
-    def __init__(
-        self,
-        env: gym.Env,
-        filename: str | None = None,
-        allow_early_resets: bool = True,
-        reset_keywords: tuple[str, ...] = (),
-        info_keywords: tuple[str, ...] = (),
-        override_existing: bool = True,
-    ) -> None:
+    def __init__(self, env: gym.Env, filename: str | None = None, allow_early_resets: bool = True,
+                 reset_keywords: tuple[str, ...] = (), info_keywords: tuple[str, ...] = (),
+                 override_existing: bool = True) -> None:
         super().__init__(env)
         self.t_start = time.time()
         self.results_writer: ResultsWriter | None = None
@@ -164,9 +153,8 @@ class VecMonitor(VecEnvWrapper):
     :param info_keywords: step-info keys copied into each episode record
     """
 
-    def __init__(
-        self, venv: VecEnv, filename: str | None = None, info_keywords: tuple[str, ...] = ()
-    ) -> None:
+    def __init__(self, venv: VecEnv, filename: str | None = None,
+                 info_keywords: tuple[str, ...] = ()) -> None:
         try:
             already = bool(venv.env_is_wrapped(Monitor)[0])
         except (AttributeError, NotImplementedError):

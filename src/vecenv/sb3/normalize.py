@@ -45,9 +45,8 @@ class RunningMeanStd:
         arr = np.asarray(arr)
         self.update_from_moments(np.mean(arr, axis=0), np.var(arr, axis=0), arr.shape[0])
 
-    def update_from_moments(
-        self, batch_mean: np.ndarray, batch_var: np.ndarray, batch_count: float
-    ) -> None:
+    def update_from_moments(self, batch_mean: np.ndarray, batch_var: np.ndarray,
+                            batch_count: float) -> None:
         """Add a batch given only its mean, variance and size."""
         delta = batch_mean - self.mean
         total = self.count + batch_count
@@ -76,18 +75,10 @@ class VecNormalize(VecEnvWrapper):
 
     obs_rms: RunningMeanStd | dict[str, RunningMeanStd]
 
-    def __init__(
-        self,
-        venv: VecEnv,
-        training: bool = True,
-        norm_obs: bool = True,
-        norm_reward: bool = True,
-        clip_obs: float = 10.0,
-        clip_reward: float = 10.0,
-        gamma: float = 0.99,
-        epsilon: float = 1e-8,
-        norm_obs_keys: list[str] | None = None,
-    ) -> None:
+    def __init__(self, venv: VecEnv, training: bool = True, norm_obs: bool = True,
+                 norm_reward: bool = True, clip_obs: float = 10.0, clip_reward: float = 10.0,
+                 gamma: float = 0.99, epsilon: float = 1e-8,
+                 norm_obs_keys: list[str] | None = None) -> None:
         VecEnvWrapper.__init__(self, venv)
         self.norm_obs = norm_obs
         self.norm_obs_keys = norm_obs_keys

@@ -71,19 +71,14 @@ def sync_envs_normalization(env: VecEnv, eval_env: VecEnv) -> None:
         train, evaluate = train.venv, evaluate.venv  # type: ignore[attr-defined]
 
 
-def make_vec_env(
-    env_id: str | Callable[..., gym.Env],
-    n_envs: int = 1,
-    seed: int | None = None,
-    start_index: int = 0,
-    monitor_dir: str | None = None,
-    wrapper_class: Callable[..., gym.Env] | None = None,
-    env_kwargs: dict[str, Any] | None = None,
-    vec_env_cls: Callable[..., VecEnv] | None = None,
-    vec_env_kwargs: dict[str, Any] | None = None,
-    monitor_kwargs: dict[str, Any] | None = None,
-    wrapper_kwargs: dict[str, Any] | None = None,
-) -> VecEnv:
+def make_vec_env(env_id: str | Callable[..., gym.Env], n_envs: int = 1, seed: int | None = None,
+                 start_index: int = 0, monitor_dir: str | None = None,
+                 wrapper_class: Callable[..., gym.Env] | None = None,
+                 env_kwargs: dict[str, Any] | None = None,
+                 vec_env_cls: Callable[..., VecEnv] | None = None,
+                 vec_env_kwargs: dict[str, Any] | None = None,
+                 monitor_kwargs: dict[str, Any] | None = None,
+                 wrapper_kwargs: dict[str, Any] | None = None) -> VecEnv:
     """Create ``n_envs`` monitored envs in a VecEnv (default :class:`DummyVecEnv`), as SB3's.
 
     Each env is made from ``env_id`` (a registered id, made with ``render_mode="rgb_array"``

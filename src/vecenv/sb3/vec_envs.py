@@ -210,21 +210,15 @@ class VectorEnvAdapter(VecEnv):
         self._access.set_attr(attr_name, value, self._get_indices(indices))
 
     @env_errors
-    def env_method(
-        self,
-        method_name: str,
-        *method_args: Any,
-        indices: VecEnvIndices = None,
-        **method_kwargs: Any,
-    ) -> list[Any]:
+    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
+                   **method_kwargs: Any) -> list[Any]:
         return self._access.call(
             method_name, self._get_indices(indices), method_args, method_kwargs
         )
 
     @env_errors
-    def env_is_wrapped(
-        self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
-    ) -> list[bool]:
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper],
+                       indices: VecEnvIndices = None) -> list[bool]:
         return self._access.is_wrapped(wrapper_class, self._get_indices(indices))
 
     @env_errors
@@ -342,12 +336,8 @@ class SubprocVecEnv(VectorEnvAdapter):
     _metadata_from_env = False  # SB3's SubprocVecEnv keeps VecEnv's {"render_modes": [...]}
     _indexed_container = "tuple"  # SB3 indexes its tuple of pipes
 
-    def __init__(
-        self,
-        env_fns: list[Callable[[], gym.Env]],
-        start_method: str | None = None,
-        **vecenv_kwargs: Any,
-    ) -> None:
+    def __init__(self, env_fns: list[Callable[[], gym.Env]], start_method: str | None = None,
+                 **vecenv_kwargs: Any) -> None:
         if start_method is not None and start_method not in mp.get_all_start_methods():
             # multiprocessing.get_context's own error, which SB3 lets through
             raise ValueError(

@@ -44,14 +44,8 @@ class VecVideoRecorder(VecEnvWrapper):
     video_name: str
     video_path: str
 
-    def __init__(
-        self,
-        venv: VecEnv,
-        video_folder: str,
-        record_video_trigger: Callable[[int], bool],
-        video_length: int = 200,
-        name_prefix: str = "rl-video",
-    ) -> None:
+    def __init__(self, venv: VecEnv, video_folder: str, record_video_trigger: Callable[[int], bool],
+                 video_length: int = 200, name_prefix: str = "rl-video") -> None:
         VecEnvWrapper.__init__(self, venv)
         self.env = venv
         if self.env.render_mode != "rgb_array":
