@@ -143,9 +143,9 @@ class VecNormalize(VecEnvWrapper):
 
     # ----------------------------------------------------------------- pickling
     def __getstate__(self) -> dict[str, Any]:
-        """Everything but the wrapped venv (often unpicklable) and values derived from it."""
+        """Everything but the wrapped venv and what derives from it (:data:`_NOT_SAVED`)."""
         state = self.__dict__.copy()
-        for key in ("venv", "class_attributes", "returns"):
+        for key in _NOT_SAVED:
             state.pop(key, None)
         return state
 
@@ -206,44 +206,33 @@ class VecNormalize(VecEnvWrapper):
             self.obs_rms.update(obs)
 
     # ----------------------------------------------------------------- transforms
-    def _normalize_obs(self, obs: np.ndarray, obs_rms: RunningMeanStd) -> np.ndarray:
-        scaled = (obs - obs_rms.mean) / np.sqrt(obs_rms.var + self.epsilon)
-        return np.clip(scaled, -self.clip_obs, self.clip_obs)
-
-    def _unnormalize_obs(self, obs: np.ndarray, obs_rms: RunningMeanStd) -> np.ndarray:
-        return obs * np.sqrt(obs_rms.var + self.epsilon) + obs_rms.mean
-
-    def normalize_obs(self, obs: VecEnvObs) -> VecEnvObs:
-        """Normalize with the current statistics (float32), without updating them."""
+    def _per_key(self, obs: VecEnvObs, fn: Any) -> VecEnvObs:
+        """``fn(obs, rms)`` for the whole batch, or for each normalized key of a Dict batch."""
         if not self.norm_obs:
             return copy.deepcopy(obs)
         if isinstance(obs, dict) and isinstance(self.obs_rms, dict):
             out = dict(obs)
             for key in self.norm_obs_keys:  # type: ignore[union-attr]
-                out[key] = self._normalize_obs(obs[key], self.obs_rms[key]).astype(np.float32)
+                out[key] = fn(obs[key], self.obs_rms[key])
             return out
-        return self._normalize_obs(obs, self.obs_rms).astype(np.float32)  # type: ignore[arg-type]
+        return fn(obs, self.obs_rms)
+
+    def normalize_obs(self, obs: VecEnvObs) -> VecEnvObs:
+        """Normalize with the current statistics (float32), without updating them."""
+        return self._per_key(obs, lambda x, rms: np.clip(
+            (x - rms.mean) / np.sqrt(rms.var + self.epsilon), -self.clip_obs, self.clip_obs
+        ).astype(np.float32))
 
     def normalize_reward(self, reward: np.ndarray) -> np.ndarray:
         """Scale rewards by the return's running std (float32), without updating it."""
         if self.norm_reward:
-            reward = np.clip(
-                reward / np.sqrt(self.ret_rms.var + self.epsilon),
-                -self.clip_reward,
-                self.clip_reward,
-            )
+            reward = np.clip(reward / np.sqrt(self.ret_rms.var + self.epsilon),
+                             -self.clip_reward, self.clip_reward)
         return np.asarray(reward).astype(np.float32)
 
     def unnormalize_obs(self, obs: VecEnvObs) -> VecEnvObs:
         """Invert :meth:`normalize_obs` (up to clipping)."""
-        if not self.norm_obs:
-            return copy.deepcopy(obs)
-        if isinstance(obs, dict) and isinstance(self.obs_rms, dict):
-            out = dict(obs)
-            for key in self.norm_obs_keys:  # type: ignore[union-attr]
-                out[key] = self._unnormalize_obs(obs[key], self.obs_rms[key])
-            return out
-        return self._unnormalize_obs(obs, self.obs_rms)  # type: ignore[arg-type]
+        return self._per_key(obs, lambda x, rms: x * np.sqrt(rms.var + self.epsilon) + rms.mean)
 
     def unnormalize_reward(self, reward: np.ndarray) -> np.ndarray:
         """Invert :meth:`normalize_reward` (up to clipping)."""
@@ -279,6 +268,10 @@ class VecNormalize(VecEnvWrapper):
             pickle.dump(self, file)
 
 
+#: what is not pickled: the wrapped venv (often unpicklable) and values derived from it
+_NOT_SAVED = ("venv", "class_attributes", "returns")
+
+
 def _check_same_shapes(expected: spaces.Space, actual: spaces.Space) -> None:
     """SB3's ``check_shape_equal``: Dict spaces key by key, Box spaces by shape."""
     if isinstance(expected, spaces.Dict):
@@ -310,10 +303,7 @@ def _from_foreign(obj: Any) -> VecNormalize:
     """Turn an unpickled SB3 ``VecNormalize`` into ours (same attribute names)."""
     if type(obj).__name__ != "VecNormalize" or not hasattr(obj, "ret_rms"):
         raise TypeError(f"Not a VecNormalize statistics file (found {type(obj).__name__})")
-    state = dict(obj.__dict__)
-    state.pop("venv", None)
-    state.pop("class_attributes", None)
-    state.pop("returns", None)
+    state = {key: value for key, value in obj.__dict__.items() if key not in _NOT_SAVED}
     rms = state.get("obs_rms")
     if isinstance(rms, dict):
         state["obs_rms"] = {key: _convert_rms(value) for key, value in rms.items()}
