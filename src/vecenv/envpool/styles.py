@@ -1,22 +1,8 @@
-"""EnvPool's two return conventions: ``env_type="gymnasium"`` and ``env_type="gym"``.
-
-========================  ==========================================  ================================
-call                      ``"gymnasium"``                             ``"gym"`` (old gym, < 0.26)
-========================  ==========================================  ================================
-``recv()`` / ``step()``   ``(obs, rew, terminated, truncated, info)``  ``(obs, rew, done, info)``
-``reset()``               ``(obs, info)``                             ``obs`` (``(obs, info)`` with
-                                                                      ``gym_reset_return_info=True``)
-``recv(reset=True)``      ``(obs, info)``                             ``(obs, info)``, or ``obs`` with
-                                                                      ``return_info=False``
-========================  ==========================================  ================================
-
-``"gym"`` infos also hold ``TimeLimit.truncated`` (truncated and not terminated, as old gym's
-``TimeLimit`` reported it); ``done`` is ``terminated | truncated``.
-
-Where the ``gym`` package is installed, ``env_type="gym"`` speaks it as EnvPool (up to 1.0, which
-depended on gym) does: the spaces are ``gym.spaces``, and gym 0.26 or newer gets gym 0.26's API,
-which is gymnasium's tuples (``reset()`` -> ``(obs, info)``, 5-tuple steps). Without ``gym``, the
-spaces are gymnasium's and the tuples old gym's, as above.
+"""EnvPool's two return conventions (docs/envpool.md has the table): ``env_type="gymnasium"``
+(5-tuple steps, ``(obs, info)`` resets) and ``env_type="gym"`` (old gym's ``(obs, rew, done,
+info)`` with ``TimeLimit.truncated``, ``obs`` resets). Where the ``gym`` package is installed,
+``"gym"`` speaks it as EnvPool does: ``gym.spaces``, and gym 0.26's (gymnasium's) tuples from
+gym 0.26 on.
 """
 
 from __future__ import annotations

@@ -53,15 +53,6 @@ def copy_obs(obs: Any) -> Any:
     return obs
 
 
-def stack_obs(obs_list: list[Any], space: spaces.Space) -> Any:
-    """Stack one observation per env into a batch with the leading env axis."""
-    if isinstance(space, spaces.Dict):
-        return {key: np.stack([o[key] for o in obs_list]) for key in space.spaces}
-    if isinstance(space, spaces.Tuple):
-        return tuple(np.stack([o[i] for o in obs_list]) for i in range(len(space.spaces)))
-    return np.stack(obs_list)
-
-
 def assign_rows(dst: Any, src: Any, mask: np.ndarray) -> None:
     """``dst[mask] = src[mask]`` leaf by leaf for batched array / dict / tuple observations."""
     if isinstance(dst, dict):
