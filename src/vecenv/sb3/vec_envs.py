@@ -98,31 +98,24 @@ class VectorEnvAdapter(VecEnv):
                     break
             else:
                 groups.append((opts, [i]))
-        if len(groups) == 1:
-            obs, self.reset_infos = self._reset_call(seeds, dict(groups[0][0]) or None)
-        else:
-            # Different options per env: one masked reset per distinct options dict, so each env
-            # is reset once with its own options. Before the first reset, vector envs other than
-            # vecenv's (gymnasium's SyncVectorEnv) cannot mask a reset: they first reset every
-            # env with the largest group's options.
-            groups.sort(key=lambda group: -len(group[1]))
-            reset_infos: list[dict] = [{} for _ in range(self.num_envs)]
-            obs = None
-            full_first = not self._has_reset and self._engine is None
-            for k, (opts, members) in enumerate(groups):
-                mask = np.zeros(self.num_envs, dtype=bool)
-                mask[members] = True
-                if k == 0 and full_first:
-                    part, infos = self._reset_call(seeds, dict(opts) or None)
-                else:
-                    part, infos = self._reset_call(seeds, dict(opts) or None, mask)
-                if obs is None:
-                    obs = copy_obs(part)
-                else:
-                    assign_rows(obs, part, mask)
-                for i in members:
-                    reset_infos[i] = infos[i]
-            self.reset_infos = reset_infos
+        # Different options per env: one masked reset per distinct options dict, so each env is
+        # reset once with its own options. Before the first reset, vector envs other than
+        # vecenv's (gymnasium's SyncVectorEnv) cannot mask a reset: they first reset every env
+        # with the largest group's options.
+        groups.sort(key=lambda group: -len(group[1]))
+        full_first = len(groups) == 1 or (not self._has_reset and self._engine is None)
+        obs: Any = None
+        reset_infos: list[dict] = [{} for _ in range(self.num_envs)]
+        for k, (opts, members) in enumerate(groups):
+            mask = None if k == 0 and full_first else np.isin(np.arange(self.num_envs), members)
+            part, infos = self._reset_call(seeds, dict(opts) or None, mask)
+            if obs is None or mask is None:  # the first group
+                obs = part if len(groups) == 1 else copy_obs(part)
+            else:
+                assign_rows(obs, part, mask)
+            for i in members:
+                reset_infos[i] = infos[i]
+        self.reset_infos = reset_infos
         self._has_reset = True
         self._reset_seeds()
         self._reset_options()
