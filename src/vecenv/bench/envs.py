@@ -123,16 +123,10 @@ class VariableBusyEnv(BusyEnv):
             spin(seconds)
 
 
-def _register() -> None:
-    for env_id, entry_point in (
-        (BUSY_ID, "vecenv.bench.envs:BusyEnv"),
-        (VARIABLE_BUSY_ID, "vecenv.bench.envs:VariableBusyEnv"),
-    ):
-        if env_id not in gym.registry:
-            gym.register(env_id, entry_point=entry_point)
-
-
-_register()
+for _id, _entry_point in ((BUSY_ID, "vecenv.bench.envs:BusyEnv"),
+                          (VARIABLE_BUSY_ID, "vecenv.bench.envs:VariableBusyEnv")):
+    if _id not in gym.registry:
+        gym.register(_id, entry_point=_entry_point)
 
 
 # ==================================================================== env arguments

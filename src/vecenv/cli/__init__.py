@@ -301,6 +301,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("vecenv: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

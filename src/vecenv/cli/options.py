@@ -51,10 +51,6 @@ def parse_int_list(option: str, text: str) -> list[int]:
     return sorted(dict.fromkeys(values))
 
 
-def parse_name_list(text: str) -> list[str]:
-    return [p.strip() for p in text.split(",") if p.strip()]
-
-
 def check_positive(option: str, value: float | int | None, kind: str = "an integer") -> None:
     if value is not None and (not math.isfinite(value) or value <= 0):
         raise UsageError(f"{option}: expected {kind} > 0, got {value!r}")
@@ -109,7 +105,7 @@ def name_choice(option: str, text: str | None, default: Callable[[], list[str]],
     """
     if text is None:
         return default()
-    names = parse_name_list(text)
+    names = [p.strip() for p in text.split(",") if p.strip()]
     if names == ["none"]:
         return []
     if not names:

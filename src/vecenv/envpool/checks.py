@@ -4,7 +4,6 @@ what came, before anything reaches the vector env."""
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -106,7 +105,3 @@ def cast_actions(actions: Any, space: spaces.Space) -> Any:
             raise ValueError(f"actions: values {low}..{high} do not fit {space}'s dtype {dtype}")
     return array.astype(dtype)
 
-
-def same_ids(ids: np.ndarray, all_ids: Sequence[int] | np.ndarray) -> bool:
-    """Whether ``ids`` is exactly ``all_ids`` (the sync fast path: no reordering needed)."""
-    return ids.shape == np.shape(all_ids) and bool(np.array_equal(ids, all_ids))

@@ -22,7 +22,6 @@ from vecenv.envpool.checks import (
     check_timeout,
     env_ids_of,
     mask_ids,
-    same_ids,
 )
 
 EnvIds = int | Sequence[int] | np.ndarray | None
@@ -297,7 +296,7 @@ class EnvPool(gym.Env):
             if env_id is None:
                 return None
             ids = env_ids_of(env_id, len(self._all))
-            if same_ids(ids, self._all):
+            if np.array_equal(ids, self._all):  # every env in order: no reordering needed
                 return None
             if ids.size != len(self._all):
                 raise ValueError(

@@ -30,12 +30,6 @@ def old_gym() -> ModuleType | None:
         return importlib.import_module("gym")
 
 
-def _new_gym_api(gym: ModuleType) -> bool:
-    """Whether ``gym`` is 0.26 or newer: terminated/truncated steps, ``reset() -> (obs, info)``."""
-    numbers = [int(part) for part in re.findall(r"\d+", gym.__version__)[:2]]
-    return tuple(numbers) >= (0, 26)
-
-
 def to_gym_space(space: gymnasium.Space, gym: ModuleType) -> Any:
     """``space`` as the ``gym`` package's space of the same kind (Box, Discrete, MultiDiscrete,
     MultiBinary, Dict, Tuple); any other space is returned as it is."""
@@ -90,8 +84,9 @@ class GymEnvPool(GymnasiumEnvPool):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        gym = old_gym()
-        self._new_api = gym is not None and _new_gym_api(gym)
+        gym = old_gym()  # 0.26 or newer: terminated/truncated steps, reset() -> (obs, info)
+        self._new_api = gym is not None and tuple(
+            int(part) for part in re.findall(r"\d+", gym.__version__)[:2]) >= (0, 26)
 
     def _to(self, obs: Any, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
             infos: dict[str, Any], reset: bool, return_info: bool) -> Any:

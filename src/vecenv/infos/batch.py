@@ -125,7 +125,7 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
         for chunk in chunks:  # the same record layout: arrays of one shape too
             if chunk.keys != keys or chunk.types != types or chunk.records.dtype != dtype:
                 return None
-        chunks = sorted(chunks, key=_first_env)
+        chunks = sorted(chunks, key=lambda chunk: int(chunk.envs[0]))
     batched = first.batch_dtypes()
     if _in_env_order(chunks, n):
         present = np.empty(n, dtype=np.bool_)
@@ -231,6 +231,3 @@ def _one_source(chunks: list[InfoColumns], n: int) -> np.ndarray | None:
         return all_records
     return None
 
-
-def _first_env(chunk: InfoColumns) -> int:
-    return int(chunk.envs[0])
