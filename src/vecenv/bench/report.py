@@ -390,4 +390,3 @@ def _bars(ax: Any, env: str, results: list[Result], cores: int) -> None:
     ax.set_title(f"{env}, num_envs={n} ({cores} usable cores)")
     ax.grid(True, axis="x", alpha=0.3)
     ax.margins(x=0.15)
-

@@ -301,4 +301,3 @@ def add_ratios(results: Sequence[Result]) -> None:
         asyn = base.get((r.env, r.num_envs, "gym-async"))
         r.vs_gym_sync = m / sync if m is not None and sync else None
         r.vs_gym_async = m / asyn if m is not None and asyn else None
-

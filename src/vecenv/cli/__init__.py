@@ -300,4 +300,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("vecenv: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-

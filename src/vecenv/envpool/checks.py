@@ -104,4 +104,3 @@ def cast_actions(actions: Any, space: spaces.Space) -> Any:
         if low <= limits.min - 1 or high >= limits.max + 1:
             raise ValueError(f"actions: values {low}..{high} do not fit {space}'s dtype {dtype}")
     return array.astype(dtype)
-

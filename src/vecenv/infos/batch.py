@@ -230,4 +230,3 @@ def _one_source(chunks: list[InfoColumns], n: int) -> np.ndarray | None:
     if all_records is not None and len(all_records) == n and all(chunk.all_records is all_records for chunk in chunks):
         return all_records
     return None
-

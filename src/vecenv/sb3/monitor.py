@@ -170,7 +170,10 @@ class VecMonitor(VecEnvWrapper):
         VecEnvWrapper.__init__(self, venv)
         self.episode_count = 0
         self.t_start = time.time()
-        spec = getattr(venv, "spec", None) if _has_spec(venv) else None
+        try:
+            spec = getattr(venv, "spec", None)
+        except Exception:  # noqa: BLE001 - a failing attribute lookup must not break construction
+            spec = None
         env_id = spec.id if spec is not None else None
         self.results_writer: ResultsWriter | None = None
         if filename:
@@ -216,10 +219,3 @@ class VecMonitor(VecEnvWrapper):
         if self.results_writer is not None:
             self.results_writer.close()
         return self.venv.close()
-
-
-def _has_spec(venv: VecEnv) -> bool:
-    try:
-        return hasattr(venv, "spec")
-    except Exception:  # noqa: BLE001 - an ambiguous wrapper lookup must not break construction
-        return False
