@@ -168,8 +168,7 @@ class VectorEnvAdapter(VecEnv):
         else:
             obs, rewards, terms, truncs, batched = self.venv.step(actions)
             ended = np.logical_or(terms, truncs)
-            per_env, final_list = _backend.unbatch_step_infos(batched, n, ended)
-            infos = per_env
+            infos, final_list = _backend.unbatch_step_infos(batched, n, ended)
             finals = []
             for i, final_obs, final_info in final_list:
                 self.reset_infos[i] = infos[i]
