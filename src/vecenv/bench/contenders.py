@@ -30,19 +30,6 @@ from vecenv.bench.puffer import (
     puffer_unsupported,
 )
 
-__all__ = [
-    "PEERS",
-    "Contender",
-    "Driver",
-    "OPT_IN_BACKENDS",
-    "action_pool",
-    "default_backends",
-    "missing_backend_dependency",
-    "peer_contender",
-    "peer_unavailable",
-    "vecenv_contender",
-]
-
 #: peer name -> what it is (for --help and docs)
 PEERS: dict[str, str] = {
     "gym-sync": "gymnasium.vector.SyncVectorEnv",
@@ -276,58 +263,48 @@ def _build_vecenv(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
     return _guarded(lambda: vecenv.make(env_fns, backend=c.backend, **kwargs), finish)
 
 
-def _build_gym_sync(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
-    return _guarded(
-        lambda: gym.vector.SyncVectorEnv([target.env_fn] * n),
-        lambda envs: Driver(envs, action_pool(envs.single_action_space, n, seed), n, 1),
-    )
-
-
-def _build_gym_async(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
-    return _guarded(
-        lambda: gym.vector.AsyncVectorEnv([target.env_fn] * n),
-        lambda envs: Driver(envs, action_pool(envs.single_action_space, n, seed), n, n),
-    )
-
-
-def _build_sb3_dummy(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
-    return _guarded(
-        lambda: DummyVecEnv([target.env_fn] * n),
-        lambda envs: _SB3Driver(envs, action_pool(envs.action_space, n, seed), n, 1),
-    )
-
-
 def sb3_start_method() -> str:
-    """The start method used for SB3's SubprocVecEnv: the one gymnasium's AsyncVectorEnv gets.
-
-    (SB3 would pick forkserver, whose workers each re-import torch; the default context keeps
-    the two process-per-env peers comparable and the suite short.)
-    """
+    """The start method for SB3's SubprocVecEnv: the one gymnasium's AsyncVectorEnv gets (SB3
+    would pick forkserver, whose workers each re-import torch)."""
     return multiprocessing.get_start_method()
 
 
-def _build_sb3_subproc(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
-    from stable_baselines3.common.vec_env import SubprocVecEnv
+class _EnvPoolDriver(Driver):
+    """EnvPool seeds its envs at make."""
 
-    return _guarded(
-        lambda: SubprocVecEnv([target.env_fn] * n, start_method=sb3_start_method()),
-        lambda envs: _SB3Driver(envs, action_pool(envs.action_space, n, seed), n, n),
-    )
+    def reset(self, seed: int) -> None:
+        self.envs.reset()
 
 
-def _build_envpool(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
-    import envpool
+def _sb3(name: str) -> Any:
+    return getattr(importlib.import_module("stable_baselines3.common.vec_env"), name)
 
-    class _EnvPoolDriver(Driver):
-        def reset(self, seed: int) -> None:
-            self.envs.reset()
 
-    return _guarded(
-        lambda: envpool.make_gymnasium(target.gym_id, num_envs=n, seed=seed),
-        lambda envs: _EnvPoolDriver(envs, action_pool(envs.action_space, n, seed), n, None),
-    )
+#: peer -> (build its vector env from (target, n, seed), driver class, workers for n envs);
+#: SB3 and EnvPool show one env's action space, gymnasium a batch's
+_PLAIN_PEERS: dict[str, tuple[Callable[[EnvTarget, int, int], Any], type[Driver], Callable[[int], int | None]]] = {
+    "gym-sync": (lambda t, n, s: gym.vector.SyncVectorEnv([t.env_fn] * n), Driver, lambda n: 1),
+    "gym-async": (lambda t, n, s: gym.vector.AsyncVectorEnv([t.env_fn] * n), Driver, lambda n: n),
+    "sb3-dummy": (lambda t, n, s: _sb3("DummyVecEnv")([t.env_fn] * n), _SB3Driver, lambda n: 1),
+    "sb3-subproc": (
+        lambda t, n, s: _sb3("SubprocVecEnv")([t.env_fn] * n, start_method=sb3_start_method()),
+        _SB3Driver, lambda n: n,
+    ),
+    "envpool": (
+        lambda t, n, s: importlib.import_module("envpool").make_gymnasium(t.gym_id, num_envs=n, seed=s),
+        _EnvPoolDriver, lambda n: None,
+    ),
+}
+
+
+def _build_plain_peer(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
+    make, driver, workers = _PLAIN_PEERS[c.backend]
+
+    def finish(envs: Any) -> Driver:
+        space = envs.single_action_space if c.backend.startswith("gym-") else envs.action_space
+        return driver(envs, action_pool(space, n, seed), n, workers(n))
+
+    return _guarded(lambda: make(target, n, seed), finish)
 
 
 class _PufferDriver(Driver):
@@ -363,11 +340,7 @@ def _build_puffer(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
 
 
 _BUILDERS: dict[str, Callable[[Contender, EnvTarget, int, int], Driver]] = {
-    "gym-sync": _build_gym_sync,
-    "gym-async": _build_gym_async,
-    "sb3-dummy": _build_sb3_dummy,
-    "sb3-subproc": _build_sb3_subproc,
-    "envpool": _build_envpool,
+    **dict.fromkeys(_PLAIN_PEERS, _build_plain_peer),
     **dict.fromkeys(PUFFER_PEERS, _build_puffer),
 }
 

@@ -20,20 +20,6 @@ from gymnasium import spaces
 
 from vecenv.make import find_spec
 
-__all__ = [
-    "BUSY_ID",
-    "VARIABLE_BUSY_ID",
-    "BusyEnv",
-    "EnvArgumentError",
-    "EnvTarget",
-    "import_modules",
-    "VariableBusyEnv",
-    "make_env",
-    "named_factory",
-    "resolve_env",
-    "spin",
-]
-
 BUSY_ID = "vecenv/Busy-v0"
 VARIABLE_BUSY_ID = "vecenv/VariableBusy-v0"
 
@@ -59,12 +45,8 @@ class BusyEnv(gym.Env[np.ndarray, np.int64]):
 
     metadata: dict[str, Any] = {"render_modes": []}
 
-    def __init__(
-        self,
-        step_cost_us: float = 100.0,
-        episode_length: int = 1000,
-        obs_shape: tuple[int, ...] = (84, 84, 4),
-    ) -> None:
+    def __init__(self, step_cost_us: float = 100.0, episode_length: int = 1000,
+                 obs_shape: tuple[int, ...] = (84, 84, 4)) -> None:
         if step_cost_us < 0:
             raise ValueError(f"step_cost_us: expected >= 0, got {step_cost_us!r}")
         if int(episode_length) < 1:
@@ -85,9 +67,8 @@ class BusyEnv(gym.Env[np.ndarray, np.int64]):
     def _spend(self, seconds: float) -> None:
         spin(seconds)
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self._frames = self.np_random.integers(0, 256, self._frames.shape, dtype=np.uint8)
         self._t = 0
@@ -113,14 +94,9 @@ class VariableBusyEnv(BusyEnv):
     external simulator, a renderer or the network.
     """
 
-    def __init__(
-        self,
-        min_cost_us: float = 50.0,
-        max_cost_us: float = 500.0,
-        episode_length: int = 1000,
-        obs_shape: tuple[int, ...] = (84, 84, 4),
-        wait: bool = False,
-    ) -> None:
+    def __init__(self, min_cost_us: float = 50.0, max_cost_us: float = 500.0,
+                 episode_length: int = 1000, obs_shape: tuple[int, ...] = (84, 84, 4),
+                 wait: bool = False) -> None:
         if not 0 <= min_cost_us <= max_cost_us:
             raise ValueError(
                 f"expected 0 <= min_cost_us <= max_cost_us, got {min_cost_us!r} and {max_cost_us!r}"
@@ -131,9 +107,8 @@ class VariableBusyEnv(BusyEnv):
         self.wait = bool(wait)
         self._cost_rng = np.random.default_rng()
 
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         obs, info = super().reset(seed=seed, options=options)
         self._cost_rng = np.random.default_rng(int(self.np_random.integers(2**63)))
         return obs, info
@@ -148,16 +123,10 @@ class VariableBusyEnv(BusyEnv):
             spin(seconds)
 
 
-def _register() -> None:
-    for env_id, entry_point in (
-        (BUSY_ID, "vecenv.bench.envs:BusyEnv"),
-        (VARIABLE_BUSY_ID, "vecenv.bench.envs:VariableBusyEnv"),
-    ):
-        if env_id not in gym.registry:
-            gym.register(env_id, entry_point=entry_point)
-
-
-_register()
+for _id, _entry_point in ((BUSY_ID, "vecenv.bench.envs:BusyEnv"),
+                          (VARIABLE_BUSY_ID, "vecenv.bench.envs:VariableBusyEnv")):
+    if _id not in gym.registry:
+        gym.register(_id, entry_point=_entry_point)
 
 
 # ==================================================================== env arguments
@@ -168,9 +137,8 @@ class EnvArgumentError(ValueError):
 _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*$")
 
 
-def make_env(
-    target: str, kwargs: dict[str, Any] | None = None, imports: tuple[str, ...] = ()
-) -> gym.Env:
+def make_env(target: str, kwargs: dict[str, Any] | None = None,
+             imports: tuple[str, ...] = ()) -> gym.Env:
     """Build one env from an id or ``module:callable`` (module-level, so it pickles for spawn).
 
     ``imports`` are modules imported first (``--import``: plugins that register ids), so that a
@@ -243,9 +211,8 @@ def import_modules(modules: Sequence[str]) -> tuple[str, ...]:
     return tuple(modules)
 
 
-def resolve_env(
-    target: str, kwargs: dict[str, Any] | None = None, imports: Sequence[str] = ()
-) -> EnvTarget:
+def resolve_env(target: str, kwargs: dict[str, Any] | None = None,
+                imports: Sequence[str] = ()) -> EnvTarget:
     """Check that ``target`` names a registered env id, a ``module:EnvId`` id or an importable
     ``module:callable``, after importing the plugin modules ``imports``.
 

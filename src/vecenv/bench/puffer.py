@@ -1,33 +1,11 @@
-"""PufferLib (``pufferlib-core``, its ``pufferlib.vector`` module) as a peer of ``vecenv bench``.
+"""PufferLib (``pufferlib-core``, its ``pufferlib.vector`` module) as a peer of ``vecenv bench``:
+``pufferlib-serial``, ``pufferlib-mp`` and ``pufferlib-async``, each stepping gymnasium envs
+wrapped in ``pufferlib.emulation.GymnasiumPufferEnv`` (layouts and installing: docs/bench.md).
 
-Three peers, each stepping gymnasium envs wrapped in ``pufferlib.emulation.GymnasiumPufferEnv``:
-
-- ``pufferlib-serial``: ``pufferlib.vector.Serial``, every env in this process;
-- ``pufferlib-mp``: ``pufferlib.vector.Multiprocessing`` with as many workers as PufferLib accepts
-  here (no more than the physical cores, which it refuses without ``overwork=True``; a divisor of
-  ``num_envs``), envs split evenly;
-- ``pufferlib-async``: the same with ``batch_size = num_envs // 2`` (PufferLib's ``"auto"``):
-  ``recv`` returns the first workers' envs that are ready, ``send`` steps those.
-
-What differs from gymnasium's and vecenv's vector envs (docs/performance.md says it too):
-observations, rewards and flags are views of PufferLib's buffers, overwritten by the next step;
-infos are a list of the envs' dicts; a finished env resets on its next step (the action dropped).
-
-PufferLib's Multiprocessing backend busy-waits, in its main process (``recv`` spins on a flag in
-shared memory) and in its workers, and ``recv`` spins forever when a worker dies. So each of
-these drivers has a watchdog thread: when a worker exits, or a worker holds a command for
-:data:`STALL_SECONDS` with no step completed, it sets every worker's flag to "ready" (ending the spin), wakes a ``recv``
-blocked on the dead worker's info pipe, and the driver raises :class:`PufferLibFailure` naming the
-worker. ``close`` ends every worker process within a bounded time (PufferLib's own ``close``
-only terminates them, without waiting).
-
-Installing it without its training stack (``pufferlib-core`` declares torch and CUDA packages,
-which its vector and emulation modules never use)::
-
-    pip install --no-deps pufferlib-core psutil
-
-and, where torch is not installed, two placeholder modules that its ``pufferlib/__init__``
-imports: see docs/bench.md (PufferLib).
+PufferLib's Multiprocessing backend busy-waits and its ``recv`` spins forever when a worker dies,
+so each driver has a watchdog thread: when a worker exits, or holds a command for
+:data:`STALL_SECONDS` with no step completed, it ends the spin and the driver raises
+:class:`PufferLibFailure` naming the worker. ``close`` ends every worker within a bounded time.
 """
 
 from __future__ import annotations
@@ -41,17 +19,6 @@ from typing import Any
 
 from vecenv.bench.envs import EnvTarget
 from vecenv.make import usable_cores
-
-__all__ = [
-    "INSTALL",
-    "PUFFER_PEERS",
-    "STALL_SECONDS",
-    "PufferLibFailure",
-    "build_puffer",
-    "import_pufferlib",
-    "puffer_layout",
-    "puffer_unsupported",
-]
 
 #: peer name -> what it is
 PUFFER_PEERS: dict[str, str] = {
@@ -219,37 +186,25 @@ def puffer_reset(envs: Any, seed: int, watch: _Watchdog | None) -> None:
     """PufferLib's reset: ``async_reset(seed)`` then the first ``recv``."""
     envs.async_reset(seed)
     envs.recv()
-    if watch is not None:
-        _check(watch)
+    if watch is not None and watch.failed is not None:
+        raise PufferLibFailure(watch.failed)
 
 
 def puffer_steps(envs: Any, actions: list[Any], iterations: int, deadline: float,
                  watch: _Watchdog | None) -> int:
     """``send`` then ``recv`` until ``iterations`` are done or ``deadline`` (perf_counter) passes."""
     send, recv, k, now, i = envs.send, envs.recv, len(actions), time.perf_counter, 0
-    if watch is None:
-        while i < iterations:
-            send(actions[i % k])
-            recv()
-            i += 1
-            if now() >= deadline:
-                break
-        return i
     while i < iterations:
         send(actions[i % k])
         recv()
-        if watch.failed is not None:
-            _check(watch)
         i += 1
-        watch.beat = i
+        if watch is not None:
+            if watch.failed is not None:
+                raise PufferLibFailure(watch.failed)
+            watch.beat = i
         if now() >= deadline:
             break
     return i
-
-
-def _check(watch: _Watchdog) -> None:
-    if watch.failed is not None:
-        raise PufferLibFailure(watch.failed)
 
 
 def puffer_close(envs: Any, watch: _Watchdog | None) -> None:

@@ -18,22 +18,6 @@ from typing import Any, TextIO
 from vecenv.bench.runner import BenchRun, NoProgress, Result, Round
 from vecenv.make import usable_cores
 
-__all__ = [
-    "BENCH_EXTRA",
-    "JSON_SCHEMA",
-    "MissingExtraError",
-    "PlainProgress",
-    "format_table",
-    "machine_info",
-    "make_progress",
-    "print_table",
-    "require_matplotlib",
-    "run_to_json",
-    "versions",
-    "write_json",
-    "write_plot",
-]
-
 BENCH_EXTRA = "pip install 'vecenv[bench]'"
 JSON_SCHEMA = "vecenv-bench/1"
 
@@ -88,30 +72,21 @@ class PlainProgress:
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream
-        self.total = 0
-        self.done = 0
-
-    def _out(self) -> TextIO:
-        return self.stream or sys.stderr
+        self.total = self.done = 0
+        self._current = ""
 
     def start(self, total: int) -> None:
         self.total, self.done = total, 0
-        print(f"vecenv bench: {total} measurements", file=self._out(), flush=True)
+        print(f"vecenv bench: {total} measurements", file=self.stream or sys.stderr, flush=True)
 
     def update(self, description: str) -> None:
         self._current = description
 
     def advance(self, result: Result, round_: Round | None) -> None:
         self.done += 1
-        width = len(str(self.total))
-        if round_ is not None:
-            what = f"{round_.steps_per_s:,.0f} steps/s"
-        else:
-            what = f"failed: {result.error}"
-        print(
-            f"[{self.done:>{width}}/{self.total}] {getattr(self, '_current', '')}: {what}",
-            file=self._out(), flush=True,
-        )
+        what = f"{round_.steps_per_s:,.0f} steps/s" if round_ is not None else f"failed: {result.error}"
+        print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {self._current}: {what}",
+              file=self.stream or sys.stderr, flush=True)
 
     def stop(self) -> None:
         pass
@@ -170,10 +145,6 @@ def make_progress(quiet: bool = False) -> Any:
 
 
 # ==================================================================== table
-def _fmt_rate(x: float | None) -> str:
-    return "" if x is None else f"{x:,.0f}"
-
-
 def _fmt_ratio(x: float | None) -> str:
     return "" if x is None else f"{x:.2f}×"
 
@@ -197,7 +168,7 @@ def table_rows(run: BenchRun) -> list[tuple[list[str], str]]:
         elif not r.rounds:
             rate, note = "not run", "interrupted"
         else:
-            rate, note = _fmt_rate(r.median), ""
+            rate, note = f"{r.median:,.0f}" if r.median is not None else "", ""
         cells = [
             r.env,
             str(r.num_envs),
@@ -215,13 +186,10 @@ def table_rows(run: BenchRun) -> list[tuple[list[str], str]]:
 def format_table(run: BenchRun) -> str:
     """The results as an aligned plain-text table (a blank line between env/num_envs cells)."""
     rows = table_rows(run)
-    widths = [len(c) for c in COLUMNS]
-    for cells, _ in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, cells, strict=True)]
-    right = _RIGHT
+    widths = [max(len(c) for c in column) for column in zip(COLUMNS, *(cells for cells, _ in rows), strict=True)]
 
     def line(cells: Sequence[str]) -> str:
-        parts = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+        parts = [c.rjust(w) if i in _RIGHT else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
         return "  ".join(parts).rstrip()
 
     out = [line(COLUMNS), line(["-" * w for w in widths])]
@@ -422,4 +390,3 @@ def _bars(ax: Any, env: str, results: list[Result], cores: int) -> None:
     ax.set_title(f"{env}, num_envs={n} ({cores} usable cores)")
     ax.grid(True, axis="x", alpha=0.3)
     ax.margins(x=0.15)
-

@@ -19,19 +19,6 @@ from warnings import WarningMessage
 from vecenv.bench.contenders import Contender, first_line, iterations_for
 from vecenv.bench.envs import BUSY_ID, EnvTarget
 
-__all__ = [
-    "DEFAULT_SUITE",
-    "BenchConfig",
-    "BenchRun",
-    "CaughtWarning",
-    "NoProgress",
-    "Progress",
-    "Result",
-    "Round",
-    "measure",
-    "run_bench",
-]
-
 #: env -> num_envs sweep of the default suite (sized to finish in a few minutes on 2 cores)
 DEFAULT_SUITE: dict[str, list[int]] = {"CartPole-v1": [2, 8, 16], BUSY_ID: [8]}
 #: sweep for an env named on the command line without ``--num-envs``
@@ -161,16 +148,9 @@ class Progress(Protocol):
     def stop(self) -> None: ...
 
 
-def measure(
-    contender: Contender,
-    target: EnvTarget,
-    num_envs: int,
-    *,
-    steps: int | None = None,
-    seconds: float | None = 1.0,
-    seed: int = 0,
-    warmup: int = 5,
-) -> tuple[Round, int | None]:
+def measure(contender: Contender, target: EnvTarget, num_envs: int, *, steps: int | None = None,
+            seconds: float | None = 1.0, seed: int = 0,
+            warmup: int = 5) -> tuple[Round, int | None]:
     """Build, reset(seed), warm up, then time stepping with pre-generated actions; always close.
 
     Returns the round and the number of workers the vector env used.
@@ -206,12 +186,15 @@ def run_bench(config: BenchConfig, progress: Progress | None = None) -> BenchRun
     try:
         for target, row in cells:
             for k in range(config.rounds):
-                _run_round(run, target, _rotate(row, k), k, progress)
+                start = k % max(1, len(row))  # the contender measured first rotates
+                _run_round(run, target, row[start:] + row[:start], k, progress)
     except KeyboardInterrupt:
         run.interrupted = True
     finally:
         if stop_ray:
-            _stop_ray()
+            import ray
+
+            ray.shutdown()
         progress.stop()
     run.wall_seconds = time.perf_counter() - t_start
     add_ratios(run.results)
@@ -243,7 +226,10 @@ def _cells(config: BenchConfig) -> list[tuple[EnvTarget, list[Result]]]:
 def _why_skipped(contender: Contender, target: EnvTarget, num_envs: int) -> str | None:
     if contender.kind == "vecenv" and contender.batch_size and contender.batch_size >= num_envs:
         return f"batch size {contender.batch_size} >= num_envs {num_envs}"
-    return _unsupported(contender, target, num_envs)
+    try:
+        return contender.supports(target, num_envs)
+    except Exception as exc:  # e.g. the peer's own import fails
+        return first_line(exc)
 
 
 def _run_round(run: BenchRun, target: EnvTarget, row: list[Result], k: int, progress: Progress) -> None:
@@ -262,9 +248,8 @@ def _run_round(run: BenchRun, target: EnvTarget, row: list[Result], k: int, prog
         progress.advance(result, _measure_into(run, result, target, steps, seconds))
 
 
-def _measure_into(
-    run: BenchRun, result: Result, target: EnvTarget, steps: int | None, seconds: float | None
-) -> Round | None:
+def _measure_into(run: BenchRun, result: Result, target: EnvTarget, steps: int | None,
+                  seconds: float | None) -> Round | None:
     """One round of ``result``'s cell, kept in ``result``; a failure is recorded there, and the
     warnings it raises go to ``run.warnings`` rather than into the progress and the table."""
     config = run.config
@@ -302,12 +287,6 @@ def _start_ray(contenders: Sequence[Contender]) -> bool:
     return True
 
 
-def _stop_ray() -> None:
-    import ray
-
-    ray.shutdown()
-
-
 def add_ratios(results: Sequence[Result]) -> None:
     """Set each result's ``vs_gym_sync`` / ``vs_gym_async`` from the medians of its cell."""
     base: dict[tuple[str, int, str], float] = {}
@@ -322,15 +301,3 @@ def add_ratios(results: Sequence[Result]) -> None:
         asyn = base.get((r.env, r.num_envs, "gym-async"))
         r.vs_gym_sync = m / sync if m is not None and sync else None
         r.vs_gym_async = m / asyn if m is not None and asyn else None
-
-
-def _rotate(row: list[Result], k: int) -> list[Result]:
-    k %= max(1, len(row))
-    return row[k:] + row[:k]
-
-
-def _unsupported(contender: Contender, target: EnvTarget, num_envs: int) -> str | None:
-    try:
-        return contender.supports(target, num_envs)
-    except Exception as exc:  # e.g. the peer's own import fails
-        return first_line(exc)

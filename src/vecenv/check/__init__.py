@@ -35,17 +35,10 @@ from vecenv.check.rollout import build_copies, check_rollout, check_spaces
 __all__ = ["CheckReport", "Finding", "check_env", "format_report", "report_to_json"]
 
 
-def check_env(
-    env: str | EnvTarget | Callable[[], gym.Env],
-    *,
-    num_envs: int = 4,
-    steps: int = 200,
-    seed: int = 0,
-    backends: Sequence[str] | None = None,
-    env_kwargs: dict[str, Any] | None = None,
-    spawn: bool = True,
-    recalibrate: bool = False,
-) -> CheckReport:
+def check_env(env: str | EnvTarget | Callable[[], gym.Env], *, num_envs: int = 4, steps: int = 200,
+              seed: int = 0, backends: Sequence[str] | None = None,
+              env_kwargs: dict[str, Any] | None = None, spawn: bool = True,
+              recalibrate: bool = False) -> CheckReport:
     """Check ``env`` (an id, ``module:callable``, :class:`EnvTarget` or a factory).
 
     Args:

@@ -13,15 +13,12 @@ from vecenv.bench.contenders import action_pool, first_line
 from vecenv.check.report import CheckReport
 from vecenv.check.values import digest
 
-__all__ = ["BACKEND_SECONDS", "check_backends"]
-
 #: seconds one backend may spend stepping in a check
 BACKEND_SECONDS = 3.0
 
 
-def check_backends(
-    report: CheckReport, env_fn: Callable, names: Sequence[str], n: int, steps: int, seed: int
-) -> None:
+def check_backends(report: CheckReport, env_fn: Callable, names: Sequence[str], n: int, steps: int,
+                   seed: int) -> None:
     """Run ``n`` copies through each backend in ``names``, filling ``report.backends``."""
     reference: list[bytes] | None = None
     reference_name = ""
@@ -46,9 +43,8 @@ def check_backends(
             _compare(report, backend, digests, reference_name, reference)
 
 
-def _run_backend(
-    entry: dict[str, Any], env_fn: Callable, backend: str, n: int, steps: int, seed: int
-) -> tuple[int, list[bytes]]:
+def _run_backend(entry: dict[str, Any], env_fn: Callable, backend: str, n: int, steps: int,
+                 seed: int) -> tuple[int, list[bytes]]:
     """Reset and step ``n`` copies on ``backend`` (within :data:`BACKEND_SECONDS`).
 
     Fills ``num_workers`` and ``steps_per_s`` of ``entry``; returns the vector steps done and the
@@ -80,9 +76,8 @@ def _run_backend(
                 pass
 
 
-def _compare(
-    report: CheckReport, backend: str, digests: list[bytes], reference_name: str, reference: list[bytes]
-) -> None:
+def _compare(report: CheckReport, backend: str, digests: list[bytes], reference_name: str,
+             reference: list[bytes]) -> None:
     """Add a problem if ``backend``'s observations differ from the reference backend's."""
     k = min(len(reference), len(digests))
     mismatch = next((i for i in range(k) if reference[i] != digests[i]), None)

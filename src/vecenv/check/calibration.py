@@ -6,8 +6,6 @@ from __future__ import annotations
 from vecenv.check.report import CheckReport
 from vecenv.layout.machine import describe_costs, machine_costs
 
-__all__ = ["check_calibration"]
-
 
 def check_calibration(report: CheckReport, refresh: bool = False) -> None:
     """Add the calibration as an ``info`` finding (a ``warning`` too when it is contended);

@@ -14,8 +14,6 @@ import gymnasium as gym
 from vecenv.bench.contenders import first_line
 from vecenv.check.report import CheckReport
 
-__all__ = ["SPAWN_TIMEOUT", "check_pickle", "spawn_probe"]
-
 #: seconds the spawned-process probe may take
 SPAWN_TIMEOUT = 60.0
 

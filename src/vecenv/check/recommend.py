@@ -9,8 +9,6 @@ from vecenv.check.values import size_text
 from vecenv.layout import EnvProbe, decide, machine_costs
 from vecenv.make import usable_cores
 
-__all__ = ["MEASURED_LEAD", "THREAD_SPEEDUP", "recommend_backend"]
-
 #: a threaded run this much faster than serial means the step releases the GIL
 THREAD_SPEEDUP = 1.3
 #: a measured backend this much faster than the rule's choice overrides the rule

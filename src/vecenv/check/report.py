@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["JSON_SCHEMA", "CheckReport", "Finding", "format_report", "report_to_json"]
-
 JSON_SCHEMA = "vecenv-check/1"
 
 

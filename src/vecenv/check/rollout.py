@@ -16,8 +16,6 @@ from vecenv.bench.contenders import first_line
 from vecenv.check.report import CheckReport
 from vecenv.check.values import InfoTypes, describe, nbytes, same, size_text, why_outside
 
-__all__ = ["build_copies", "check_rollout", "check_spaces"]
-
 
 def build_copies(report: CheckReport, env_fn: Callable, n: int) -> list[gym.Env] | None:
     """``n`` copies of the env, or None (with a ``make`` problem) when one fails to build."""
@@ -123,9 +121,8 @@ def _reset_twice(report: CheckReport, a: gym.Env, b: gym.Env | None, seed: int) 
     return run
 
 
-def _step_lockstep(
-    report: CheckReport, run: _Rollout, a: gym.Env, b: gym.Env | None, steps: int, seed: int
-) -> None:
+def _step_lockstep(report: CheckReport, run: _Rollout, a: gym.Env, b: gym.Env | None, steps: int,
+                   seed: int) -> None:
     """Step ``a`` and ``b`` with the same seeded actions, noting into ``run`` what they do."""
     space = a.observation_space
     actions = a.action_space

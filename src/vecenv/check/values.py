@@ -11,8 +11,6 @@ import numpy as np
 
 from vecenv.infos import why_not_shared
 
-__all__ = ["InfoTypes", "describe", "digest", "nbytes", "same", "size_text", "why_outside"]
-
 
 def digest(value: Any, h: Any = None) -> Any:
     """A hash of a (nested) observation: dtype, shape and bytes of every leaf."""

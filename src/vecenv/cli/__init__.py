@@ -232,9 +232,8 @@ def _bench_config(args: argparse.Namespace) -> tuple[BenchConfig, Path | None, P
     return config, json_path, plot_path
 
 
-def _bench_results(
-    run: BenchRun, quiet: bool, command: list[str], json_path: Path | None, plot_path: Path | None
-) -> None:
+def _bench_results(run: BenchRun, quiet: bool, command: list[str], json_path: Path | None,
+                   plot_path: Path | None) -> None:
     """Print the table (and, unless ``quiet``, a summary on stderr); write the JSON and the plot."""
     from vecenv.bench.report import print_table, write_json, write_plot
 
@@ -302,7 +301,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("vecenv: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

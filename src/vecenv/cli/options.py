@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["Exit", "IMPORT_OPTION", "Parser", "UsageError", "check_positive", "name_choice", "output_path", "parse_backends", "parse_env_kwargs", "parse_int_list", "parse_name_list", "parse_peers", "resolve_envs"]
 
 class UsageError(Exception):
     """Bad command-line usage: reported on stderr, exit code 2."""
@@ -50,10 +49,6 @@ def parse_int_list(option: str, text: str) -> list[int]:
             f"{option}: expected a comma-separated list of positive integers such as 2,8,16, got {text!r}"
         )
     return sorted(dict.fromkeys(values))
-
-
-def parse_name_list(text: str) -> list[str]:
-    return [p.strip() for p in text.split(",") if p.strip()]
 
 
 def check_positive(option: str, value: float | int | None, kind: str = "an integer") -> None:
@@ -99,13 +94,8 @@ def resolve_envs(names: Sequence[str], kwargs: dict[str, Any], imports: Sequence
 IMPORT_OPTION: dict[str, Any] = dict(action="append", default=[], dest="imports", metavar="MODULE", help="import MODULE first, so the env ids it registers resolve (repeatable): --import ale_py")
 
 
-def name_choice(
-    option: str,
-    text: str | None,
-    default: Callable[[], list[str]],
-    expected: str,
-    check: Callable[[str], None],
-) -> list[str]:
+def name_choice(option: str, text: str | None, default: Callable[[], list[str]], expected: str,
+                check: Callable[[str], None]) -> list[str]:
     """The names given to a comma-separated ``option``: ``default()`` when it is not given, no
     names for ``none``; otherwise each name is passed to ``check`` (which raises
     :class:`UsageError`) and duplicates are dropped.
@@ -115,7 +105,7 @@ def name_choice(
     """
     if text is None:
         return default()
-    names = parse_name_list(text)
+    names = [p.strip() for p in text.split(",") if p.strip()]
     if names == ["none"]:
         return []
     if not names:

@@ -16,7 +16,7 @@ spaces are one env's. ``env_type="gym"`` returns old gym's 4-tuples. EnvPool's d
 and XLA ops are refused. See docs/envpool.md.
 """
 
-from vecenv.envpool.pool import EnvPool
+from vecenv.envpool.pool import EnvPool, EnvSpec
 from vecenv.envpool.registration import (
     list_all_envs,
     make,
@@ -25,7 +25,6 @@ from vecenv.envpool.registration import (
     make_gymnasium,
     make_spec,
 )
-from vecenv.envpool.spec import EnvSpec
 from vecenv.envpool.styles import GymEnvPool, GymnasiumEnvPool
 
 __all__ = [

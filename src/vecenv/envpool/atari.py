@@ -24,11 +24,6 @@ from gymnasium import spaces
 from vecenv.engine.checks import check_count
 from vecenv.envpool.checks import is_int
 
-__all__ = [
-    "ATARI_DEFAULTS", "ATARI_MAX_EPISODE_STEPS", "AtariEnv", "atari_config", "atari_game", "atari_ids",
-    "check_atari_options",
-]
-
 #: EnvPool's Atari task options and their defaults, in EnvPool's config order
 ATARI_DEFAULTS: dict[str, Any] = {
     "stack_num": 4, "frame_skip": 4, "noop_max": 30, "zero_discount_on_life_loss": False,

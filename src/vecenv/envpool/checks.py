@@ -4,7 +4,6 @@ what came, before anything reaches the vector env."""
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -13,11 +12,6 @@ from gymnasium import spaces
 from vecenv.engine.checks import check_env_ids, check_reset_mask
 from vecenv.engine.checks import check_seeds as engine_check_seeds
 from vecenv.engine.checks import check_timeout as engine_check_timeout
-
-__all__ = [
-    "cast_actions", "check_flag", "check_seeds", "check_timeout", "env_ids_of", "is_int", "mask_ids",
-    "same_ids",
-]
 
 #: spaces whose actions EnvPool casts to the space's dtype (its single-array action form)
 _CAST = (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)
@@ -110,8 +104,3 @@ def cast_actions(actions: Any, space: spaces.Space) -> Any:
         if low <= limits.min - 1 or high >= limits.max + 1:
             raise ValueError(f"actions: values {low}..{high} do not fit {space}'s dtype {dtype}")
     return array.astype(dtype)
-
-
-def same_ids(ids: np.ndarray, all_ids: Sequence[int] | np.ndarray) -> bool:
-    """Whether ``ids`` is exactly ``all_ids`` (the sync fast path: no reordering needed)."""
-    return ids.shape == np.shape(all_ids) and bool(np.array_equal(ids, all_ids))

@@ -19,8 +19,6 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
-__all__ = ["MUJOCO_INFOS", "EnvPoolMujocoInfos", "mujoco_task"]
-
 #: an EnvPool info key: the gymnasium keys its value comes from (first found; v5 names, then v4),
 #: and its value when the env gives none of them (on reset)
 _Key = tuple[tuple[str, ...], float]

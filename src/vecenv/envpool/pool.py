@@ -1,19 +1,14 @@
-"""``EnvPool``: EnvPool's send / recv / step / reset API over one of vecenv's vector envs.
-
-The vector env (any backend, autoreset ``next_step``, ``batch_size`` as EnvPool's) does the
-stepping; this layer adds what EnvPool's callers rely on: seeds fixed at make (env ``i`` gets
-``seed + i`` on its first reset), ``async_reset``, ``send`` without ``env_id``, float actions cast
-to integer spaces, int32 ``env_id`` / ``elapsed_step`` and ``players`` in the infos, float32
-rewards, single-env spaces, ``reset(env_id)``. Infos are EnvPool's shape: no gymnasium ``_key``
-masks, and every key once returned is in every later batch (zeros where no env set it). The return convention (gymnasium's 5-tuple, or
-old gym's 4-tuple) comes from the subclass in :mod:`vecenv.envpool.styles`.
+"""``EnvPool``: EnvPool's send / recv / step / reset API over one of vecenv's vector envs, and
+its ``EnvSpec``. The return convention (gymnasium's 5-tuple or old gym's 4-tuple) comes from the
+subclass in :mod:`vecenv.envpool.styles`.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections import namedtuple
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -27,23 +22,80 @@ from vecenv.envpool.checks import (
     check_timeout,
     env_ids_of,
     mask_ids,
-    same_ids,
 )
-from vecenv.envpool.spec import EnvSpec
-
-__all__ = ["EnvPool"]
 
 EnvIds = int | Sequence[int] | np.ndarray | None
+
+
+def config_tuple(config: dict[str, Any]) -> NamedTuple:
+    """The config dict as a namedtuple, as EnvPool's ``spec.config`` is (``spec.config.num_envs``)."""
+    return namedtuple("Config", list(config), rename=True)(*config.values())  # type: ignore[return-value]
+
+
+class EnvSpec:
+    """A pool's configuration and its single-env spaces.
+
+    ``observation_space`` / ``action_space`` (and their ``gymnasium_*`` aliases) are one env's
+    spaces, as in EnvPool; ``env_spec`` is gymnasium's registration spec when the pool was made
+    from an id. dm_env's ``observation_spec()`` / ``action_spec()`` are refused.
+    """
+
+    def __init__(self, task_id: str, config: dict[str, Any], observation_space: gym.Space,
+                 action_space: gym.Space, env_spec: gym.envs.registration.EnvSpec | None = None) -> None:
+        self.id = task_id
+        self.config = config_tuple(config)
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.env_spec = env_spec
+
+    @property
+    def gymnasium_observation_space(self) -> gym.Space:
+        """One env's observation space (EnvPool's name for the gymnasium flavour)."""
+        return self.observation_space
+
+    @property
+    def gymnasium_action_space(self) -> gym.Space:
+        """One env's action space (EnvPool's name for the gymnasium flavour)."""
+        return self.action_space
+
+    @property
+    def reward_threshold(self) -> float | None:
+        """The task's reward threshold, ``None`` when it has none."""
+        return self.config.reward_threshold  # type: ignore[attr-defined]
+
+    @property
+    def max_episode_steps(self) -> int | None:
+        """Steps after which an episode is truncated, ``None`` when unlimited."""
+        return self.config.max_episode_steps  # type: ignore[attr-defined]
+
+    def observation_spec(self) -> Any:
+        """Refused: dm_env specs need EnvPool's dm flavour, which vecenv does not offer."""
+        raise NotImplementedError("EnvSpec.observation_spec(): dm_env specs are not offered by "
+                                  "vecenv.envpool; use spec.observation_space")
+
+    def action_spec(self) -> Any:
+        """Refused: dm_env specs need EnvPool's dm flavour, which vecenv does not offer."""
+        raise NotImplementedError("EnvSpec.action_spec(): dm_env specs are not offered by "
+                                  "vecenv.envpool; use spec.action_space")
+
+    def __repr__(self) -> str:
+        return (f"EnvSpec({self.id!r}, observation_space={self.observation_space}, "
+                f"action_space={self.action_space}, config={self.config})")
 
 
 class EnvPool(gym.Env):
     """EnvPool's Python API on any gymnasium env; make one with :func:`vecenv.envpool.make`.
 
+    The vector env doing the work (any backend, autoreset ``next_step``, ``batch_size`` as
+    EnvPool's) is ``vector_env``; this layer adds what EnvPool's callers rely on: seeds fixed at
+    make (env ``i`` gets ``seed + i`` on its first reset), ``async_reset``, ``send`` without
+    ``env_id``, float actions cast to integer spaces, float32 rewards, ``reset(env_id)``.
     ``observation_space`` / ``action_space`` are one env's spaces (as EnvPool's), also under
     ``single_*``; every batch's first dimension is ``num_envs`` (sync) or ``batch_size`` (async).
     Finished envs reset on their next step (EnvPool's auto-reset: that step's action is dropped
-    and it returns the reset observation with reward 0). The vector env doing the work is
-    ``vector_env``.
+    and it returns the reset observation with reward 0). Infos are EnvPool's shape: int32
+    ``env_id`` / ``elapsed_step`` and ``players``, no ``_key`` masks, and every key once
+    returned is in every later batch (zeros where no env set it).
 
     Example (EnvPool's async loop; only the import differs from EnvPool):
 
@@ -244,7 +296,7 @@ class EnvPool(gym.Env):
             if env_id is None:
                 return None
             ids = env_ids_of(env_id, len(self._all))
-            if same_ids(ids, self._all):
+            if np.array_equal(ids, self._all):  # every env in order: no reordering needed
                 return None
             if ids.size != len(self._all):
                 raise ValueError(

@@ -22,13 +22,10 @@ from vecenv.envpool.atari import (
 )
 from vecenv.envpool.checks import check_seeds, is_int
 from vecenv.envpool.mujoco import EnvPoolMujocoInfos, mujoco_task
-from vecenv.envpool.pool import EnvPool
-from vecenv.envpool.spec import EnvSpec
+from vecenv.envpool.pool import EnvPool, EnvSpec
 from vecenv.envpool.styles import GymEnvPool, GymnasiumEnvPool
 from vecenv.make import find_spec
 from vecenv.make import make as make_vector_env
-
-__all__ = ["list_all_envs", "make", "make_dm", "make_gym", "make_gymnasium", "make_spec"]
 
 Task = str | Callable[..., gym.Env]
 
@@ -39,26 +36,14 @@ _RENDER_SIZE = ("render_width", "render_height", "render_camera_id")
 _OWN = ("batch_size", "num_workers", "autoreset_mode", "env_kwargs", "wrappers", "backend")
 
 
-def make(
-    task_id: Task,
-    env_type: str = "gymnasium",
-    *,
-    num_envs: int = 1,
-    batch_size: int | None = None,
-    num_threads: int | None = None,
-    num_workers: int | None = None,
-    seed: int | Sequence[int] | None = 42,
-    max_episode_steps: int | None = None,
-    max_num_players: int = 1,
-    thread_affinity_offset: int = -1,
-    gym_reset_return_info: bool = False,
-    reward_threshold: float | None = None,
-    render_env_id: int = 0,
-    backend: str = "auto",
-    wrappers: Sequence[Callable[[gym.Env], gym.Env]] | None = None,
-    backend_kwargs: dict[str, Any] | None = None,
-    **kwargs: Any,
-) -> EnvPool:
+def make(task_id: Task, env_type: str = "gymnasium", *, num_envs: int = 1,
+         batch_size: int | None = None, num_threads: int | None = None,
+         num_workers: int | None = None, seed: int | Sequence[int] | None = 42,
+         max_episode_steps: int | None = None, max_num_players: int = 1,
+         thread_affinity_offset: int = -1, gym_reset_return_info: bool = False,
+         reward_threshold: float | None = None, render_env_id: int = 0, backend: str = "auto",
+         wrappers: Sequence[Callable[[gym.Env], gym.Env]] | None = None,
+         backend_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> EnvPool:
     """Make ``num_envs`` copies of a gymnasium env behind EnvPool's API.
 
     Args:

@@ -1,22 +1,8 @@
-"""EnvPool's two return conventions: ``env_type="gymnasium"`` and ``env_type="gym"``.
-
-========================  ==========================================  ================================
-call                      ``"gymnasium"``                             ``"gym"`` (old gym, < 0.26)
-========================  ==========================================  ================================
-``recv()`` / ``step()``   ``(obs, rew, terminated, truncated, info)``  ``(obs, rew, done, info)``
-``reset()``               ``(obs, info)``                             ``obs`` (``(obs, info)`` with
-                                                                      ``gym_reset_return_info=True``)
-``recv(reset=True)``      ``(obs, info)``                             ``(obs, info)``, or ``obs`` with
-                                                                      ``return_info=False``
-========================  ==========================================  ================================
-
-``"gym"`` infos also hold ``TimeLimit.truncated`` (truncated and not terminated, as old gym's
-``TimeLimit`` reported it); ``done`` is ``terminated | truncated``.
-
-Where the ``gym`` package is installed, ``env_type="gym"`` speaks it as EnvPool (up to 1.0, which
-depended on gym) does: the spaces are ``gym.spaces``, and gym 0.26 or newer gets gym 0.26's API,
-which is gymnasium's tuples (``reset()`` -> ``(obs, info)``, 5-tuple steps). Without ``gym``, the
-spaces are gymnasium's and the tuples old gym's, as above.
+"""EnvPool's two return conventions (docs/envpool.md has the table): ``env_type="gymnasium"``
+(5-tuple steps, ``(obs, info)`` resets) and ``env_type="gym"`` (old gym's ``(obs, rew, done,
+info)`` with ``TimeLimit.truncated``, ``obs`` resets). Where the ``gym`` package is installed,
+``"gym"`` speaks it as EnvPool does: ``gym.spaces``, and gym 0.26's (gymnasium's) tuples from
+gym 0.26 on.
 """
 
 from __future__ import annotations
@@ -34,8 +20,6 @@ import numpy as np
 
 from vecenv.envpool.pool import EnvPool
 
-__all__ = ["GymEnvPool", "GymnasiumEnvPool", "old_gym", "to_gym_space"]
-
 
 def old_gym() -> ModuleType | None:
     """The ``gym`` package where it is installed (EnvPool's ``env_type="gym"`` speaks it), else None."""
@@ -44,12 +28,6 @@ def old_gym() -> ModuleType | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # gym's notice that it is unmaintained
         return importlib.import_module("gym")
-
-
-def _new_gym_api(gym: ModuleType) -> bool:
-    """Whether ``gym`` is 0.26 or newer: terminated/truncated steps, ``reset() -> (obs, info)``."""
-    numbers = [int(part) for part in re.findall(r"\d+", gym.__version__)[:2]]
-    return tuple(numbers) >= (0, 26)
 
 
 def to_gym_space(space: gymnasium.Space, gym: ModuleType) -> Any:
@@ -106,8 +84,9 @@ class GymEnvPool(GymnasiumEnvPool):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        gym = old_gym()
-        self._new_api = gym is not None and _new_gym_api(gym)
+        gym = old_gym()  # 0.26 or newer: terminated/truncated steps, reset() -> (obs, info)
+        self._new_api = gym is not None and tuple(
+            int(part) for part in re.findall(r"\d+", gym.__version__)[:2]) >= (0, 26)
 
     def _to(self, obs: Any, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
             infos: dict[str, Any], reset: bool, return_info: bool) -> Any:

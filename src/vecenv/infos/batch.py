@@ -19,8 +19,6 @@ import numpy as np
 from vecenv.infos.codec import OWN, STACK, batched_as
 from vecenv.infos.records import InfoColumns, InfoEntry
 
-__all__ = ["add_info", "batch_columns", "batch_infos", "columns_infos", "entries_as_columns", "per_env_infos"]
-
 
 def add_info(infos: dict[str, Any], info: dict[str, Any], row: int, n: int) -> dict[str, Any]:
     """Merge one env's ``info`` into the batched ``infos`` (``n`` rows) at ``row``; returns ``infos``."""
@@ -53,9 +51,8 @@ def add_info(infos: dict[str, Any], info: dict[str, Any], row: int, n: int) -> d
     return infos
 
 
-def batch_infos(
-    entries: Iterable[InfoEntry], n: int, rows: dict[int, int] | None = None
-) -> dict[str, Any]:
+def batch_infos(entries: Iterable[InfoEntry], n: int,
+                rows: dict[int, int] | None = None) -> dict[str, Any]:
     """Batch env reports into one info dict of ``n`` rows.
 
     ``rows`` maps an env index to its row (async batches); by default the row is the env index.
@@ -128,7 +125,7 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
         for chunk in chunks:  # the same record layout: arrays of one shape too
             if chunk.keys != keys or chunk.types != types or chunk.records.dtype != dtype:
                 return None
-        chunks = sorted(chunks, key=_first_env)
+        chunks = sorted(chunks, key=lambda chunk: int(chunk.envs[0]))
     batched = first.batch_dtypes()
     if _in_env_order(chunks, n):
         present = np.empty(n, dtype=np.bool_)
@@ -233,7 +230,3 @@ def _one_source(chunks: list[InfoColumns], n: int) -> np.ndarray | None:
     if all_records is not None and len(all_records) == n and all(chunk.all_records is all_records for chunk in chunks):
         return all_records
     return None
-
-
-def _first_env(chunk: InfoColumns) -> int:
-    return int(chunk.envs[0])

@@ -19,9 +19,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_SCHEMAS", "ROW_BYTES", "TYPES", "InfoType", "Schema", "batched_as", "column_values", "fits_row",
-           "info_type", "plain", "signature", "why_not_shared"]
-
 #: bytes of one env's packed info (per page); a larger info travels pickled
 ROW_BYTES = 1024
 #: the most schemas one worker registers; infos of further shapes travel pickled

@@ -11,8 +11,6 @@ import numpy as np
 
 from vecenv.infos.codec import column_values, info_type, plain
 
-__all__ = ["NO_REPLY", "InfoColumns", "InfoEntry", "InfoParts", "StepReply"]
-
 
 class InfoEntry(NamedTuple):
     """What one env reports besides its arrays: its info, and the episode it just finished.

@@ -21,16 +21,9 @@ from vecenv.pettingzoo.vector import PettingZooVectorEnv, make_games
 __all__ = ["INSTALL", "GameEnv", "PettingZooVectorEnv", "make", "make_sb3"]
 
 
-def make(
-    env_fn: Callable[[], Any],
-    num_games: int,
-    *,
-    backend: str = "auto",
-    reset_when: str = "all",
-    autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-    seed: int | None = None,
-    **options: Any,
-) -> PettingZooVectorEnv:
+def make(env_fn: Callable[[], Any], num_games: int, *, backend: str = "auto",
+         reset_when: str = "all", autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+         seed: int | None = None, **options: Any) -> PettingZooVectorEnv:
     """A gymnasium vector env over the agents of ``num_games`` copies of a PettingZoo game.
 
     Args:

@@ -32,8 +32,6 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate
 
-__all__ = ["INSTALL", "AgentReport", "GameEnv", "InstanceCopier", "as_parallel", "import_pettingzoo"]
-
 #: how to install what this package needs
 INSTALL = "pip install 'vecenv[pettingzoo]'"
 #: the modes a game env knows (the engine's own autoreset stays disabled)

@@ -11,8 +11,6 @@ import numpy as np
 from vecenv.pettingzoo.vector import PettingZooVectorEnv
 from vecenv.sb3.base import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
-__all__ = ["PettingZooVecEnv"]
-
 
 class PettingZooVecEnv(VecEnv):
     """SB3's :class:`VecEnv` over a :class:`PettingZooVectorEnv` in ``same_step`` mode: row

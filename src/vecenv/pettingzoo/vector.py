@@ -23,8 +23,6 @@ from vecenv.engine.checks import check_count
 from vecenv.infos import add_info
 from vecenv.pettingzoo.game import RESET_WHEN, AgentReport, GameEnv
 
-__all__ = ["PettingZooVectorEnv"]
-
 _MODE_NAMES = {AutoresetMode.NEXT_STEP: "next_step", AutoresetMode.SAME_STEP: "same_step",
                AutoresetMode.DISABLED: "disabled"}
 

@@ -9,6 +9,7 @@ package), vecenv's classes count as SB3's (``isinstance(venv, stable_baselines3.
 so SB3's algorithms and wrappers take them as they are.
 """
 
+from vecenv.sb3._backend import is_wrapped, unwrap_wrapper
 from vecenv.sb3.base import (
     CloudpickleWrapper,
     VecEnv,
@@ -22,17 +23,14 @@ from vecenv.sb3.check_nan import VecCheckNan
 from vecenv.sb3.extract_dict_obs import VecExtractDictObs
 from vecenv.sb3.frame_stack import StackedObservations, VecFrameStack
 from vecenv.sb3.monitor import Monitor, ResultsWriter, VecMonitor
-from vecenv.sb3.normalize import VecNormalize
-from vecenv.sb3.running_mean_std import RunningMeanStd
+from vecenv.sb3.normalize import RunningMeanStd, VecNormalize
 from vecenv.sb3.transpose import VecTransposeImage
 from vecenv.sb3.util import (
     is_vecenv_wrapped,
-    is_wrapped,
     make_vec_env,
     sync_envs_normalization,
     unwrap_vec_normalize,
     unwrap_vec_wrapper,
-    unwrap_wrapper,
 )
 from vecenv.sb3.vec_envs import DummyVecEnv, SubprocVecEnv, VectorEnvAdapter, from_vector_env
 from vecenv.sb3.video import VecVideoRecorder

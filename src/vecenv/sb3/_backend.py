@@ -15,7 +15,8 @@ It also turns gymnasium's batched info dicts back into one dict per env.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 import gymnasium as gym
@@ -117,32 +118,24 @@ class SubEnvAccess:
         root = getattr(venv, "unwrapped", venv)
         self.venv = venv
         self.num_envs: int = venv.num_envs
-        self._envs: Sequence[gym.Env] | None = None
         self._apply: Callable[..., list] | None = None
+        self.kind = "generic"  # requests go through the vector API, to every env at once
         if callable(getattr(type(root), "apply", None)):
-            self._apply = root.apply  # vecenv engine: apply(fn, *args, indices=...)
-            self.kind = "engine"
+            self.kind, self._apply = "engine", partial(_apply_in_passes, root.apply)
         elif isinstance(getattr(root, "envs", None), (list, tuple)):
-            self._envs = root.envs
+            envs = root.envs
             self.kind = "in_process"
-        else:
-            self.kind = "generic"
-
-    @property
-    def can_apply(self) -> bool:
-        return self.kind != "generic"
+            self._apply = lambda fn, indices, args: [fn(envs[i], *args) for i in indices]
+        self.can_apply = self._apply is not None
 
     def apply(self, fn: Callable[..., Any], indices: list[int], *args: Any) -> list[Any]:
         """``[fn(env_i, *args) for i in indices]``, run where the envs live."""
-        if self._apply is not None:
-            return _apply_in_passes(self._apply, fn, indices, args)
-        if self._envs is not None:
-            envs = self._envs
-            return [fn(envs[i], *args) for i in indices]
-        raise NotImplementedError(
-            f"{type(self.venv).__name__} gives no per-env access; this request needs a vecenv or "
-            "in-process vector env"
-        )
+        if self._apply is None:
+            raise NotImplementedError(
+                f"{type(self.venv).__name__} gives no per-env access; this request needs a vecenv or "
+                "in-process vector env"
+            )
+        return self._apply(fn, indices, args)
 
     def _all(self, indices: list[int]) -> bool:
         return sorted(indices) == list(range(self.num_envs))
@@ -190,9 +183,8 @@ class SubEnvAccess:
         return [False] * len(indices)  # the wrapper chain cannot be inspected
 
 
-def _apply_in_passes(
-    apply: Callable[..., Any], fn: Callable[..., Any], indices: list[int], args: tuple
-) -> list[Any]:
+def _apply_in_passes(apply: Callable[..., Any], fn: Callable[..., Any], indices: list[int],
+                     args: tuple) -> list[Any]:
     """``apply`` over ``indices`` in order; an index given twice runs twice (SB3 allows that,
     vecenv's engine takes each env once per call), so repeats go in later passes."""
     if len(set(indices)) == len(indices):
@@ -238,9 +230,8 @@ def unbatch_info(infos: dict[str, Any], index: int, skip: frozenset[str] = froze
     return out
 
 
-def unbatch_step_infos(
-    infos: dict[str, Any], num_envs: int, ended: np.ndarray
-) -> tuple[list[dict], list[tuple[int, Any, dict]]]:
+def unbatch_step_infos(infos: dict[str, Any], num_envs: int,
+                       ended: np.ndarray) -> tuple[list[dict], list[tuple[int, Any, dict]]]:
     """Split SAME_STEP batched infos into per-env dicts and ``(index, final_obs, final_info)``
     for every env whose episode ended (its per-env dict is then the new episode's reset info)."""
     if not infos:

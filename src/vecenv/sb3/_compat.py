@@ -21,20 +21,9 @@ from typing import Any
 
 _SB3_VEC_ENV = "stable_baselines3.common.vec_env"
 
-# (SB3 class name in stable_baselines3.common.vec_env, vecenv module, vecenv class name)
-_PAIRS = (
-    ("VecEnv", "vecenv.sb3.base", "VecEnv"),
-    ("VecEnvWrapper", "vecenv.sb3.base", "VecEnvWrapper"),
-    ("DummyVecEnv", "vecenv.sb3.vec_envs", "DummyVecEnv"),
-    ("SubprocVecEnv", "vecenv.sb3.vec_envs", "SubprocVecEnv"),
-    ("VecFrameStack", "vecenv.sb3.frame_stack", "VecFrameStack"),
-    ("VecNormalize", "vecenv.sb3.normalize", "VecNormalize"),
-    ("VecTransposeImage", "vecenv.sb3.transpose", "VecTransposeImage"),
-    ("VecMonitor", "vecenv.sb3.monitor", "VecMonitor"),
-    ("VecCheckNan", "vecenv.sb3.check_nan", "VecCheckNan"),
-    ("VecExtractDictObs", "vecenv.sb3.extract_dict_obs", "VecExtractDictObs"),
-    ("VecVideoRecorder", "vecenv.sb3.video", "VecVideoRecorder"),
-)
+#: the classes of vecenv.sb3 registered under SB3's class of the same name
+_NAMES = ("VecEnv", "VecEnvWrapper", "DummyVecEnv", "SubprocVecEnv", "VecFrameStack", "VecNormalize",
+          "VecTransposeImage", "VecMonitor", "VecCheckNan", "VecExtractDictObs", "VecVideoRecorder")
 
 _lock = threading.Lock()
 _registered = False
@@ -48,25 +37,17 @@ def register_if_loaded() -> bool:
     sb3 = sys.modules.get(_SB3_VEC_ENV)
     if sb3 is None or getattr(sb3, "VecEnv", None) is None:
         return False  # not imported, or still being imported
+    ours = importlib.import_module("vecenv.sb3")
     with _lock:
         if _registered:
             return True
-        for sb3_name, module_name, our_name in _PAIRS:
-            sb3_cls = getattr(sb3, sb3_name, None)
-            module = sys.modules.get(module_name)
-            if module is None:
-                module = importlib.import_module(module_name)
-            our_cls = getattr(module, our_name)
+        for name in _NAMES:
+            sb3_cls = getattr(sb3, name, None)
             if sb3_cls is not None and hasattr(sb3_cls, "register"):
-                sb3_cls.register(our_cls)
+                sb3_cls.register(getattr(ours, name))
         _registered = True
     _remove_hook()
     return True
-
-
-def is_registered() -> bool:
-    """Whether the registration has happened in this process."""
-    return _registered
 
 
 class _LoaderProxy(importlib.abc.Loader):

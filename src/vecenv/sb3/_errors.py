@@ -20,16 +20,6 @@ from gymnasium.error import DependencyNotInstalled
 
 from vecenv.errors import EnvError
 
-__all__ = [
-    "AssertionTypeError",
-    "AssertionValueError",
-    "IndexValueError",
-    "TypeValueError",
-    "VideoDependencyNotInstalled",
-    "env_errors",
-    "raise_original",
-]
-
 
 class AssertionValueError(AssertionError, ValueError):
     """A check SB3 makes with ``assert`` on a value (SB3 raises ``AssertionError``)."""
@@ -51,13 +41,6 @@ class VideoDependencyNotInstalled(DependencyNotInstalled, ImportError):
     """The video extra is missing (SB3 raises gymnasium's ``DependencyNotInstalled``)."""
 
 
-def _add_note(exc: BaseException, note: str) -> None:
-    if hasattr(exc, "add_note"):
-        exc.add_note(note)
-    else:  # Python 3.10: kept for inspection, not printed
-        exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined]
-
-
 def raise_original(err: EnvError) -> None:
     """Raise the exception ``err`` wraps, noted with where it happened; ``err`` if it has none."""
     original = err.original
@@ -68,8 +51,9 @@ def raise_original(err: EnvError) -> None:
     note = f"(vecenv) raised by env {err.env_index} (worker {err.worker}) in {err.method}"
     if original.__traceback__ is None and err.remote_traceback:
         note += "\n--- original traceback ---\n" + err.remote_traceback.rstrip()
-    if note not in getattr(original, "__notes__", ()):
-        _add_note(original, note)
+    notes = getattr(original, "__notes__", [])
+    if note not in notes:  # Python 3.10 has no add_note: the note is kept, not printed
+        original.__notes__ = [*notes, note]  # type: ignore[attr-defined]
     raise original  # outside an ``except`` block: the env's own cause and context are kept
 
 

@@ -25,9 +25,8 @@ def is_image_space_channels_first(space: spaces.Box) -> bool:
     return smallest == 0
 
 
-def is_image_space(
-    space: spaces.Space, check_channels: bool = False, normalized_image: bool = False
-) -> bool:
+def is_image_space(space: spaces.Space, check_channels: bool = False,
+                   normalized_image: bool = False) -> bool:
     """True for a 3-d Box that looks like an image: uint8 in [0, 255] (unless ``normalized_image``)
     and, with ``check_channels``, 1, 3 or 4 channels."""
     if not isinstance(space, spaces.Box) or len(space.shape) != 3:
@@ -52,15 +51,6 @@ def copy_obs(obs: Any) -> Any:
     if isinstance(obs, np.ndarray):
         return obs.copy()
     return obs
-
-
-def stack_obs(obs_list: list[Any], space: spaces.Space) -> Any:
-    """Stack one observation per env into a batch with the leading env axis."""
-    if isinstance(space, spaces.Dict):
-        return {key: np.stack([o[key] for o in obs_list]) for key in space.spaces}
-    if isinstance(space, spaces.Tuple):
-        return tuple(np.stack([o[i] for o in obs_list]) for i in range(len(space.spaces)))
-    return np.stack(obs_list)
 
 
 def assign_rows(dst: Any, src: Any, mask: np.ndarray) -> None:

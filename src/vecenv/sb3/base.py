@@ -23,16 +23,6 @@ from gymnasium import spaces
 from vecenv.sb3 import _compat
 from vecenv.sb3._errors import AssertionValueError, IndexValueError
 
-__all__ = [
-    "CloudpickleWrapper",
-    "VecEnv",
-    "VecEnvIndices",
-    "VecEnvObs",
-    "VecEnvStepReturn",
-    "VecEnvWrapper",
-    "tile_images",
-]
-
 #: Which sub-environments a call targets: ``None`` (all), one index, or several.
 VecEnvIndices = Union[None, int, Iterable[int]]  # noqa: UP007
 #: A batch of observations: one array, or a dict / tuple of arrays for structured spaces.
@@ -60,9 +50,8 @@ class VecEnv(ABC):
     ``set_attr``, ``env_method`` and ``env_is_wrapped``.
     """
 
-    def __init__(
-        self, num_envs: int, observation_space: spaces.Space, action_space: spaces.Space
-    ) -> None:
+    def __init__(self, num_envs: int, observation_space: spaces.Space,
+                 action_space: spaces.Space) -> None:
         _compat.register_if_loaded()
         self.num_envs = num_envs
         self.observation_space = observation_space
@@ -122,19 +111,13 @@ class VecEnv(ABC):
         """Set ``attr_name`` to ``value`` on each selected env."""
 
     @abstractmethod
-    def env_method(
-        self,
-        method_name: str,
-        *method_args: Any,
-        indices: VecEnvIndices = None,
-        **method_kwargs: Any,
-    ) -> list[Any]:
+    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
+                   **method_kwargs: Any) -> list[Any]:
         """Call ``method_name(*method_args, **method_kwargs)`` on each selected env; the results."""
 
     @abstractmethod
-    def env_is_wrapped(
-        self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
-    ) -> list[bool]:
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper],
+                       indices: VecEnvIndices = None) -> list[bool]:
         """Whether each selected env has ``wrapper_class`` in its gymnasium wrapper chain."""
 
     # ----------------------------------------------------------------- shared behaviour
@@ -288,12 +271,8 @@ class VecEnvWrapper(VecEnv):
     levels, and the outer one is not this wrapper) raises ``AttributeError``.
     """
 
-    def __init__(
-        self,
-        venv: VecEnv,
-        observation_space: spaces.Space | None = None,
-        action_space: spaces.Space | None = None,
-    ) -> None:
+    def __init__(self, venv: VecEnv, observation_space: spaces.Space | None = None,
+                 action_space: spaces.Space | None = None) -> None:
         self.venv = venv
         super().__init__(
             num_envs=venv.num_envs,
@@ -335,18 +314,12 @@ class VecEnvWrapper(VecEnv):
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
         return self.venv.set_attr(attr_name, value, indices)
 
-    def env_method(
-        self,
-        method_name: str,
-        *method_args: Any,
-        indices: VecEnvIndices = None,
-        **method_kwargs: Any,
-    ) -> list[Any]:
+    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
+                   **method_kwargs: Any) -> list[Any]:
         return self.venv.env_method(method_name, *method_args, indices=indices, **method_kwargs)
 
-    def env_is_wrapped(
-        self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
-    ) -> list[bool]:
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper],
+                       indices: VecEnvIndices = None) -> list[bool]:
         return self.venv.env_is_wrapped(wrapper_class, indices=indices)
 
     @property

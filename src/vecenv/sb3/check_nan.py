@@ -10,8 +10,6 @@ from gymnasium import spaces
 
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
-__all__ = ["VecCheckNan"]
-
 
 class VecCheckNan(VecEnvWrapper):
     """Check actions, observations and rewards for NaN (and inf) and report where they came from:
@@ -22,13 +20,8 @@ class VecCheckNan(VecEnvWrapper):
     :param check_inf: also look for +inf/-inf
     """
 
-    def __init__(
-        self,
-        venv: VecEnv,
-        raise_exception: bool = False,
-        warn_once: bool = True,
-        check_inf: bool = True,
-    ) -> None:
+    def __init__(self, venv: VecEnv, raise_exception: bool = False, warn_once: bool = True,
+                 check_inf: bool = True) -> None:
         super().__init__(venv)
         if isinstance(venv.action_space, spaces.Dict):
             raise NotImplementedError("VecCheckNan doesn't support dict action spaces")

@@ -7,8 +7,6 @@ from gymnasium import spaces
 from vecenv.sb3._errors import AssertionTypeError
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
-__all__ = ["VecExtractDictObs"]
-
 
 class VecExtractDictObs(VecEnvWrapper):
     """Replace Dict observations (and terminal observations) by their entry ``key``."""

@@ -13,8 +13,6 @@ from vecenv.sb3._errors import AssertionTypeError, AssertionValueError
 from vecenv.sb3._spaces import is_image_space, is_image_space_channels_first
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
-__all__ = ["StackedObservations", "VecFrameStack"]
-
 
 class StackedObservations:
     """Keeps the last ``n_stack`` observations of each env concatenated along the channel axis.
@@ -24,13 +22,8 @@ class StackedObservations:
     returned batch is a new array, so earlier results are never modified in place.
     """
 
-    def __init__(
-        self,
-        num_envs: int,
-        n_stack: int,
-        observation_space: spaces.Box | spaces.Dict,
-        channels_order: str | Mapping[str, str | None] | None = None,
-    ) -> None:
+    def __init__(self, num_envs: int, n_stack: int, observation_space: spaces.Box | spaces.Dict,
+                 channels_order: str | Mapping[str, str | None] | None = None) -> None:
         self.n_stack = n_stack
         self.observation_space = observation_space
         self.stacked_observation_space: spaces.Box | spaces.Dict
@@ -107,9 +100,8 @@ class StackedObservations:
         self.stacked_obs = stack
         return stack
 
-    def update(
-        self, observations: Any, dones: np.ndarray, infos: list[dict[str, Any]]
-    ) -> tuple[Any, list[dict[str, Any]]]:
+    def update(self, observations: Any, dones: np.ndarray,
+               infos: list[dict[str, Any]]) -> tuple[Any, list[dict[str, Any]]]:
         """Push a step's observations; envs that are done get a fresh stack, and their
         ``terminal_observation`` becomes the stacked last frames of the finished episode."""
         if isinstance(observations, dict):
@@ -160,9 +152,8 @@ class VecFrameStack(VecEnvWrapper):
     key for Dict spaces.
     """
 
-    def __init__(
-        self, venv: VecEnv, n_stack: int, channels_order: str | Mapping[str, str] | None = None
-    ) -> None:
+    def __init__(self, venv: VecEnv, n_stack: int,
+                 channels_order: str | Mapping[str, str] | None = None) -> None:
         if not isinstance(venv.observation_space, (spaces.Box, spaces.Dict)):
             raise AssertionTypeError(
                 "VecFrameStack only works with gym.spaces.Box and gym.spaces.Dict observation "

@@ -19,8 +19,6 @@ import numpy as np
 
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
-__all__ = ["Monitor", "ResultsWriter", "VecMonitor"]
-
 MONITOR_EXT = "monitor.csv"
 
 
@@ -28,13 +26,8 @@ class ResultsWriter:
     """Writes episode rows to ``<filename>.monitor.csv`` (or ``<dir>/monitor.csv``), after a
     ``#{"t_start": ..., "env_id": ...}`` header line and the column names ``r,l,t,<extra keys>``."""
 
-    def __init__(
-        self,
-        filename: str = "",
-        header: dict[str, float | str] | None = None,
-        extra_keys: tuple[str, ...] = (),
-        override_existing: bool = True,
-    ) -> None:
+    def __init__(self, filename: str = "", header: dict[str, float | str] | None = None,
+                 extra_keys: tuple[str, ...] = (), override_existing: bool = True) -> None:
         if not filename.endswith(MONITOR_EXT):
             if os.path.isdir(filename):
                 filename = os.path.join(filename, MONITOR_EXT)
@@ -68,15 +61,9 @@ class Monitor(gym.Wrapper):
 
     EXT = MONITOR_EXT
 
-    def __init__(
-        self,
-        env: gym.Env,
-        filename: str | None = None,
-        allow_early_resets: bool = True,
-        reset_keywords: tuple[str, ...] = (),
-        info_keywords: tuple[str, ...] = (),
-        override_existing: bool = True,
-    ) -> None:
+    def __init__(self, env: gym.Env, filename: str | None = None, allow_early_resets: bool = True,
+                 reset_keywords: tuple[str, ...] = (), info_keywords: tuple[str, ...] = (),
+                 override_existing: bool = True) -> None:
         super().__init__(env)
         self.t_start = time.time()
         self.results_writer: ResultsWriter | None = None
@@ -166,9 +153,8 @@ class VecMonitor(VecEnvWrapper):
     :param info_keywords: step-info keys copied into each episode record
     """
 
-    def __init__(
-        self, venv: VecEnv, filename: str | None = None, info_keywords: tuple[str, ...] = ()
-    ) -> None:
+    def __init__(self, venv: VecEnv, filename: str | None = None,
+                 info_keywords: tuple[str, ...] = ()) -> None:
         try:
             already = bool(venv.env_is_wrapped(Monitor)[0])
         except (AttributeError, NotImplementedError):
@@ -184,7 +170,10 @@ class VecMonitor(VecEnvWrapper):
         VecEnvWrapper.__init__(self, venv)
         self.episode_count = 0
         self.t_start = time.time()
-        spec = getattr(venv, "spec", None) if _has_spec(venv) else None
+        try:
+            spec = getattr(venv, "spec", None)
+        except Exception:  # noqa: BLE001 - a failing attribute lookup must not break construction
+            spec = None
         env_id = spec.id if spec is not None else None
         self.results_writer: ResultsWriter | None = None
         if filename:
@@ -230,10 +219,3 @@ class VecMonitor(VecEnvWrapper):
         if self.results_writer is not None:
             self.results_writer.close()
         return self.venv.close()
-
-
-def _has_spec(venv: VecEnv) -> bool:
-    try:
-        return hasattr(venv, "spec")
-    except Exception:  # noqa: BLE001 - an ambiguous wrapper lookup must not break construction
-        return False

@@ -1,4 +1,5 @@
-"""Running normalization of observations and rewards: :class:`VecNormalize`."""
+"""Running normalization of observations and rewards: :class:`VecNormalize` and its
+:class:`RunningMeanStd`."""
 
 from __future__ import annotations
 
@@ -12,9 +13,50 @@ from gymnasium import spaces
 from vecenv.sb3._errors import AssertionValueError
 from vecenv.sb3._spaces import is_image_space
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
-from vecenv.sb3.running_mean_std import RunningMeanStd
 
-__all__ = ["VecNormalize"]
+
+class RunningMeanStd:
+    """Mean and (population) variance of every sample seen so far, per element of ``shape``.
+
+    Batches are merged with the parallel-variance formula of Chan et al., so statistics of
+    several streams can also be combined. ``epsilon`` is the initial pseudo-count, which keeps
+    the first update well-defined (starting mean 0, variance 1), as in SB3.
+    """
+
+    def __init__(self, epsilon: float = 1e-4, shape: tuple[int, ...] = ()) -> None:
+        self.mean = np.zeros(shape, dtype=np.float64)
+        self.var = np.ones(shape, dtype=np.float64)
+        self.count = epsilon
+
+    def copy(self) -> RunningMeanStd:
+        """An independent copy of these statistics."""
+        other = RunningMeanStd(shape=self.mean.shape)
+        other.mean = self.mean.copy()
+        other.var = self.var.copy()
+        other.count = float(self.count)
+        return other
+
+    def combine(self, other: RunningMeanStd) -> None:
+        """Fold another instance's statistics into this one."""
+        self.update_from_moments(other.mean, other.var, other.count)
+
+    def update(self, arr: np.ndarray) -> None:
+        """Add a batch of samples (first axis is the batch)."""
+        arr = np.asarray(arr)
+        self.update_from_moments(np.mean(arr, axis=0), np.var(arr, axis=0), arr.shape[0])
+
+    def update_from_moments(self, batch_mean: np.ndarray, batch_var: np.ndarray,
+                            batch_count: float) -> None:
+        """Add a batch given only its mean, variance and size."""
+        delta = batch_mean - self.mean
+        total = self.count + batch_count
+        new_mean = self.mean + delta * batch_count / total
+        # Sum of squared deviations of both parts, plus the correction for their mean gap.
+        m2 = self.var * self.count + batch_var * batch_count
+        m2 = m2 + np.square(delta) * self.count * batch_count / total
+        self.mean = new_mean
+        self.var = m2 / total
+        self.count = total
 
 
 class VecNormalize(VecEnvWrapper):
@@ -33,18 +75,10 @@ class VecNormalize(VecEnvWrapper):
 
     obs_rms: RunningMeanStd | dict[str, RunningMeanStd]
 
-    def __init__(
-        self,
-        venv: VecEnv,
-        training: bool = True,
-        norm_obs: bool = True,
-        norm_reward: bool = True,
-        clip_obs: float = 10.0,
-        clip_reward: float = 10.0,
-        gamma: float = 0.99,
-        epsilon: float = 1e-8,
-        norm_obs_keys: list[str] | None = None,
-    ) -> None:
+    def __init__(self, venv: VecEnv, training: bool = True, norm_obs: bool = True,
+                 norm_reward: bool = True, clip_obs: float = 10.0, clip_reward: float = 10.0,
+                 gamma: float = 0.99, epsilon: float = 1e-8,
+                 norm_obs_keys: list[str] | None = None) -> None:
         VecEnvWrapper.__init__(self, venv)
         self.norm_obs = norm_obs
         self.norm_obs_keys = norm_obs_keys
@@ -109,9 +143,9 @@ class VecNormalize(VecEnvWrapper):
 
     # ----------------------------------------------------------------- pickling
     def __getstate__(self) -> dict[str, Any]:
-        """Everything but the wrapped venv (often unpicklable) and values derived from it."""
+        """Everything but the wrapped venv and what derives from it (:data:`_NOT_SAVED`)."""
         state = self.__dict__.copy()
-        for key in ("venv", "class_attributes", "returns"):
+        for key in _NOT_SAVED:
             state.pop(key, None)
         return state
 
@@ -172,44 +206,33 @@ class VecNormalize(VecEnvWrapper):
             self.obs_rms.update(obs)
 
     # ----------------------------------------------------------------- transforms
-    def _normalize_obs(self, obs: np.ndarray, obs_rms: RunningMeanStd) -> np.ndarray:
-        scaled = (obs - obs_rms.mean) / np.sqrt(obs_rms.var + self.epsilon)
-        return np.clip(scaled, -self.clip_obs, self.clip_obs)
-
-    def _unnormalize_obs(self, obs: np.ndarray, obs_rms: RunningMeanStd) -> np.ndarray:
-        return obs * np.sqrt(obs_rms.var + self.epsilon) + obs_rms.mean
-
-    def normalize_obs(self, obs: VecEnvObs) -> VecEnvObs:
-        """Normalize with the current statistics (float32), without updating them."""
+    def _per_key(self, obs: VecEnvObs, fn: Any) -> VecEnvObs:
+        """``fn(obs, rms)`` for the whole batch, or for each normalized key of a Dict batch."""
         if not self.norm_obs:
             return copy.deepcopy(obs)
         if isinstance(obs, dict) and isinstance(self.obs_rms, dict):
             out = dict(obs)
             for key in self.norm_obs_keys:  # type: ignore[union-attr]
-                out[key] = self._normalize_obs(obs[key], self.obs_rms[key]).astype(np.float32)
+                out[key] = fn(obs[key], self.obs_rms[key])
             return out
-        return self._normalize_obs(obs, self.obs_rms).astype(np.float32)  # type: ignore[arg-type]
+        return fn(obs, self.obs_rms)
+
+    def normalize_obs(self, obs: VecEnvObs) -> VecEnvObs:
+        """Normalize with the current statistics (float32), without updating them."""
+        return self._per_key(obs, lambda x, rms: np.clip(
+            (x - rms.mean) / np.sqrt(rms.var + self.epsilon), -self.clip_obs, self.clip_obs
+        ).astype(np.float32))
 
     def normalize_reward(self, reward: np.ndarray) -> np.ndarray:
         """Scale rewards by the return's running std (float32), without updating it."""
         if self.norm_reward:
-            reward = np.clip(
-                reward / np.sqrt(self.ret_rms.var + self.epsilon),
-                -self.clip_reward,
-                self.clip_reward,
-            )
+            reward = np.clip(reward / np.sqrt(self.ret_rms.var + self.epsilon),
+                             -self.clip_reward, self.clip_reward)
         return np.asarray(reward).astype(np.float32)
 
     def unnormalize_obs(self, obs: VecEnvObs) -> VecEnvObs:
         """Invert :meth:`normalize_obs` (up to clipping)."""
-        if not self.norm_obs:
-            return copy.deepcopy(obs)
-        if isinstance(obs, dict) and isinstance(self.obs_rms, dict):
-            out = dict(obs)
-            for key in self.norm_obs_keys:  # type: ignore[union-attr]
-                out[key] = self._unnormalize_obs(obs[key], self.obs_rms[key])
-            return out
-        return self._unnormalize_obs(obs, self.obs_rms)  # type: ignore[arg-type]
+        return self._per_key(obs, lambda x, rms: x * np.sqrt(rms.var + self.epsilon) + rms.mean)
 
     def unnormalize_reward(self, reward: np.ndarray) -> np.ndarray:
         """Invert :meth:`normalize_reward` (up to clipping)."""
@@ -245,6 +268,10 @@ class VecNormalize(VecEnvWrapper):
             pickle.dump(self, file)
 
 
+#: what is not pickled: the wrapped venv (often unpicklable) and values derived from it
+_NOT_SAVED = ("venv", "class_attributes", "returns")
+
+
 def _check_same_shapes(expected: spaces.Space, actual: spaces.Space) -> None:
     """SB3's ``check_shape_equal``: Dict spaces key by key, Box spaces by shape."""
     if isinstance(expected, spaces.Dict):
@@ -276,10 +303,7 @@ def _from_foreign(obj: Any) -> VecNormalize:
     """Turn an unpickled SB3 ``VecNormalize`` into ours (same attribute names)."""
     if type(obj).__name__ != "VecNormalize" or not hasattr(obj, "ret_rms"):
         raise TypeError(f"Not a VecNormalize statistics file (found {type(obj).__name__})")
-    state = dict(obj.__dict__)
-    state.pop("venv", None)
-    state.pop("class_attributes", None)
-    state.pop("returns", None)
+    state = {key: value for key, value in obj.__dict__.items() if key not in _NOT_SAVED}
     rms = state.get("obs_rms")
     if isinstance(rms, dict):
         state["obs_rms"] = {key: _convert_rms(value) for key, value in rms.items()}

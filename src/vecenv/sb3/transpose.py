@@ -11,8 +11,6 @@ from vecenv.sb3._errors import AssertionValueError
 from vecenv.sb3._spaces import is_image_space, is_image_space_channels_first
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
-__all__ = ["VecTransposeImage"]
-
 
 class VecTransposeImage(VecEnvWrapper):
     """Reorder HxWxC image observations (and image entries of Dict observations) to CxHxW.

@@ -10,23 +10,12 @@ from typing import Any, TypeVar
 
 import gymnasium as gym
 
-from vecenv.sb3._backend import is_wrapped, unwrap_wrapper
 from vecenv.sb3._errors import AssertionValueError
 from vecenv.sb3._spaces import GymnasiumEnvFn
 from vecenv.sb3.base import VecEnv, VecEnvWrapper
 from vecenv.sb3.monitor import Monitor
 from vecenv.sb3.normalize import VecNormalize
 from vecenv.sb3.vec_envs import DummyVecEnv
-
-__all__ = [
-    "is_vecenv_wrapped",
-    "is_wrapped",
-    "make_vec_env",
-    "sync_envs_normalization",
-    "unwrap_vec_normalize",
-    "unwrap_vec_wrapper",
-    "unwrap_wrapper",
-]
 
 W = TypeVar("W")
 
@@ -82,19 +71,14 @@ def sync_envs_normalization(env: VecEnv, eval_env: VecEnv) -> None:
         train, evaluate = train.venv, evaluate.venv  # type: ignore[attr-defined]
 
 
-def make_vec_env(
-    env_id: str | Callable[..., gym.Env],
-    n_envs: int = 1,
-    seed: int | None = None,
-    start_index: int = 0,
-    monitor_dir: str | None = None,
-    wrapper_class: Callable[..., gym.Env] | None = None,
-    env_kwargs: dict[str, Any] | None = None,
-    vec_env_cls: Callable[..., VecEnv] | None = None,
-    vec_env_kwargs: dict[str, Any] | None = None,
-    monitor_kwargs: dict[str, Any] | None = None,
-    wrapper_kwargs: dict[str, Any] | None = None,
-) -> VecEnv:
+def make_vec_env(env_id: str | Callable[..., gym.Env], n_envs: int = 1, seed: int | None = None,
+                 start_index: int = 0, monitor_dir: str | None = None,
+                 wrapper_class: Callable[..., gym.Env] | None = None,
+                 env_kwargs: dict[str, Any] | None = None,
+                 vec_env_cls: Callable[..., VecEnv] | None = None,
+                 vec_env_kwargs: dict[str, Any] | None = None,
+                 monitor_kwargs: dict[str, Any] | None = None,
+                 wrapper_kwargs: dict[str, Any] | None = None) -> VecEnv:
     """Create ``n_envs`` monitored envs in a VecEnv (default :class:`DummyVecEnv`), as SB3's.
 
     Each env is made from ``env_id`` (a registered id, made with ``render_mode="rgb_array"``

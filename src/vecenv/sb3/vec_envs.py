@@ -32,8 +32,6 @@ from vecenv.sb3._spaces import (
 )
 from vecenv.sb3.base import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
-__all__ = ["DummyVecEnv", "SubprocVecEnv", "VectorEnvAdapter", "from_vector_env"]
-
 
 class VectorEnvAdapter(VecEnv):
     """SB3's :class:`VecEnv` API over a gymnasium-API vector env in SAME_STEP autoreset mode.
@@ -100,31 +98,24 @@ class VectorEnvAdapter(VecEnv):
                     break
             else:
                 groups.append((opts, [i]))
-        if len(groups) == 1:
-            obs, self.reset_infos = self._reset_call(seeds, dict(groups[0][0]) or None)
-        else:
-            # Different options per env: one masked reset per distinct options dict, so each env
-            # is reset once with its own options. Before the first reset, vector envs other than
-            # vecenv's (gymnasium's SyncVectorEnv) cannot mask a reset: they first reset every
-            # env with the largest group's options.
-            groups.sort(key=lambda group: -len(group[1]))
-            reset_infos: list[dict] = [{} for _ in range(self.num_envs)]
-            obs = None
-            full_first = not self._has_reset and self._engine is None
-            for k, (opts, members) in enumerate(groups):
-                mask = np.zeros(self.num_envs, dtype=bool)
-                mask[members] = True
-                if k == 0 and full_first:
-                    part, infos = self._reset_call(seeds, dict(opts) or None)
-                else:
-                    part, infos = self._reset_call(seeds, dict(opts) or None, mask)
-                if obs is None:
-                    obs = copy_obs(part)
-                else:
-                    assign_rows(obs, part, mask)
-                for i in members:
-                    reset_infos[i] = infos[i]
-            self.reset_infos = reset_infos
+        # Different options per env: one masked reset per distinct options dict, so each env is
+        # reset once with its own options. Before the first reset, vector envs other than
+        # vecenv's (gymnasium's SyncVectorEnv) cannot mask a reset: they first reset every env
+        # with the largest group's options.
+        groups.sort(key=lambda group: -len(group[1]))
+        full_first = len(groups) == 1 or (not self._has_reset and self._engine is None)
+        obs: Any = None
+        reset_infos: list[dict] = [{} for _ in range(self.num_envs)]
+        for k, (opts, members) in enumerate(groups):
+            mask = None if k == 0 and full_first else np.isin(np.arange(self.num_envs), members)
+            part, infos = self._reset_call(seeds, dict(opts) or None, mask)
+            if obs is None or mask is None:  # the first group
+                obs = part if len(groups) == 1 else copy_obs(part)
+            else:
+                assign_rows(obs, part, mask)
+            for i in members:
+                reset_infos[i] = infos[i]
+        self.reset_infos = reset_infos
         self._has_reset = True
         self._reset_seeds()
         self._reset_options()
@@ -177,8 +168,7 @@ class VectorEnvAdapter(VecEnv):
         else:
             obs, rewards, terms, truncs, batched = self.venv.step(actions)
             ended = np.logical_or(terms, truncs)
-            per_env, final_list = _backend.unbatch_step_infos(batched, n, ended)
-            infos = per_env
+            infos, final_list = _backend.unbatch_step_infos(batched, n, ended)
             finals = []
             for i, final_obs, final_info in final_list:
                 self.reset_infos[i] = infos[i]
@@ -212,21 +202,15 @@ class VectorEnvAdapter(VecEnv):
         self._access.set_attr(attr_name, value, self._get_indices(indices))
 
     @env_errors
-    def env_method(
-        self,
-        method_name: str,
-        *method_args: Any,
-        indices: VecEnvIndices = None,
-        **method_kwargs: Any,
-    ) -> list[Any]:
+    def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
+                   **method_kwargs: Any) -> list[Any]:
         return self._access.call(
             method_name, self._get_indices(indices), method_args, method_kwargs
         )
 
     @env_errors
-    def env_is_wrapped(
-        self, wrapper_class: type[gym.Wrapper], indices: VecEnvIndices = None
-    ) -> list[bool]:
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper],
+                       indices: VecEnvIndices = None) -> list[bool]:
         return self._access.is_wrapped(wrapper_class, self._get_indices(indices))
 
     @env_errors
@@ -344,12 +328,8 @@ class SubprocVecEnv(VectorEnvAdapter):
     _metadata_from_env = False  # SB3's SubprocVecEnv keeps VecEnv's {"render_modes": [...]}
     _indexed_container = "tuple"  # SB3 indexes its tuple of pipes
 
-    def __init__(
-        self,
-        env_fns: list[Callable[[], gym.Env]],
-        start_method: str | None = None,
-        **vecenv_kwargs: Any,
-    ) -> None:
+    def __init__(self, env_fns: list[Callable[[], gym.Env]], start_method: str | None = None,
+                 **vecenv_kwargs: Any) -> None:
         if start_method is not None and start_method not in mp.get_all_start_methods():
             # multiprocessing.get_context's own error, which SB3 lets through
             raise ValueError(

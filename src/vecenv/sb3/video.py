@@ -12,8 +12,6 @@ import numpy as np
 from vecenv.sb3._errors import AssertionValueError, VideoDependencyNotInstalled
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
-__all__ = ["VecVideoRecorder"]
-
 _INSTALL_HINT = "VecVideoRecorder needs imageio with ffmpeg: pip install 'vecenv[video]'"
 
 
@@ -46,14 +44,8 @@ class VecVideoRecorder(VecEnvWrapper):
     video_name: str
     video_path: str
 
-    def __init__(
-        self,
-        venv: VecEnv,
-        video_folder: str,
-        record_video_trigger: Callable[[int], bool],
-        video_length: int = 200,
-        name_prefix: str = "rl-video",
-    ) -> None:
+    def __init__(self, venv: VecEnv, video_folder: str, record_video_trigger: Callable[[int], bool],
+                 video_length: int = 200, name_prefix: str = "rl-video") -> None:
         VecEnvWrapper.__init__(self, venv)
         self.env = venv
         if self.env.render_mode != "rgb_array":
