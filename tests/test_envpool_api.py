@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import doctest
 import multiprocessing
+import os
 import time
 import warnings
 
@@ -478,6 +479,19 @@ def test_make_spec_and_shortcuts():
     with envpool.make_gymnasium("CartPole-v1", num_envs=1, backend="serial") as envs:
         assert envs.env_type == "gymnasium" and len(envs.reset()) == 2
     assert "CartPole-v1" in envpool.list_all_envs()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="pinning needs os.sched_setaffinity (Linux)")
+def test_thread_affinity_offset_pins_worker_i_to_core_offset_plus_i_on_processes():
+    usable = sorted(os.sched_getaffinity(0))
+    with envpool.make_gymnasium("CartPole-v1", num_envs=2, num_threads=2, backend="process",
+                                thread_affinity_offset=1) as envs:
+        pinned = [os.sched_getaffinity(p.pid) for p in envs.vector_env.processes]
+        assert pinned == [{usable[(1 + i) % len(usable)]} for i in range(2)]
+        assert envs.config["thread_affinity_offset"] == 1
+    with envpool.make_gymnasium("CartPole-v1", num_envs=2, num_threads=2, backend="process") as envs:
+        assert [os.sched_getaffinity(p.pid) for p in envs.vector_env.processes] == [set(usable)] * 2
 
 
 @pytest.mark.timeout(60)

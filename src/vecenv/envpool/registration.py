@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -64,7 +65,9 @@ def make(task_id: Task, env_type: str = "gymnasium", *, num_envs: int = 1,
         reward_threshold: recorded in ``config`` / ``spec`` (default: the id's own).
         render_env_id: the env ``render()`` draws by default.
         max_num_players: EnvPool's; only 1 player.
-        thread_affinity_offset: EnvPool's; no effect (vecenv does not pin threads).
+        thread_affinity_offset: EnvPool's: ``>= 0`` with ``backend="process"`` pins worker ``i``
+            to the ``offset + i``-th usable core (``affinity=`` of the process backend, Linux);
+            else no effect.
         backend: ``"serial"``, ``"thread"``, ``"process"``, ``"ray"`` or ``"auto"``.
         wrappers: applied in order to each env after it is made.
         backend_kwargs: passed to vecenv's backend (``context``, ``on_error``, ``step_timeout``, ...).
@@ -95,6 +98,10 @@ def make(task_id: Task, env_type: str = "gymnasium", *, num_envs: int = 1,
     extra = dict(plan.backend_kwargs)
     if plan.workers is not None and plan.backend != "serial":
         extra["num_workers"] = plan.workers
+    offset = plan.config["thread_affinity_offset"]
+    if offset >= 0 and plan.backend == "process" and hasattr(os, "sched_setaffinity"):
+        usable = sorted(os.sched_getaffinity(0))  # EnvPool's worker i on core offset + i
+        extra.setdefault("affinity", usable[offset % len(usable):] + usable[:offset % len(usable)])
     venv = make_vector_env(plan.task, plan.num_envs, backend=plan.backend, autoreset_mode="next_step",
                            env_kwargs=plan.env_kwargs, wrappers=plan.wrappers,
                            batch_size=plan.batch_size, **extra)
