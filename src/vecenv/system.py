@@ -1,11 +1,6 @@
-"""What vecenv asks the operating system about this process's cores and about other processes
-(and the interpreter about itself), one function per question, with a way for each platform.
-
-Linux answers from ``/proc``; Windows through a process handle (never ``os.kill(pid, 0)``: signal
-0 is ``CTRL_C_EVENT`` there, and CPython before 3.12 falls through to ``TerminateProcess``, so
-the probe would kill the process it asks about); other POSIX systems through ``os.kill(pid, 0)``,
-which sends nothing.
-"""
+"""What vecenv asks the operating system about cores and other processes, one function per
+question: Linux answers from ``/proc``, Windows through a process handle (``os.kill(pid, 0)``
+there would end the process), other POSIX systems through ``os.kill(pid, 0)``."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Small deterministic envs for testing vector envs (vecenv's own tests use them).
 
-They cover every kind of space a batch buffer handles (Box, Discrete, MultiDiscrete,
-MultiBinary, nested Dict/Tuple, and a custom Text space that travels as objects), episodes that
-end by termination and by truncation at different times, and sparse infos of several types.
-Each is seeded only through ``reset(seed=...)``, so two copies given the same seeds and actions
-produce the same trajectories. Module-level classes, so every start method can pickle them.
+They cover every kind of space a batch buffer handles (nested Dict/Tuple and a custom Text space
+included), episodes ending by termination and truncation at different times, and sparse infos.
+Seeded only through ``reset(seed=...)``; module-level, so every start method can pickle them.
 """
 
 from __future__ import annotations

@@ -59,8 +59,8 @@ from vecenv.layout.rule import (
     Layout,
     MachineCosts,
     allowed_layouts,
-    backend_of,
     decide,
+    fixed,
     forced,
 )
 from vecenv.runs import other_runs
@@ -94,23 +94,20 @@ def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str
     allowed, narrowed = allowed_layouts(backend_kwargs, n, cores)
     workers = backend_kwargs.get("num_workers")
     if len(allowed) == 1 and allowed[0] != "serial":
-        w = max(1, min(n, workers or cores))
-        return Layout(backend_of(allowed[0]), w, allowed[0] == "inline", narrowed)
+        return fixed(allowed[0], n, workers, cores, narrowed)
     if "serial" in allowed and script_rerun_line(backend_kwargs.get("context")) is not None:
         allowed, narrowed = ["serial"], (
             "worker processes would run this script again: it creates the vector env outside "
             '`if __name__ == "__main__":` (put it there to let auto use processes)'
         )
     if allowed == ["serial"] or (n == 1 and "serial" in allowed):
-        return Layout("serial", 1, False, narrowed or "one env")
+        return fixed("serial", n, workers, cores, narrowed or "one env")
     before = others_busy()  # read again after the probe and calibration: the larger counts
     try:
         probe = cached_probe(env_fns[0])
     except Exception as exc:  # the backend builds the envs again and reports the failure as the env's
         kind = "process" if "process" in allowed else allowed[0]
-        w = 1 if kind == "serial" else max(1, min(n, workers or cores))
-        reason = f"the env could not be probed here ({type(exc).__name__}: {exc})"
-        return Layout(backend_of(kind), w, kind == "inline", reason)
+        return fixed(kind, n, workers, cores, f"the env could not be probed here ({type(exc).__name__}: {exc})")
     costs = machine_costs()
     others, runs = most(before, others_busy()), other_runs()
     if not contended(cores, others):

@@ -121,8 +121,7 @@ def env_key(env_fn: Callable[[], Any]) -> str | None:
 
 
 def cached_probe(env_fn: Callable[[], gym.Env]) -> EnvProbe:
-    """The probe :func:`keep_probe` remembered for what ``env_fn`` builds, else a new
-    :func:`probe_env`."""
+    """The probe :func:`keep_probe` remembered for what ``env_fn`` builds, else a new one."""
     key = env_key(env_fn)
     if key is not None and key in _PROBES:
         return _PROBES[key]
@@ -130,9 +129,8 @@ def cached_probe(env_fn: Callable[[], gym.Env]) -> EnvProbe:
 
 
 def keep_probe(env_fn: Callable[[], gym.Env], probe: EnvProbe) -> None:
-    """Remember ``probe`` for this process's later layouts of what ``env_fn`` builds (by
-    :func:`env_key`). Only a probe taken on a quiet machine is kept: one taken beside other
-    work measured a slower step than the env has."""
+    """Remember ``probe`` (taken on a quiet machine) for this process's later layouts of what
+    ``env_fn`` builds."""
     key = env_key(env_fn)
     if key is not None:
         _PROBES[key] = probe

@@ -1,13 +1,12 @@
 """Ray transport: env groups as Ray actors, on this machine or across a cluster.
 
-Each worker is one Ray actor holding a :class:`~vecenv.worker.detached.DetachedGroup` (an
-unchanged env group over buffers of its own). A command is one actor call that carries the
-actions it needs; its reply carries the rows it wrote, which :meth:`RayTransport.fetch` copies
-into the caller's batch buffers. :meth:`RayTransport.ready` is ``ray.wait`` on the in-flight
-calls, so async batches (``batch_size < num_envs``) take the actors that answer first.
-
-The module is named ``ray_actors`` so it never shadows the ``ray`` package; ``ray`` itself is
-imported only when a :class:`RayVectorEnv` is built.
+Each worker is one Ray actor holding a :class:`DetachedGroup`: an unchanged env group over
+buffers of its own. A command is one actor call that carries the action rows it reads; its reply
+carries the rows it wrote, which :meth:`RayTransport.fetch` copies into the caller's batch
+buffers, so after ``fetch`` the caller's rows hold the results as if written in place.
+:meth:`RayTransport.ready` is ``ray.wait`` on the calls in flight, so async batches take the
+actors that answer first. Named ``ray_actors`` so it never shadows ``ray``, which is imported
+only when a :class:`RayVectorEnv` is built.
 """
 
 from __future__ import annotations
@@ -16,22 +15,21 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import cloudpickle
+import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport
-from vecenv.errors import EnvError, StepTimeoutError, WorkerDiedError, portable_error
+from vecenv.errors import EnvError, StepTimeoutError, VecEnvError, WorkerDiedError, portable_error
 from vecenv.spaces import StepBuffers
-from vecenv.worker import EnvDescription
-from vecenv.worker.commands import Command
-from vecenv.worker.detached import DetachedGroup, command_inputs, store_outputs
-from vecenv.worker.group import warn_close_failures
+from vecenv.worker.commands import Command, GivenStep, Reset, Step
+from vecenv.worker.group import EnvDescription, EnvGroup, warn_close_failures
 
-__all__ = ["DEFAULT_START_TIMEOUT", "RayTransport", "import_ray"]
+__all__ = ["DEFAULT_START_TIMEOUT", "DetachedGroup", "RayTransport", "command_inputs", "import_ray", "store_outputs"]
 
 _CLOSE_TIMEOUT = 5.0
 
@@ -80,7 +78,73 @@ def _release_ray(generation: int) -> None:
             ray.shutdown()
 
 
-# ------------------------------------------------------------------ the actor
+# ------------------------------------------------------------------ the group in an actor
+def _rows(command: Reset | Step | GivenStep) -> Any:
+    """The local env rows a command touches: an index array, or ``slice(None)`` for all."""
+    return slice(None) if command.ids is None else np.asarray(command.ids, dtype=np.intp)
+
+
+def command_inputs(rows: StepBuffers, command: Command) -> list[np.ndarray] | None:
+    """Caller side: the action rows ``command`` reads, one array per action leaf (``Step`` only)."""
+    if not isinstance(command, (Step, GivenStep)):
+        return None
+    sel = _rows(command)
+    return [leaf.array[sel] for leaf in rows.actions.leaves]
+
+
+def store_outputs(rows: StepBuffers, command: Command, outputs: Any) -> None:
+    """Caller side: write a reply's ``outputs`` into the caller's rows of the batch buffers."""
+    if outputs is None or not isinstance(command, (Reset, Step, GivenStep)):
+        return  # only those commands write rows (DetachedGroup.run gives no outputs for others)
+    sel = _rows(command)
+    leaves, rewards, terms, truncs = outputs
+    for leaf, values in zip(rows.observations.leaves, leaves, strict=True):
+        leaf.array[sel] = values
+    rows.rewards[sel] = rewards
+    rows.terminations[sel] = terms
+    rows.truncations[sel] = truncs
+
+
+class DetachedGroup:
+    """An :class:`EnvGroup` with private buffers; commands bring their inputs, replies their outputs."""
+
+    def __init__(self, env_fns: Sequence[Callable[[], Any]], start: int, worker: int,
+                 autoreset_mode: AutoresetMode) -> None:
+        self.group = EnvGroup(env_fns, start, worker, autoreset_mode, contain_exits=True)
+        self.buffers: StepBuffers | None = None
+
+    def describe(self) -> list[EnvDescription]:
+        return self.group.describe()
+
+    def attach(self, observation_space: spaces.Space, action_space: spaces.Space) -> None:
+        """Allocate the group's own rows (object leaves travel in ``outputs`` like the rest)."""
+        self.buffers = StepBuffers(observation_space, action_space, len(self.group.envs))
+        self.group.attach(self.buffers)
+
+    def run(self, command: Command, inputs: list[np.ndarray] | None = None) -> tuple[Any, Any]:
+        """Run ``command`` and return ``(reply, outputs)`` (``outputs`` is ``None`` unless it wrote rows)."""
+        if not isinstance(command, (Reset, Step, GivenStep)):
+            return self.group.run(command), None  # no rows in, none out (only a step has inputs)
+        b = self.buffers
+        if b is None:
+            raise VecEnvError(f"worker {self.group.worker}: the detached group has no buffers (attach() has not run)")
+        sel = _rows(command)
+        if inputs is not None:
+            for leaf, values in zip(b.actions.leaves, inputs, strict=True):
+                leaf.array[sel] = values
+        reply = self.group.run(command)
+        outputs = (
+            [leaf.array[sel] if isinstance(sel, np.ndarray) else leaf.array.copy() for leaf in b.observations.leaves],
+            b.rewards[sel].copy(),
+            b.terminations[sel].copy(),
+            b.truncations[sel].copy(),
+        )
+        return reply, outputs
+
+    def close(self) -> list[str]:
+        return self.group.close()
+
+
 class _GroupActor:
     """The body of one Ray actor: one detached env group."""
 
