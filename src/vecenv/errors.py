@@ -134,7 +134,7 @@ class EnvError(VecEnvError):
         kind = getattr(self, "_kind", None)
         payload = None
         if kind is not None:
-            state = {k: v for k, v in self.__dict__.items() if k not in _OWN}
+            state = _state(self)
             bare = {"details": self.details}
             for parts in ((kind, self.args, state, self.original), (kind, self.args, bare, None), (kind, (), bare, None)):
                 try:

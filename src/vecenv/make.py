@@ -284,7 +284,9 @@ def make(
     else:  # an explicit backend touches no file of vecenv's
         envs = BACKENDS[backend](env_fns, autoreset_mode=mode, **backend_kwargs)
     if spec is not None:
-        envs.spec = _made_spec(spec, env_kwargs, len(env_fns))
+        # the keywords the envs were made with, as gym.make_vec records them
+        envs.spec = copy.deepcopy(spec)
+        envs.spec.kwargs = {**spec.kwargs, **env_kwargs, **({"num_envs": len(env_fns)} if len(env_fns) != 1 else {})}
     return envs
 
 
@@ -323,15 +325,6 @@ def _env_fns(env: Any, num_envs: Any, env_kwargs: dict[str, Any],
         f"env: expected a registered env id, a callable returning an env, or a non-empty list of "
         f"callables, got {env!r:.100}"
     )
-
-
-def _made_spec(spec: EnvSpec, env_kwargs: dict[str, Any], num_envs: int) -> EnvSpec:
-    """The id's spec with the keywords the envs were made with, as ``gym.make_vec`` records it."""
-    made = copy.deepcopy(spec)
-    made.kwargs = {**spec.kwargs, **env_kwargs}
-    if num_envs != 1:
-        made.kwargs["num_envs"] = num_envs
-    return made
 
 
 def _num_envs(num_envs: Any) -> int:

@@ -50,16 +50,6 @@ def _windows_start_time(pid: int) -> str | None:
         kernel32.CloseHandle(handle)
 
 
-def _signal_zero(pid: int) -> str | None:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except OSError:  # alive, another user's
-        pass
-    return ""
-
-
 def process_start_time(pid: int) -> str | None:
     """When process ``pid`` started, as text that changes when the pid is reused (clock ticks
     since boot on Linux, the creation time on Windows); ``""`` when it is alive but its start
@@ -68,7 +58,13 @@ def process_start_time(pid: int) -> str | None:
         return _proc_start_time(pid)
     if os.name == "nt":
         return _windows_start_time(pid)
-    return _signal_zero(pid)
+    try:
+        os.kill(pid, 0)  # sends nothing
+    except ProcessLookupError:
+        return None
+    except OSError:  # alive, another user's
+        pass
+    return ""
 
 
 def process_alive(pid: int) -> bool:

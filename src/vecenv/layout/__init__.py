@@ -4,16 +4,11 @@
 
     make(env, n)                          backend="auto"
       │
-      ├── probe.probe_env(env_fns[0])     one copy, built, reset, stepped for at most PROBE_S
-      │                                   ──► EnvProbe (step µs, CPU share, observation size;
-      │                                   remembered per env for this process when quiet)
-      ├── machine.machine_costs()         vecenv's own cost per batched step on a no-op env,
-      │                                   serial / thread (no GIL) / process / inline, measured
-      │                                   once per machine
-      │                                   ──► MachineCosts (cached in the user's cache directory,
-      │                                   checked cheaply once per process; never saved when
-      │                                   load.others_busy() saw other work, and measured
-      │                                   again at the first make that finds the machine quiet)
+      ├── probe.probe_env(env_fns[0])     one copy stepped for at most PROBE_S ──► EnvProbe
+      │                                   (step µs, CPU share, observation size)
+      ├── machine.machine_costs()         vecenv's own cost per batched step on a no-op env
+      │                                   ──► MachineCosts (cached per machine, checked cheaply,
+      │                                   never saved when measured beside other work)
       ├── load.others_busy()              the cores' worth of CPU other programs use now, and
       │   runs.other_runs()                 other processes with a live vector env (each ≥ 1 core)
       └── rule.decide(probe, costs, n, cores, others)  ──► Layout(backend, num_workers, inline, reason,
@@ -27,15 +22,12 @@ takes the least (``c`` an env's step, ``e`` vecenv's work per env, ``W`` groups)
     process, W groups  X_process(W) + ⌈n/W⌉·(c + e)      W ≤ usable cores
     inline,  W groups  X_inline(W)  + ⌈n/W⌉·(c + e)      W-1 workers + the caller's process
 
-``F`` and the crossings ``X`` come from :class:`MachineCosts` (``X_thread`` is measured only on
-a free-threaded Python with the GIL off: under the GIL threads never pay off for Python envs).
-Beside busy programs threads share what those leave, as processes do. An env whose step mostly
-waits (sleep, I/O: CPU share below :data:`WAITING_SHARE`) may have more workers than cores.
-Within :data:`TIE` of the best, the simpler layout wins: serial, then thread, then process
-(isolated), then inline.
-On a contended machine (other programs busy on half a core or more) each of the run's processes
-is predicted at its share of the cores, with a blocking wake-up each way, and serial stands
-unless a layout with workers beats it by :data:`~vecenv.layout.rule.CONTENDED_MARGIN`.
+``F`` and the crossings ``X`` come from :class:`MachineCosts`. An env whose step mostly waits
+(CPU share below :data:`WAITING_SHARE`) may have more workers than cores. Within :data:`TIE` of
+the best, the simpler layout wins: serial, thread, process, then inline. On a contended machine
+(other programs busy on half a core or more) the run's processes are predicted at their share of
+the cores left, with a blocking wake-up each way, and serial stands unless a layout with workers
+beats it by :data:`~vecenv.layout.rule.CONTENDED_MARGIN`.
 
 ``VECENV_BACKEND`` (``serial``, ``thread``, ``process``, ``inline``, ``ray``) forces auto's choice;
 ``backend=`` forces it for one call. Probing never changes results: the probe copy is closed and

@@ -34,11 +34,6 @@ def _cores() -> tuple[int, int]:
     return usable, max(online, usable)
 
 
-def _runnable(text: str) -> int:
-    """The runnable tasks of a /proc/loadavg text: ``R`` of its 4th field ``R/T``."""
-    return int(text.split()[3].split("/")[0])
-
-
 def others_busy(duration_s: float = 0.02) -> float | None:
     """How many cores' worth of CPU other work asks for now, on average over ``duration_s``; None
     where there is no /proc/loadavg (not Linux).
@@ -52,7 +47,8 @@ def others_busy(duration_s: float = 0.02) -> float | None:
     end = _clock() + duration_s
     while True:
         try:
-            counts.append(max(_runnable(_read_loadavg()) - 1, 0))
+            runnable = int(_read_loadavg().split()[3].split("/")[0])  # R of the 4th field, R/T
+            counts.append(max(runnable - 1, 0))
         except (OSError, ValueError, IndexError):
             return None
         if _clock() >= end:

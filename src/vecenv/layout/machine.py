@@ -165,14 +165,6 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 86400:.0f} days ago"
 
 
-def _cache_dir() -> str:
-    base = os.environ.get("VECENV_CACHE_DIR")
-    if base:
-        return base
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(root, "vecenv")
-
-
 #: a cache file holds a few numbers: anything larger is not one
 _CACHE_LIMIT = 64 * 1024
 
@@ -183,7 +175,9 @@ def _machine_file(cores: int) -> str:
     gil = "gil" if gil_enabled() else "nogil"  # a free-threaded build runs either way
     ident = f"{platform.node()}|{platform.machine()}|{platform.processor()}|{sys.version}|{gil}|{cores}|{__version__}"
     digest = hashlib.sha256(ident.encode()).hexdigest()[:16]
-    return os.path.join(_cache_dir(), f"machine-{digest}.json")
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    directory = os.environ.get("VECENV_CACHE_DIR") or os.path.join(root, "vecenv")
+    return os.path.join(directory, f"machine-{digest}.json")
 
 
 #: cores -> (the calibration this process uses, time.monotonic() when it was settled)

@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection
 from typing import Any
 
 import cloudpickle
@@ -106,50 +106,13 @@ def store_outputs(rows: StepBuffers, command: Command, outputs: Any) -> None:
 
 
 class DetachedGroup:
-    """An :class:`EnvGroup` with private buffers; commands bring their inputs, replies their outputs."""
-
-    def __init__(self, env_fns: Sequence[Callable[[], Any]], start: int, worker: int,
-                 autoreset_mode: AutoresetMode) -> None:
-        self.group = EnvGroup(env_fns, start, worker, autoreset_mode, contain_exits=True)
-        self.buffers: StepBuffers | None = None
-
-    def describe(self) -> list[EnvDescription]:
-        return self.group.describe()
-
-    def attach(self, observation_space: spaces.Space, action_space: spaces.Space) -> None:
-        """Allocate the group's own rows (object leaves travel in ``outputs`` like the rest)."""
-        self.buffers = StepBuffers(observation_space, action_space, len(self.group.envs))
-        self.group.attach(self.buffers)
-
-    def run(self, command: Command, inputs: list[np.ndarray] | None = None) -> tuple[Any, Any]:
-        """Run ``command`` and return ``(reply, outputs)`` (``outputs`` is ``None`` unless it wrote rows)."""
-        if not isinstance(command, (Reset, Step, GivenStep)):
-            return self.group.run(command), None  # no rows in, none out (only a step has inputs)
-        b = self.buffers
-        if b is None:
-            raise VecEnvError(f"worker {self.group.worker}: the detached group has no buffers (attach() has not run)")
-        sel = _rows(command)
-        if inputs is not None:
-            for leaf, values in zip(b.actions.leaves, inputs, strict=True):
-                leaf.array[sel] = values
-        reply = self.group.run(command)
-        outputs = (
-            [leaf.array[sel] if isinstance(sel, np.ndarray) else leaf.array.copy() for leaf in b.observations.leaves],
-            b.rewards[sel].copy(),
-            b.terminations[sel].copy(),
-            b.truncations[sel].copy(),
-        )
-        return reply, outputs
-
-    def close(self) -> list[str]:
-        return self.group.close()
-
-
-class _GroupActor:
-    """The body of one Ray actor: one detached env group."""
+    """The body of one Ray actor: an :class:`EnvGroup` over buffers of its own; a command brings
+    the action rows it reads, its reply the rows the group wrote. Replies are ``(ok, value)``;
+    an error is delivered by ``fetch``, as every transport's errors are."""
 
     def __init__(self) -> None:
-        self.group: DetachedGroup | None = None
+        self.group: EnvGroup | None = None
+        self.buffers: StepBuffers | None = None
 
     def start(self, fns_blob: bytes, start: int, worker: int, mode: AutoresetMode,
               driver_path: list[str]) -> tuple[bool, Any]:
@@ -163,33 +126,50 @@ class _GroupActor:
             error = EnvError.from_exception(exc, start, worker, "unpickling env_fns on the Ray worker")
             return False, error.without_original()
         try:
-            self.group = DetachedGroup(env_fns, start, worker, mode)
+            self.group = EnvGroup(env_fns, start, worker, mode, contain_exits=True)
             return True, self.group.describe()
         except BaseException as exc:
             return False, portable_error(exc)
 
     def attach(self, observation_space: spaces.Space, action_space: spaces.Space) -> None:
-        self.group.attach(observation_space, action_space)  # type: ignore[union-attr]
+        """Allocate the group's own rows (object leaves travel in the replies like the rest)."""
+        group: Any = self.group
+        self.buffers = StepBuffers(observation_space, action_space, len(group.envs))
+        group.attach(self.buffers)
 
-    def run(self, command: Command, inputs: Any) -> tuple[bool, Any]:
+    def run(self, command: Command, inputs: list[np.ndarray] | None) -> tuple[bool, Any]:
+        """``(True, (reply, outputs))``: ``outputs`` the rows it wrote (None for other commands)."""
         try:
-            return True, self.group.run(command, inputs)  # type: ignore[union-attr]
-        except BaseException as exc:  # delivered by fetch(), like every transport's errors
+            return True, self._run(command, inputs)
+        except BaseException as exc:
             return False, portable_error(exc)
+
+    def _run(self, command: Command, inputs: list[np.ndarray] | None) -> tuple[Any, Any]:
+        group: Any = self.group
+        if not isinstance(command, (Reset, Step, GivenStep)):
+            return group.run(command), None
+        b = self.buffers
+        if b is None:
+            raise VecEnvError(f"worker {group.worker}: the detached group has no buffers (attach() has not run)")
+        sel = _rows(command)
+        if inputs is not None:
+            for leaf, values in zip(b.actions.leaves, inputs, strict=True):
+                leaf.array[sel] = values
+        reply = group.run(command)
+        outputs = (
+            [leaf.array[sel] if isinstance(sel, np.ndarray) else leaf.array.copy() for leaf in b.observations.leaves],
+            b.rewards[sel].copy(),
+            b.terminations[sel].copy(),
+            b.truncations[sel].copy(),
+        )
+        return reply, outputs
 
     def close(self) -> list[str]:
         group, self.group = self.group, None
         return [] if group is None else group.close()
 
 
-_actor_class: Any = None
-
-
-def _remote_actor(ray: Any) -> Any:
-    global _actor_class
-    if _actor_class is None:
-        _actor_class = ray.remote(_GroupActor)
-    return _actor_class
+_actor_class: Any = None  # DetachedGroup as a Ray actor class, made once
 
 
 # ------------------------------------------------------------------ the transport
@@ -247,8 +227,8 @@ class RayTransport(Transport):
                 stacklevel=4,
             )
         self._blobs = blobs
-        self.actors = [self._new_actor() for _ in self.partition]
-        refs = [self._start_actor(w) for w in range(self.num_workers)]
+        self.actors = [None] * self.num_workers
+        refs = [self._start(w) for w in range(self.num_workers)]
         self._await_start(refs, list(range(self.num_workers)))
         replies = [self._get(ref, w) for w, ref in enumerate(refs)]
         for ok, value in replies:
@@ -256,18 +236,17 @@ class RayTransport(Transport):
                 raise value
         return [d for _, value in replies for d in value]
 
-    def _new_actor(self) -> Any:
-        return _remote_actor(self.ray).options(num_cpus=self.num_cpus_per_worker).remote()
-
-    def _start_actor(self, w: int) -> Any:
-        start = self.partition[w][0]
-        return self.actors[w].start.remote(self._blobs[w], start, w, self.autoreset_mode, list(sys.path))
+    def _start(self, w: int) -> Any:
+        """A new actor for worker ``w``; the ref of its call that builds the envs."""
+        global _actor_class
+        if _actor_class is None:
+            _actor_class = self.ray.remote(DetachedGroup)
+        self.actors[w] = _actor_class.options(num_cpus=self.num_cpus_per_worker).remote()
+        return self.actors[w].start.remote(self._blobs[w], self.partition[w][0], w, self.autoreset_mode, list(sys.path))
 
     def _await_start(self, refs: list[Any], workers: list[int]) -> None:
-        """Wait up to ``start_timeout`` for the actors of ``workers`` to build their envs.
-
-        An actor Ray cannot place (the cluster lacks the CPUs) would otherwise wait forever.
-        """
+        """Wait up to ``start_timeout`` for the actors of ``workers`` to build their envs (an
+        actor Ray cannot place would otherwise wait forever)."""
         if self.start_timeout is None:
             return
         done, _ = self.ray.wait(refs, num_returns=len(refs), timeout=self.start_timeout)
@@ -304,8 +283,7 @@ class RayTransport(Transport):
     def restart(self, worker: int) -> None:
         """Replace ``worker``'s actor with a fresh one built from the same env_fns."""
         self.terminate(worker)
-        self.actors[worker] = self._new_actor()
-        ref = self._start_actor(worker)
+        ref = self._start(worker)
         self._await_start([ref], [worker])
         ok, value = self._get(ref, worker)
         if not ok:
@@ -333,8 +311,8 @@ class RayTransport(Transport):
                 self._finished[waiting[ref]] = None
         return [w for w in self._finished if w in wanted]
 
-
     ready_all = ready  # every reply or any: this transport wakes its caller the same way
+
     def fetch(self, worker: int) -> Any:
         self._finished.pop(worker, None)
         ref, command = self._calls.pop(worker)

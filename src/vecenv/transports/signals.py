@@ -117,16 +117,6 @@ def deferred(fn: Callable[..., _T], *args: Any) -> _T:
     return _held(_Section(_ALL, main_only=True), fn, args)
 
 
-def _start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker now: started on a first spawn, it unblocks
-    SIGINT in the starting thread, and the worker started right after would not inherit the block."""
-    try:
-        from multiprocessing import resource_tracker
-    except ImportError:  # pragma: no cover - platforms without it have no masks either
-        return
-    resource_tracker.ensure_running()
-
-
 def quietly_started(exec_based: bool, fn: Callable[..., _T], *args: Any) -> _T:
     """``fn(*args)``, which starts processes, with SIGINT blocked: a child inherits the mask
     (through fork and exec), so a Ctrl-C to the terminal's process group stays pending in a
@@ -134,5 +124,9 @@ def quietly_started(exec_based: bool, fn: Callable[..., _T], *args: Any) -> _T:
     The caller's Ctrl-C is raised once the start is over. ``exec_based``: spawn or forkserver (a
     fork server started before any vecenv worker passes its own mask on instead)."""
     if exec_based and _MASKS:
-        _start_resource_tracker()
+        # started on a first spawn, the resource tracker unblocks SIGINT in the starting thread:
+        # start it now, so that the worker started right after inherits the block
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
     return _held(_Section(frozenset({signal.SIGINT}), main_only=False), fn, args)

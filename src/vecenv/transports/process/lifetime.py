@@ -18,15 +18,15 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
-import queue
 import signal
 import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import wait
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from vecenv.system import process_alive
 from vecenv.transports.process.shm import drop_inherited_mappings, libc
@@ -163,46 +163,10 @@ class Watch:
 
 
 _T = TypeVar("_T")
-
-
-class _Launcher:
-    """A daemon thread that runs the process starts handed to it (a fork's child starts its own)."""
-
-    def __init__(self) -> None:
-        self.forget()
-
-    def forget(self) -> None:
-        """Start afresh (in a fork's child, which has no launcher thread)."""
-        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.thread: threading.Thread | None = None
-        self.lock = threading.Lock()
-
-    def run(self, fn: Callable[..., _T], *args: Any) -> _T:
-        with self.lock:
-            if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._serve, name="vecenv-launcher", daemon=True)
-                self.thread.start()
-        done, box = threading.Event(), cast(list[tuple[bool, Any]], [])
-        self.jobs.put((fn, args, done, box))
-        done.wait()
-        ok, value = box[0]
-        if not ok:
-            raise value
-        return value
-
-    def _serve(self) -> None:
-        while True:
-            fn, args, done, box = self.jobs.get()
-            try:
-                box.append((True, fn(*args)))
-            except BaseException as exc:  # noqa: BLE001 - handed to the thread that asked
-                box.append((False, exc))
-            done.set()
-
-
-_LAUNCHER = _Launcher()
+_launcher: list[ThreadPoolExecutor] = []  # the launcher thread, made at the first need
+_launcher_lock = threading.Lock()
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_LAUNCHER.forget)
+    os.register_at_fork(after_in_child=_launcher.clear)  # a fork's child has no launcher thread
 
 
 def start_lasting(fn: Callable[..., _T], *args: Any) -> _T:
@@ -211,7 +175,10 @@ def start_lasting(fn: Callable[..., _T], *args: Any) -> _T:
     while the caller runs; elsewhere ``fn`` runs here."""
     if not sys.platform.startswith("linux") or threading.current_thread() is threading.main_thread():
         return fn(*args)
-    return _LAUNCHER.run(fn, *args)
+    with _launcher_lock:
+        if not _launcher:
+            _launcher.append(ThreadPoolExecutor(1, thread_name_prefix="vecenv-launcher"))
+    return _launcher[0].submit(fn, *args).result()
 
 
 def mark_copies(on_fork: Callable[[], None]) -> None:
