@@ -362,8 +362,8 @@ class RayVectorEnv(VectorEnv, gym.vector.VectorEnv):
         try:
             if num_workers is None:
                 cpus = transport.cluster_cpus()
-                num_workers = max(1, int(cpus // num_cpus_per_worker)) if num_cpus_per_worker else int(cpus)
-                num_workers = max(1, num_workers)  # the engine caps it at num_envs
+                # the engine caps it at num_envs
+                num_workers = max(1, int(cpus // num_cpus_per_worker if num_cpus_per_worker else cpus))
             super().__init__(env_fns, transport, num_workers=num_workers, batch_size=batch_size, copy=copy,
                              observation_mode=observation_mode, autoreset_mode=autoreset_mode, **failure)
         except BaseException:

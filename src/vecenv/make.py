@@ -42,11 +42,16 @@ BACKENDS: dict[str, type[VectorEnv]] = {
 }
 
 
+def _keywords(fn: Any) -> tuple[list[str], bool]:
+    """The parameters ``fn`` takes by keyword, in order, and whether it takes any (``**kwargs``)."""
+    params = inspect.signature(fn).parameters.values()
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return names, any(p.kind is p.VAR_KEYWORD for p in params)
+
+
 #: what ``gym.make`` itself takes beside the env's constructor arguments (``max_episode_steps``,
 #: ``disable_env_checker``), read from the installed gymnasium
-GYM_MAKE_KEYWORDS = tuple(
-    p.name for p in inspect.signature(gym.make).parameters.values()
-    if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "id")
+GYM_MAKE_KEYWORDS = tuple(k for k in _keywords(gym.make)[0] if k != "id")
 #: gymnasium's vectorization modes and the backend each one means here
 _MODE_BACKENDS = {VectorizeMode.SYNC: "serial", VectorizeMode.ASYNC: "process"}
 
@@ -57,9 +62,7 @@ def _backend_params() -> dict[str, frozenset[str]]:
     failure = set(FailureOptions.__annotations__)
     params = {}
     for name, cls in BACKENDS.items():
-        init = inspect.signature(cls.__init__)
-        own = {p.name for p in init.parameters.values()
-               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in ("self", "env_fns")}
+        own = set(_keywords(cls.__init__)[0]) - {"self", "env_fns"}
         params[name] = frozenset(own | failure)
     return params
 
@@ -150,9 +153,13 @@ def check_env_keywords(env: Any, spec: EnvSpec | None, keywords: Mapping[str, An
         where = f"{spec.id} (made by gym.make, which also takes {list(GYM_MAKE_KEYWORDS)})"
     else:
         creator, allowed, where = env, set(), f"the env factory {getattr(env, '__name__', env)!r}"
-    takes = _parameters(creator)
-    if takes is None:
+    try:
+        names, any_keyword = _keywords(creator)
+    except (TypeError, ValueError):  # a signature that cannot be read accepts anything
         return
+    if any_keyword:
+        return
+    takes = set(names)
     for key in keywords:
         if key not in takes and key not in allowed:
             raise TypeError(
@@ -160,17 +167,6 @@ def check_env_keywords(env: Any, spec: EnvSpec | None, keywords: Mapping[str, An
                 f"vecenv's vector envs, which take {sorted(vector_keywords())}. As in gym.make_vec, "
                 "an env keyword goes to make(...) directly or in env_kwargs={...} and reaches every "
                 "env; a vector env keyword goes to make(...) directly or in vector_kwargs={...}")
-
-
-def _parameters(creator: Any) -> set[str] | None:
-    """The keywords ``creator`` takes; ``None`` when it takes any (or cannot be inspected)."""
-    try:
-        params = inspect.signature(creator).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        return None
-    return {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
 
 
 def autoreset_from(vector: dict[str, Any], autoreset_mode: str | AutoresetMode) -> str | AutoresetMode:
