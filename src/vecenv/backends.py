@@ -113,7 +113,9 @@ class ThreadVectorEnv(VectorEnv, gym.vector.VectorEnv):
             blocks); default one per thread, or one per env with async batches.
         batch_size: ``< num_envs`` for async batches (:meth:`send` / :meth:`recv`): then only
             helper threads step, and your thread computes while they do.
-        copy, observation_mode, autoreset_mode: as in gymnasium.
+        copy: as in gymnasium.
+        observation_mode: as in gymnasium.
+        autoreset_mode: as in gymnasium.
         spin_us: how long a waiting thread looks for work or a reply before it sleeps (default:
             100 on a free-threaded Python, 0 under the GIL).
     """
@@ -164,7 +166,8 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
             in shared memory).
         copy: ``False`` returns views into shared memory valid until the next step/recv.
         daemon: make the workers daemonic.
-        observation_mode, autoreset_mode: as in gymnasium.
+        observation_mode: as in gymnasium.
+        autoreset_mode: as in gymnasium.
         spin_us: most µs each side busy-spins before yielding (default: 50 when every process
             has its own core, else 0).
         yield_us: most µs each side then calls ``sched_yield()`` before it blocks (default 500);
@@ -335,7 +338,9 @@ class RayVectorEnv(VectorEnv, gym.vector.VectorEnv):
             :class:`vecenv.errors.StepTimeoutError` says which did not; ``None`` waits (an
             autoscaling cluster).
         batch_size: ``< num_envs`` for async batches.
-        copy, observation_mode, autoreset_mode: as in gymnasium.
+        copy: as in gymnasium.
+        observation_mode: as in gymnasium.
+        autoreset_mode: as in gymnasium.
     """
 
     def __init__(
