@@ -64,16 +64,12 @@ class DictTupleEnv(_EpisodeEnv):
 
     def __init__(self, max_steps: int = 12, p_terminate: float = 0.08) -> None:
         super().__init__(max_steps, p_terminate)
-        self.observation_space = spaces.Dict(
-            {
-                "pos": spaces.Box(-1.0, 1.0, (3,), np.float32),
-                "count": spaces.Discrete(50),
-                "flags": spaces.MultiBinary(4),
-                "nested": spaces.Tuple(
-                    (spaces.MultiDiscrete([3, 4]), spaces.Box(0.0, 1.0, (2, 2), np.float64))
-                ),
-            }
-        )
+        self.observation_space = spaces.Dict({
+            "pos": spaces.Box(-1.0, 1.0, (3,), np.float32),
+            "count": spaces.Discrete(50),
+            "flags": spaces.MultiBinary(4),
+            "nested": spaces.Tuple((spaces.MultiDiscrete([3, 4]), spaces.Box(0.0, 1.0, (2, 2), np.float64))),
+        })
         self.action_space = spaces.Tuple((spaces.Discrete(3), spaces.Box(-1.0, 1.0, (2,), np.float32)))
 
     def _obs(self):

@@ -165,8 +165,17 @@ class Watch:
 _T = TypeVar("_T")
 _launcher: list[ThreadPoolExecutor] = []  # the launcher thread, made at the first need
 _launcher_lock = threading.Lock()
+
+
+def _forget_launcher() -> None:
+    """In a fork's child: no launcher thread, and no lock held by a thread that is not there."""
+    global _launcher_lock
+    _launcher.clear()
+    _launcher_lock = threading.Lock()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_launcher.clear)  # a fork's child has no launcher thread
+    os.register_at_fork(after_in_child=_forget_launcher)
 
 
 def start_lasting(fn: Callable[..., _T], *args: Any) -> _T:
