@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import time
 
+from vecenv.system import usable_cores
+
 __all__ = ["BUSY_CORES", "contended", "most", "others_busy"]
 
 #: other work of at least this many cores' worth makes the machine contended
@@ -26,12 +28,8 @@ def _read_loadavg() -> str:
 
 def _cores() -> tuple[int, int]:
     """The cores this process may run on, and the cores the machine has online."""
-    online = os.cpu_count() or 1
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        usable = online
-    return usable, max(online, usable)
+    usable = usable_cores()
+    return usable, max(os.cpu_count() or 1, usable)
 
 
 def others_busy(duration_s: float = 0.02) -> float | None:
