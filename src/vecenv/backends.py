@@ -37,9 +37,8 @@ __all__ = [
 
 ObservationMode = str | tuple[spaces.Space, spaces.Space]
 
-# Every public class names gymnasium's VectorEnv among its direct bases (vecenv's engine already
-# derives from it, so isinstance and the method order are unchanged): libraries that recognise a
-# gymnasium vector env by its class's direct bases, such as skrl's wrap_env, then take these.
+# Every public class names gymnasium's VectorEnv among its direct bases (the engine already derives
+# from it): libraries that look at the direct bases, such as skrl's wrap_env, then take these.
 
 
 def _start_timeout(value: Any) -> float | None:
@@ -56,10 +55,8 @@ def _count(env_fns: Any) -> int:
 
 
 class SerialVectorEnv(VectorEnv, gym.vector.VectorEnv):
-    """Steps every env in the caller's process, one after the other.
-
-    The fastest choice for cheap envs on one core, and the reference the other backends are
-    tested against. Same constructor as ``gymnasium.vector.SyncVectorEnv``; ``envs`` gives the
+    """Steps every env in the caller's process, one after the other: the fastest choice for cheap
+    envs on one core. Same constructor as ``gymnasium.vector.SyncVectorEnv``; ``envs`` gives the
     sub-env objects.
 
     Examples:
@@ -102,16 +99,14 @@ class SyncVectorEnv(SerialVectorEnv, gym.vector.VectorEnv):
 
 
 class ThreadVectorEnv(VectorEnv, gym.vector.VectorEnv):
-    """Env groups stepped in parallel by threads, each group owned by one thread.
+    """Env groups stepped in parallel by threads, each group built and stepped by one thread.
 
-    The right choice on a free-threaded Python (3.13t, 3.14t) and when a step releases the GIL
-    (C/C++ simulators, numpy-heavy steps): no process boundary, no copies. Each group is built
-    and stepped by one thread only; with whole batches your thread steps one group while the
-    helpers step theirs. Pure-Python steps under the GIL gain nothing from threads: use
-    processes. Threads cannot be interrupted, so ``step_timeout`` is refused.
+    For a free-threaded Python (3.13t, 3.14t) or steps that release the GIL (C/C++ simulators):
+    no process boundary, no copies. With whole batches your thread steps one group while the
+    helpers step theirs. Threads cannot be interrupted, so ``step_timeout`` is refused.
 
     Args:
-        env_fns: one callable per env, each returning a fresh env.
+        env_fns: one callable per env.
         num_workers: threads stepping at once, yours included; default the usable cores, at
             most ``num_envs``.
         groups: how many groups the envs are split into (contiguous, dealt to the threads in
@@ -161,44 +156,34 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
     """Steps the envs in worker processes, several envs per worker, results in shared memory.
 
     Args:
-        env_fns: one callable per env, each returning a fresh ``gymnasium.Env``.
-        num_workers: env groups (default: the usable cores, at most ``len(env_fns)``); the envs
-            are split into contiguous groups, one group per worker process.
-        batch_size: for async batches: :meth:`recv` returns the first ``batch_size`` envs to finish
-            (with ``infos["env_id"]``); default ``len(env_fns)`` (synchronous).
-        context: multiprocessing start method (``"fork"``, ``"spawn"``, ``"forkserver"``) or
-            context; default: the platform default. With spawn/forkserver the env_fns travel with
-            cloudpickle.
-        shared_memory: accepted for gymnasium compatibility; fixed-shape arrays always travel in
-            shared memory and custom-space leaves are pickled, whatever its value.
-        copy: return copies of the observations (default); ``False`` returns views into shared
-            memory that stay valid until the next step/recv.
-        daemon: make the workers daemonic (ended when the main process exits).
+        env_fns: one callable per env.
+        num_workers: env groups, one per worker process (default: the usable cores, at most
+            ``len(env_fns)``).
+        batch_size: for async batches: :meth:`recv` returns the first ``batch_size`` envs to
+            finish (with ``infos["env_id"]``).
+        context: multiprocessing start method or context (default: the platform's).
+        shared_memory: accepted for gymnasium compatibility (fixed-shape arrays always travel
+            in shared memory).
+        copy: ``False`` returns views into shared memory valid until the next step/recv.
+        daemon: make the workers daemonic.
         observation_mode: as in gymnasium.
         autoreset_mode: as in gymnasium.
-        spin_us: how long each side busy-spins before yielding (default: 50 when every process
+        spin_us: most µs each side busy-spins before yielding (default: 50 when every process
             has its own core, else 0).
-        yield_us: how long each side then keeps calling ``sched_yield()`` before it blocks in the
-            kernel (default 500). Both are upper bounds: a side whose waits show a contended
-            core, or a peer that takes longer, blocks at once (see
-            :mod:`vecenv.transports.process.handshake`).
-        inline: step the last env group in this process, during ``step`` itself, while the worker
-            processes step theirs (``num_workers=2, inline=True`` is one worker process plus this
-            one). Faster for cheap envs on few cores; the inline envs lose crash isolation, and
-            since nothing can end a hung step in the caller's own thread, ``step_timeout`` is
-            refused with it. Default ``False``.
+        yield_us: most µs each side then calls ``sched_yield()`` before it blocks (default 500);
+            a side whose waits show a contended core blocks at once.
+        inline: step the last env group in this process, during ``step``, while the workers
+            step theirs (``num_workers=2, inline=True`` is one worker process plus this one).
+            Faster for cheap envs on few cores; the inline envs lose crash isolation, and
+            ``step_timeout`` is refused with it.
         start_timeout: seconds a worker may take to build its envs (at start and on every
-            rebuild) before it is ended and :class:`vecenv.errors.StepTimeoutError` names it;
-            ``None`` waits as long as it takes. Default 120.
-        mechanism: how the caller and its workers talk and share memory: ``"posix"`` (Unix
-            socketpairs, ``poll``, memfd: the default where it runs) or ``"portable"``
-            (``multiprocessing`` pipes and memory shared by name: the default on Windows);
-            default ``$VECENV_PROCESS_MECHANISM``, else the platform's
-            (:mod:`vecenv.transports.process.mechanism`).
+            rebuild) before :class:`vecenv.errors.StepTimeoutError` names it; ``None`` waits.
+        mechanism: ``"posix"`` (socketpairs, ``poll``, memfd: the default where it runs) or
+            ``"portable"`` (``multiprocessing`` pipes, memory shared by name: Windows); default
+            ``$VECENV_PROCESS_MECHANISM``.
         affinity: pin each worker process to one core (Linux): ``True`` spreads the workers over
-            the cores this process may use, in order; a sequence of core ids uses those (worker
-            ``i`` on ``affinity[i % len(affinity)]``). The caller's own thread is not pinned.
-            Default ``False``: the OS places every process.
+            the usable cores, in order; a sequence of core ids uses those (worker ``i`` on
+            ``affinity[i % len(affinity)]``). Default ``False``: the OS places every process.
 
     Examples:
         Four envs in two worker processes (close it, or use ``with``, to end the workers):
@@ -276,13 +261,10 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
 class AsyncVectorEnv(ProcessVectorEnv, gym.vector.VectorEnv):
     """Drop-in for ``gymnasium.vector.AsyncVectorEnv``: same constructor, same behaviour.
 
-    Like gymnasium it runs one env per worker process unless ``num_workers`` is given; pass
-    ``num_workers`` (e.g. the number of cores) to group envs and pay one round trip per worker.
-    ``max_concurrency=k`` bounds the envs in ``reset``/``step`` at once to ``k`` by running them in
-    at most ``k`` worker processes, each stepping its envs one after another (gymnasium starts one
-    process per env and shares a semaphore of ``k``). As gymnasium's, it warns when closed with a
-    call pending and logs an env's error through ``gymnasium.logger`` before raising it.
-    gymnasium's custom ``worker`` function is not supported.
+    One env per worker process unless ``num_workers`` is given (e.g. the cores, to pay one round
+    trip per group). ``max_concurrency=k`` runs at most ``k`` worker processes. As gymnasium's,
+    it warns when closed with a call pending and logs an env's error through
+    ``gymnasium.logger``. A custom ``worker`` function is not supported.
     """
 
     #: open error messages with the words of gymnasium's AsyncVectorEnv (see ``check_spaces``)
@@ -319,8 +301,7 @@ class AsyncVectorEnv(ProcessVectorEnv, gym.vector.VectorEnv):
                          autoreset_mode=autoreset_mode, **options)
 
     def close_extras(self, timeout: float | None = None, terminate: bool = False, **kwargs: Any) -> None:
-        """Close as :meth:`ProcessVectorEnv.close_extras`, warning as gymnasium does when a call
-        is still pending (its results are dropped)."""
+        """Close, warning as gymnasium does when a call is still pending (its results are dropped)."""
         flight = getattr(self, "_flight", None)
         state = CallState.DEFAULT if flight is None else flight.state
         if state in _PENDING and self.batch_size == self.num_envs:
@@ -333,7 +314,7 @@ _PENDING = (CallState.WAITING_RESET, CallState.WAITING_STEP, CallState.WAITING_C
 
 def _concurrency_workers(max_concurrency: Any, num_workers: int | None, num_envs: int) -> int:
     """Worker processes for AsyncVectorEnv: one per env (or ``num_workers``), at most
-    ``max_concurrency``; the checks and their messages are gymnasium's."""
+    ``max_concurrency`` (checked with gymnasium's messages)."""
     if max_concurrency is None:
         return num_workers or num_envs
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, (int, np.integer)):
@@ -350,29 +331,22 @@ def _concurrency_workers(max_concurrency: Any, num_workers: int | None, num_envs
 
 
 class RayVectorEnv(VectorEnv, gym.vector.VectorEnv):
-    """Env groups as Ray actors: many envs per actor, across the cores of a Ray cluster.
-
-    Ray is started locally when none is running (and shut down again at :meth:`close`);
-    ``address="auto"`` (or ``"ray://..."``) joins an existing cluster, which is left running.
+    """Env groups as Ray actors, across the cores of a Ray cluster. Ray is started locally when
+    none is running (and shut down at :meth:`close`); ``address="auto"`` joins a cluster.
 
     Args:
-        env_fns: one callable per env (pickled with cloudpickle and sent to the actors).
-        num_workers: actors (env groups); default as many as the cluster's CPUs fit, at most
-            ``num_envs``.
+        env_fns: one callable per env (sent to the actors with cloudpickle).
+        num_workers: actors (env groups); default as many as the cluster's CPUs fit.
         num_cpus_per_worker: CPUs Ray reserves for each actor (may be fractional).
-        address: Ray cluster to join (``"auto"``, ``"ray://host:10001"``...); ``None`` starts a
-            local Ray unless one is already initialised.
+        address: Ray cluster to join (``"auto"``, ``"ray://host:10001"``...).
         ray_init_kwargs: extra keywords for ``ray.init`` (e.g. ``{"num_cpus": 8}``, ``runtime_env``).
-        start_timeout: seconds the actors may take to be placed and build their envs (at start and
-            on a restart) before :class:`vecenv.errors.StepTimeoutError` says which did not;
-            ``None`` waits as long as it takes (an autoscaling cluster adding nodes).
-        batch_size: ``< num_envs`` for async batches; slow actors stop holding fast ones back.
+        start_timeout: seconds the actors may take to be placed and build their envs before
+            :class:`vecenv.errors.StepTimeoutError` says which did not; ``None`` waits (an
+            autoscaling cluster).
+        batch_size: ``< num_envs`` for async batches.
         copy: as in gymnasium.
         observation_mode: as in gymnasium.
         autoreset_mode: as in gymnasium.
-
-    Under the failure policy a hung or dead actor is killed and, with ``on_error="restart"``,
-    replaced.
     """
 
     def __init__(
@@ -399,8 +373,8 @@ class RayVectorEnv(VectorEnv, gym.vector.VectorEnv):
         try:
             if num_workers is None:
                 cpus = transport.cluster_cpus()
-                num_workers = max(1, int(cpus // num_cpus_per_worker)) if num_cpus_per_worker else int(cpus)
-                num_workers = max(1, num_workers)  # the engine caps it at num_envs
+                # the engine caps it at num_envs
+                num_workers = max(1, int(cpus // num_cpus_per_worker if num_cpus_per_worker else cpus))
             super().__init__(env_fns, transport, num_workers=num_workers, batch_size=batch_size, copy=copy,
                              observation_mode=observation_mode, autoreset_mode=autoreset_mode, **failure)
         except BaseException:

@@ -1,8 +1,7 @@
 """Errors raised by vecenv: what failed, where, and why.
 
-Every error a sub-environment or worker causes is a :class:`VecEnvError`, so a training loop
-can catch one type. Errors about the caller's own input are ordinary ``ValueError`` /
-``TypeError`` subclasses raised before anything is sent to a worker.
+Every failure of a sub-environment or worker is a :class:`VecEnvError`; errors in the caller's
+own input are ``ValueError`` / ``TypeError`` subclasses raised before anything reaches a worker.
 """
 
 from __future__ import annotations
@@ -65,12 +64,10 @@ class VecEnvError(RuntimeError):
 class EnvError(VecEnvError):
     """A sub-environment raised an exception.
 
-    The error keeps the original's type: when that is an ``Exception`` subclass that can be
-    subclassed again, the error is an instance of ``EnvError[ThatClass]``, a subclass of both, so
-    ``except ValueError:`` (or ``except gym.error.DeprecatedEnv:``) catches it as it would the
-    env's own, and so does ``except vecenv.EnvError:``. Its ``args`` are the original's and
-    ``str()`` starts with the original's message, then says where it happened. Otherwise (a
-    class the caller cannot import or rebuild, an exit) it is a plain ``EnvError`` with the text.
+    It keeps the original's type where it can: an ``EnvError[ThatClass]``, a subclass of both, so
+    ``except ValueError:`` catches it as it would the env's own, with the original's ``args``;
+    ``str()`` starts with the original's message, then says where it happened. A class that
+    cannot be rebuilt here (or an exit) gives a plain ``EnvError`` with the text.
 
     Attributes:
         env_index: index of the failing env in the vector env.
@@ -83,23 +80,13 @@ class EnvError(VecEnvError):
             (it is also chained as ``__cause__``).
     """
 
-    def __init__(
-        self,
-        env_index: int,
-        worker: int,
-        method: str,
-        exc_type: str,
-        exc_message: str,
-        remote_traceback: str,
-        original: BaseException | None = None,
-    ) -> None:
+    def __init__(self, env_index: int, worker: int, method: str, exc_type: str, exc_message: str,
+                 remote_traceback: str, original: BaseException | None = None) -> None:
         self._fill(env_index, worker, method, exc_type, exc_message, remote_traceback, original)
         super().__init__(self._text())
 
-    def _fill(
-        self, env_index: int, worker: int, method: str, exc_type: str, exc_message: str,
-        remote_traceback: str, original: BaseException | None,
-    ) -> None:
+    def _fill(self, env_index: int, worker: int, method: str, exc_type: str, exc_message: str,
+              remote_traceback: str, original: BaseException | None) -> None:
         self.env_index = env_index
         self.worker = worker
         self.method = method
@@ -147,7 +134,7 @@ class EnvError(VecEnvError):
         kind = getattr(self, "_kind", None)
         payload = None
         if kind is not None:
-            state = {k: v for k, v in self.__dict__.items() if k not in _OWN}
+            state = _state(self)
             bare = {"details": self.details}
             for parts in ((kind, self.args, state, self.original), (kind, self.args, bare, None), (kind, (), bare, None)):
                 try:
@@ -256,10 +243,8 @@ class StepTimeoutError(VecEnvError, TimeoutError):
     """A sub-environment took longer than ``step_timeout`` seconds (or, for ``method="start"``,
     Ray actors were not placed and started within ``start_timeout``; ``detail`` says why)."""
 
-    def __init__(
-        self, env_indices: list[int], worker: int | None, timeout: float | None, method: str = "step",
-        detail: str = "",
-    ):
+    def __init__(self, env_indices: list[int], worker: int | None, timeout: float | None,
+                 method: str = "step", detail: str = ""):
         self.env_indices = list(env_indices)
         self.worker = worker
         self.timeout = timeout
@@ -297,9 +282,7 @@ def format_traceback(exc: BaseException) -> str:
 
 def portable_error(exc: BaseException) -> BaseException:
     """``exc`` if it survives pickling, else a copy that does (its traceback kept as text)."""
-    for candidate in (exc, exc.without_original() if isinstance(exc, EnvError) else None):
-        if candidate is None:
-            continue
+    for candidate in (exc, exc.without_original()) if isinstance(exc, EnvError) else (exc,):
         try:
             cloudpickle.loads(cloudpickle.dumps(candidate))
             return candidate

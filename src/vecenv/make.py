@@ -1,17 +1,25 @@
-"""``vecenv.make``: one call from an env id or factory to a vector env on any backend."""
+"""``vecenv.make``: one call from an env id or factory to a vector env on any backend.
+
+It takes ``gym.make_vec``'s call: a keyword that names an option of one of vecenv's backends
+(``copy``, ``num_workers``, ``on_error``, ...) configures the vector env, any other goes to each
+env (``max_episode_steps``, ``render_mode``, the env's constructor arguments); one that fits
+neither is refused before anything starts, saying where each kind belongs.
+"""
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
-from functools import partial
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache, partial
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import (
     EnvSpec,
     VectorizeMode,
-    _find_spec,  # what gym.make uses; parses "module:EnvId"
+    _find_spec,
+    load_env_creator,
 )
 from gymnasium.vector import AutoresetMode
 
@@ -20,13 +28,7 @@ from vecenv.backends import ProcessVectorEnv, RayVectorEnv, SerialVectorEnv, Thr
 from vecenv.engine import VectorEnv, parse_autoreset_mode
 from vecenv.engine.checks import check_count
 from vecenv.layout import choose
-from vecenv.make_args import (
-    autoreset_from,
-    backend_for_mode,
-    check_backend_keywords,
-    check_env_keywords,
-    sort_keywords,
-)
+from vecenv.policy import FailureOptions
 from vecenv.system import usable_cores
 
 __all__ = ["BACKENDS", "available_backends", "make", "register_vector_env", "usable_cores"]
@@ -40,20 +42,153 @@ BACKENDS: dict[str, type[VectorEnv]] = {
 }
 
 
+def _keywords(fn: Any) -> tuple[list[str], bool]:
+    """The parameters ``fn`` takes by keyword, in order, and whether it takes any (``**kwargs``)."""
+    params = inspect.signature(fn).parameters.values()
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return names, any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+#: what ``gym.make`` itself takes beside the env's constructor arguments (``max_episode_steps``,
+#: ``disable_env_checker``), read from the installed gymnasium
+GYM_MAKE_KEYWORDS = tuple(k for k in _keywords(gym.make)[0] if k != "id")
+#: gymnasium's vectorization modes and the backend each one means here
+_MODE_BACKENDS = {VectorizeMode.SYNC: "serial", VectorizeMode.ASYNC: "process"}
+
+
+@cache
+def _backend_params() -> dict[str, frozenset[str]]:
+    """Each backend's constructor keywords (the failure policy's included)."""
+    failure = set(FailureOptions.__annotations__)
+    params = {}
+    for name, cls in BACKENDS.items():
+        own = set(_keywords(cls.__init__)[0]) - {"self", "env_fns"}
+        params[name] = frozenset(own | failure)
+    return params
+
+
+def vector_keywords() -> frozenset[str]:
+    """Every keyword that configures one of vecenv's vector envs (any backend)."""
+    return frozenset().union(*_backend_params().values())
+
+
+def backend_for_mode(mode: Any, backend: str) -> str:
+    """The backend that gymnasium's ``vectorization_mode`` means: ``"sync"`` is ``"serial"``,
+    ``"async"`` is ``"process"``; ``None`` keeps ``backend``."""
+    if mode is None:
+        return backend
+    try:
+        mode = VectorizeMode(mode)
+    except ValueError:
+        raise ValueError(f"vectorization_mode: expected one of {[m.value for m in VectorizeMode]} "
+                         f"(gymnasium's modes) or None, got {mode!r}") from None
+    if mode is VectorizeMode.VECTOR_ENTRY_POINT:
+        raise ValueError(
+            "vectorization_mode='vector_entry_point' asks gym.make_vec to build the vector env that "
+            "the id registers as its vector_entry_point; vecenv.make builds its own. Call "
+            "gym.make_vec(id, num_envs, vectorization_mode='vector_entry_point') for the registered "
+            "one, or vecenv.make(id, num_envs, backend=...) for vecenv's (see "
+            "vecenv.register_vector_env to register vecenv as an id's vector_entry_point)")
+    wanted = _MODE_BACKENDS[mode]
+    if backend not in ("auto", wanted):
+        raise ValueError(f"vectorization_mode={mode.value!r} means backend={wanted!r}, but "
+                         f"backend={backend!r} was given; pass one of them")
+    return wanted
+
+
+def sort_keywords(kwargs: Mapping[str, Any], env_kwargs: Mapping[str, Any] | None,
+                  vector_kwargs: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(env keywords, vector env keywords)`` from ``make``'s ``**kwargs``, ``env_kwargs`` and
+    ``vector_kwargs``; a keyword given twice is refused, naming both places."""
+    known = vector_keywords()
+    vector = _checked_dict("vector_kwargs", vector_kwargs)
+    envs = _checked_dict("env_kwargs", env_kwargs)
+    unknown = sorted(key for key in vector if key not in known)
+    if unknown:
+        raise TypeError(
+            f"vector_kwargs: {unknown[0]!r} is not a keyword of any vecenv vector env; vector_kwargs "
+            f"takes {sorted(known)}. An env's own keyword goes to make(...) directly or in env_kwargs=")
+    for key, value in kwargs.items():
+        into, name = (vector, "vector_kwargs") if key in known else (envs, "env_kwargs")
+        if key in into:
+            raise TypeError(f"{key!r} was given both as make(..., {key}=...) and in {name}; pass it once")
+        into[key] = value
+    return envs, vector
+
+
+def _checked_dict(name: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+        raise TypeError(f"{name}: expected a dict of keyword arguments, got {value!r:.100}")
+    return dict(value)
+
+
+def check_backend_keywords(backend: str, vector: Mapping[str, Any]) -> None:
+    """Refuse a vector env keyword that ``backend`` does not take, naming the backends that do."""
+    if backend == "auto":
+        return
+    params = _backend_params()
+    for key in vector:
+        if key not in params[backend]:
+            takers = sorted(name for name, keys in params.items() if key in keys)
+            raise TypeError(f"{key!r} is a keyword of the {', '.join(takers)} backend(s), not of "
+                            f"backend={backend!r}, which takes {sorted(params[backend])}")
+
+
+def check_env_keywords(env: Any, spec: EnvSpec | None, keywords: Mapping[str, Any]) -> None:
+    """Refuse, before any env is made, a keyword that neither the env's constructor (read from
+    the id's entry point, or ``env`` itself) nor ``gym.make`` takes."""
+    if not keywords:
+        return
+    if spec is not None:
+        if spec.entry_point is None:
+            return
+        creator: Any
+        try:
+            creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+        except Exception:  # noqa: BLE001 - gym.make reports an unloadable entry point itself
+            return
+        allowed = set(GYM_MAKE_KEYWORDS)
+        where = f"{spec.id} (made by gym.make, which also takes {list(GYM_MAKE_KEYWORDS)})"
+    else:
+        creator, allowed, where = env, set(), f"the env factory {getattr(env, '__name__', env)!r}"
+    try:
+        names, any_keyword = _keywords(creator)
+    except (TypeError, ValueError):  # a signature that cannot be read accepts anything
+        return
+    if any_keyword:
+        return
+    takes = set(names)
+    for key in keywords:
+        if key not in takes and key not in allowed:
+            raise TypeError(
+                f"{key!r}: not a keyword of {where}, which takes {sorted(takes | allowed)}, nor of "
+                f"vecenv's vector envs, which take {sorted(vector_keywords())}. As in gym.make_vec, "
+                "an env keyword goes to make(...) directly or in env_kwargs={...} and reaches every "
+                "env; a vector env keyword goes to make(...) directly or in vector_kwargs={...}")
+
+
+def autoreset_from(vector: dict[str, Any], autoreset_mode: str | AutoresetMode) -> str | AutoresetMode:
+    """``autoreset_mode`` given in ``vector_kwargs`` (as gymnasium's vector envs take it) or as
+    make's own argument; both at once is refused unless they agree."""
+    if "autoreset_mode" not in vector:
+        return autoreset_mode
+    given = vector.pop("autoreset_mode")
+    if parse_autoreset_mode(autoreset_mode) not in (AutoresetMode.NEXT_STEP, parse_autoreset_mode(given)):
+        raise TypeError(f"autoreset_mode given twice: make(..., autoreset_mode={autoreset_mode!r}) and "
+                        f"vector_kwargs={{'autoreset_mode': {given!r}}}; pass it once")
+    return given
+
+
 def available_backends() -> list[str]:
     """Every backend's name (an optional extra, such as Ray, may still need installing)."""
     return list(BACKENDS)
 
 
-def find_spec(env_id: str) -> EnvSpec:
-    """gymnasium's spec for ``env_id``, as ``gym.make`` finds it.
-
-    A ``"module:EnvId"`` id imports ``module`` first (so a plugin registers its envs) and an
-    unversioned id gets its latest version: gymnasium's own lookup, so that the parent checks the
-    id exactly as each worker's ``gym.make`` will. Raises gymnasium's errors for an unknown id,
-    and ``ModuleNotFoundError`` for a module that cannot be imported.
-    """
-    return _find_spec(env_id)
+#: gymnasium's spec for an id, found as each worker's ``gym.make`` will find it (``"module:EnvId"``
+#: imports ``module`` first; an unversioned id gets its latest version)
+find_spec: Callable[[str], EnvSpec] = _find_spec
 
 
 def _make_from_id(env_id: str | EnvSpec, env_kwargs: dict, wrappers: Sequence[Callable]) -> gym.Env:
@@ -93,28 +228,20 @@ def make(
 
     Args:
         env: a registered env id (``"CartPole-v1"``, or ``"module:EnvId"`` to import the module
-            that registers it first, as ``gym.make`` does: ``"ale_py:ALE/Pong-v5"``) or its
-            ``EnvSpec`` (as ``gym.make_vec`` takes), a callable returning an env (called with
-            the env keywords), or a list of callables (then ``num_envs`` is its length).
+            that registers it first: ``"ale_py:ALE/Pong-v5"``) or its ``EnvSpec``, a callable
+            returning an env (called with the env keywords), or a list of callables.
         num_envs: how many copies (default 1; for a list, its length).
         backend: ``"serial"``, ``"thread"``, ``"process"``, ``"ray"`` or ``"auto"``: the layout
-            that steps this env fastest here (serial, processes, or processes with
-            ``inline=True``), chosen by measuring; see :mod:`vecenv.layout`. The env's
-            ``layout`` attribute says what was chosen and why; ``VECENV_BACKEND`` forces it.
+            measured to step this env fastest here (:mod:`vecenv.layout`); the env's ``layout``
+            attribute says what was chosen and why; ``VECENV_BACKEND`` forces it.
         autoreset_mode: ``"next_step"`` (default), ``"same_step"``, ``"disabled"`` or the enum.
-        env_kwargs: keyword arguments for ``gym.make`` or the factory (the same as passing them
-            to ``make`` directly).
+        env_kwargs: keyword arguments for ``gym.make`` or the factory.
         wrappers: callables applied in order to each env after it is made.
         vectorization_mode: gymnasium's: ``"sync"`` is ``backend="serial"``, ``"async"`` is
-            ``backend="process"``; ``"vector_entry_point"`` is refused (that is
-            ``gym.make_vec``'s job; see :func:`vecenv.register_vector_env`).
-        vector_kwargs: keywords for the vector env's class (``copy``, ``observation_mode``,
-            ``context``, ``num_workers``, ...), as ``gym.make_vec`` takes them.
-        **kwargs: a keyword naming an option of vecenv's vector envs (``copy``,
-            ``num_workers``, ``on_error``, ...) goes to the vector env; any other keyword goes
-            to each env, as in ``gym.make_vec`` (``max_episode_steps``, ``render_mode``,
-            ``disable_env_checker``, the env's own arguments). A keyword that neither takes is
-            refused before anything starts.
+            ``backend="process"``; ``"vector_entry_point"`` is refused.
+        vector_kwargs: keywords for the vector env's class, as ``gym.make_vec`` takes them.
+        **kwargs: a vector env option (``copy``, ``num_workers``, ``on_error``, ...) goes to the
+            vector env; any other keyword to each env, as in ``gym.make_vec``.
 
     Examples:
         >>> import vecenv
@@ -153,14 +280,16 @@ def make(
     else:  # an explicit backend touches no file of vecenv's
         envs = BACKENDS[backend](env_fns, autoreset_mode=mode, **backend_kwargs)
     if spec is not None:
-        envs.spec = _made_spec(spec, env_kwargs, len(env_fns))
+        # the keywords the envs were made with, as gym.make_vec records them
+        envs.spec = copy.deepcopy(spec)
+        envs.spec.kwargs = {**spec.kwargs, **env_kwargs, **({"num_envs": len(env_fns)} if len(env_fns) != 1 else {})}
     return envs
 
 
 def _make_auto(env_fns: list[Callable[[], gym.Env]], mode: AutoresetMode,
                backend_kwargs: dict[str, Any]) -> VectorEnv:
     """The layout ``backend="auto"`` measures and chooses; the vector env counts as a run on this
-    machine while it lives (:mod:`vecenv.runs`), so that other processes' ``auto`` sees it."""
+    machine while it lives (:mod:`vecenv.runs`)."""
     with runs.starting():  # a run started beside this one sees it while both choose
         chosen = choose(env_fns, backend_kwargs)
         envs = BACKENDS[chosen.backend](env_fns, autoreset_mode=mode, **{**chosen.kwargs(), **backend_kwargs})
@@ -194,15 +323,6 @@ def _env_fns(env: Any, num_envs: Any, env_kwargs: dict[str, Any],
     )
 
 
-def _made_spec(spec: EnvSpec, env_kwargs: dict[str, Any], num_envs: int) -> EnvSpec:
-    """The id's spec with the keywords the envs were made with, as ``gym.make_vec`` records it."""
-    made = copy.deepcopy(spec)
-    made.kwargs = {**spec.kwargs, **env_kwargs}
-    if num_envs != 1:
-        made.kwargs["num_envs"] = num_envs
-    return made
-
-
 def _num_envs(num_envs: Any) -> int:
     """``num_envs`` as an int: any integral number >= 1 (a numpy integer too), never a bool."""
     return 1 if num_envs is None else check_count("num_envs", num_envs, None)
@@ -212,14 +332,10 @@ def register_vector_env(id: str, env: str | Callable[..., gym.Env], **options: A
     """Register gymnasium id ``id`` whose vector entry point is vecenv: ``gym.make_vec(id, n)``
     returns ``vecenv.make(env, num_envs=n, **options)``.
 
-    ``gym.make(id)`` still makes one env as ``env`` does (its entry point, keywords and time
-    limit are copied from ``env``'s registration). ``gym.make_vec`` calls the vector entry point
-    with ``num_envs=`` and the spec's keywords (``max_episode_steps`` among them), which
-    :func:`make` passes to each env. This is the route by which a library that builds its vector
-    env with ``gym.make_vec(id, n, vectorization_mode="vector_entry_point")`` steps with vecenv:
-    RLlib's ``gym_env_vectorize_mode="vector_entry_point"`` (see docs/clients.md). Register in
-    every process that builds the vector env: a ``"module:Id"`` id makes gymnasium import the
-    module that registers it.
+    ``gym.make(id)`` still makes one env as ``env`` does (its registration is copied). This is
+    how a library that calls ``gym.make_vec(id, n, vectorization_mode="vector_entry_point")``
+    (RLlib: docs/clients.md) steps with vecenv. Register in every process that builds the vector
+    env (a ``"module:Id"`` id makes gymnasium import the module that registers it).
 
     Examples:
         >>> import gymnasium as gym

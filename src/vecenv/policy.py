@@ -1,9 +1,5 @@
-"""The failure policy: what a vector env does when an env raises, a worker dies or a step hangs.
-
-One :class:`FailurePolicy` is validated once, where the vector env is built, and handed down to
-the engine (worker restarts, step deadlines) and to every env group (env restarts), so no layer
-restates the options.
-"""
+"""The failure policy: what a vector env does when an env raises, a worker dies or a step hangs;
+validated once where the vector env is built, and handed to the engine and every env group."""
 
 from __future__ import annotations
 

@@ -1,17 +1,12 @@
 """Files vecenv keeps for its user on its own (the live-runs registry, the calibration cache),
 safe on a machine where other people have accounts.
 
-Another local user can create a directory before vecenv does, fill it with symlinks or FIFOs,
-or plant files for vecenv to read. So a directory is used only when it is this user's alone
-(:func:`private_dir`: created with mode 0700, then checked with ``lstat`` as ssh and CPython's
-``tempfile`` do), entries are written to a fresh temporary file and renamed into place
-(:func:`write_private`: no link is followed, nothing that is not ours is truncated), and read
-only when they are regular files of this user's, of bounded size, opened without following a
-link or blocking on a FIFO (:func:`read_private`). A directory that fails the check is reported
-once (a :class:`UnsafePathWarning`) and left alone; vecenv then works without it.
-
-On Windows there are no uids or mode bits to check: the directories used there (the user's own
-temporary and cache directories) are private to the user already.
+Another local user could create a directory first, or plant links, FIFOs or files in it. So a
+directory is used only when it is this user's alone (:func:`private_dir`, checked with ``lstat``
+as ssh does; else an :class:`UnsafePathWarning`, once, and vecenv goes on without it), entries are
+written to a temporary file renamed into place (:func:`write_private`), and read only when they
+are small regular files of this user's (:func:`read_private`). Windows has no uids or mode bits
+to check; the user's own directories there are private already.
 """
 
 from __future__ import annotations
@@ -69,9 +64,9 @@ def _warn_once(path: str, problem: str, purpose: str) -> None:
 
 
 def private_dir(path: str, purpose: str) -> str | None:
-    """``path`` when it is (or has just been made, mode 0700) a directory that only this user
-    can write to; else None, with a warning (once per directory and problem) naming ``purpose``
-    and what is wrong. A directory that cannot be created is None without a warning."""
+    """``path`` when it is (or has just been made, mode 0700) a directory only this user can
+    write to; else None, with a warning naming ``purpose`` and the problem (none when the
+    directory cannot be created)."""
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
         st = os.lstat(path)
@@ -85,9 +80,8 @@ def private_dir(path: str, purpose: str) -> str | None:
 
 
 def write_private(directory: str, name: str, data: bytes) -> bool:
-    """Put ``data`` in ``directory/name`` (a directory from :func:`private_dir`): written to a new
-    temporary file (``O_EXCL``, mode 0600, no link followed) and renamed over ``name``, which
-    replaces a link of that name rather than writing through it. False when it failed."""
+    """Put ``data`` in ``directory/name`` through a new temporary file (mode 0600) renamed over
+    it, which replaces a link rather than writing through it. False when it failed."""
     try:
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
     except OSError:
@@ -107,8 +101,7 @@ def write_private(directory: str, name: str, data: bytes) -> bool:
 
 def read_private(path: str, limit: int) -> bytes | None:
     """The contents of ``path`` when it is a regular file of this user's of at most ``limit``
-    bytes; None otherwise (missing, a link, a FIFO or device, another user's, too large). Never
-    blocks on a FIFO and never follows a link."""
+    bytes, else None; never follows a link nor blocks on a FIFO."""
     try:
         fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _BINARY)
     except OSError:

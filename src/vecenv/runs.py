@@ -1,17 +1,11 @@
-"""The vecenv runs on this machine: each process with a live vector env keeps a small file in a
-shared directory while it has one, so that ``backend="auto"`` in another process can count it.
+"""The vecenv runs on this machine, for ``backend="auto"``: each process with a live vector env
+from ``auto`` keeps a small file in a shared directory, so that two runs started together (two
+seeds) see each other even while the other is still importing and its load does not show.
 
-Two training runs started together (two seeds) each build their vector env while the other is
-still importing or already waiting, so a look at the machine's load at that moment can miss the
-other run; its file cannot. A file names its process and that process's start time: a file whose
-process is gone, or whose pid now belongs to another process, is stale and is removed by the
-next reader.
-
-The directory is ``$VECENV_RUNS_DIR``, else ``vecenv-runs`` in the user's runtime directory
-(``$XDG_RUNTIME_DIR``, Linux), else ``vecenv-runs-UID`` in the temporary directory. Another user
-could create that last one first, or plant links and FIFOs in it, so the registry is used only
-when the directory is this user's alone, and an entry is read only when it is a small regular
-file of this user's (:mod:`vecenv.private_files`); otherwise ``auto`` goes on without it.
+A file is named by its pid and holds that process's start time; a file whose process is gone or
+whose pid was reused is stale and removed by the next reader. The directory
+(``$VECENV_RUNS_DIR``, else ``$XDG_RUNTIME_DIR/vecenv-runs``, else ``vecenv-runs-UID`` in the
+temporary directory) is used only when it is this user's alone (:mod:`vecenv.private_files`).
 """
 
 from __future__ import annotations
@@ -39,8 +33,7 @@ _PURPOSE = "its registry of live runs (backend='auto')"
 
 
 def runs_dir() -> str:
-    """Where the registry is meant to be (see the module docstring); :func:`_checked_dir` says
-    whether it can be used."""
+    """Where the registry is meant to be (whether it can be used: :func:`_checked_dir`)."""
     chosen = os.environ.get("VECENV_RUNS_DIR")
     if chosen:
         return chosen
@@ -80,9 +73,8 @@ def closed() -> None:
 
 @contextmanager
 def starting() -> Iterator[None]:
-    """This process counts as a run while it chooses a layout and builds its vector env, so that
-    two runs started together each see the other when they choose (the env itself then holds the
-    count while it lives; a failed build leaves none)."""
+    """This process counts as a run while it chooses a layout and builds its vector env (then
+    the env holds the count while it lives; a failed build leaves none)."""
     opened()
     try:
         yield
@@ -96,8 +88,7 @@ def _remove() -> None:
 
 
 def other_runs() -> int:
-    """How many other processes on this machine have a live vector env (stale entries, and
-    anything in the directory that is not an entry of this user's, removed if ours)."""
+    """How many other processes on this machine have a live vector env (removing stale entries)."""
     directory = _checked_dir()
     if directory is None:
         return 0

@@ -1,11 +1,6 @@
-"""What vecenv asks the operating system about this process's cores and about other processes
-(and the interpreter about itself), one function per question, with a way for each platform.
-
-Linux answers from ``/proc``; Windows through a process handle (never ``os.kill(pid, 0)``: signal
-0 is ``CTRL_C_EVENT`` there, and CPython before 3.12 falls through to ``TerminateProcess``, so
-the probe would kill the process it asks about); other POSIX systems through ``os.kill(pid, 0)``,
-which sends nothing.
-"""
+"""What vecenv asks the operating system about cores and other processes, one function per
+question: Linux answers from ``/proc``, Windows through a process handle (``os.kill(pid, 0)``
+there would end the process), other POSIX systems through ``os.kill(pid, 0)``."""
 
 from __future__ import annotations
 
@@ -80,16 +75,6 @@ def _windows_start_time(pid: int) -> str | None:
         kernel32.CloseHandle(handle)
 
 
-def _signal_zero(pid: int) -> str | None:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except OSError:  # alive, another user's
-        pass
-    return ""
-
-
 def process_start_time(pid: int) -> str | None:
     """When process ``pid`` started, as text that changes when the pid is reused (clock ticks
     since boot on Linux, the creation time on Windows); ``""`` when it is alive but its start
@@ -98,7 +83,13 @@ def process_start_time(pid: int) -> str | None:
         return _proc_start_time(pid)
     if os.name == "nt":
         return _windows_start_time(pid)
-    return _signal_zero(pid)
+    try:
+        os.kill(pid, 0)  # sends nothing
+    except ProcessLookupError:
+        return None
+    except OSError:  # alive, another user's
+        pass
+    return ""
 
 
 def process_alive(pid: int) -> bool:

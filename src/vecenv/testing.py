@@ -1,10 +1,8 @@
 """Small deterministic envs for testing vector envs (vecenv's own tests use them).
 
-They cover every kind of space a batch buffer handles (Box, Discrete, MultiDiscrete,
-MultiBinary, nested Dict/Tuple, and a custom Text space that travels as objects), episodes that
-end by termination and by truncation at different times, and sparse infos of several types.
-Each is seeded only through ``reset(seed=...)``, so two copies given the same seeds and actions
-produce the same trajectories. Module-level classes, so every start method can pickle them.
+They cover every kind of space a batch buffer handles (nested Dict/Tuple and a custom Text space
+included), episodes ending by termination and truncation at different times, and sparse infos.
+Seeded only through ``reset(seed=...)``; module-level, so every start method can pickle them.
 """
 
 from __future__ import annotations
@@ -66,16 +64,12 @@ class DictTupleEnv(_EpisodeEnv):
 
     def __init__(self, max_steps: int = 12, p_terminate: float = 0.08) -> None:
         super().__init__(max_steps, p_terminate)
-        self.observation_space = spaces.Dict(
-            {
-                "pos": spaces.Box(-1.0, 1.0, (3,), np.float32),
-                "count": spaces.Discrete(50),
-                "flags": spaces.MultiBinary(4),
-                "nested": spaces.Tuple(
-                    (spaces.MultiDiscrete([3, 4]), spaces.Box(0.0, 1.0, (2, 2), np.float64))
-                ),
-            }
-        )
+        self.observation_space = spaces.Dict({
+            "pos": spaces.Box(-1.0, 1.0, (3,), np.float32),
+            "count": spaces.Discrete(50),
+            "flags": spaces.MultiBinary(4),
+            "nested": spaces.Tuple((spaces.MultiDiscrete([3, 4]), spaces.Box(0.0, 1.0, (2, 2), np.float64))),
+        })
         self.action_space = spaces.Tuple((spaces.Discrete(3), spaces.Box(-1.0, 1.0, (2,), np.float32)))
 
     def _obs(self):

@@ -1,12 +1,9 @@
 """A vector env belongs to the process that made it.
 
-Its workers, threads, sockets and shared memory are that process's. A child that the caller
-forks (``os.fork()``, a data loader's worker, a fork-started worker of another vector env)
-inherits a copy of the Python object, and must not act through it: its exit hooks and garbage
-collection would close the owner's workers, a step would post commands to them. At every fork,
-in the child, :func:`_forked` hands each open vector env over to its owner: the transport lets
-go of what the fork copied (:meth:`~vecenv.engine.transport.Transport.disown`), and any later
-use is a clear error (:func:`refuse_if_foreign`).
+A forked child (a data loader's worker, another vector env's worker) inherits a copy of the
+object and must not act through it: its exit would close the owner's workers. At every fork the
+child's transports let go of what the fork copied (:func:`_forked`), and any later use is a clear
+error (:func:`refuse_if_foreign`).
 """
 
 from __future__ import annotations
@@ -45,7 +42,7 @@ def refuse_if_foreign(env: Any, owner: int) -> None:
 
 
 def _forked() -> None:
-    """In a fork's child: every open vector env is its owner's (see the module docstring)."""
+    """In a fork's child: every open vector env is its owner's."""
     for env in list(_OPEN):
         _OPEN.discard(env)
         env._open = False  # close() and garbage collection do nothing here

@@ -1,8 +1,5 @@
-"""``Partition``: which worker's env group holds which envs, and how a set of envs splits by group.
-
-Worker ``w`` holds the contiguous envs ``partition[w] == (start, stop)``; a command for some envs
-goes to each group they fall in, with the envs renumbered to the group (its local ids).
-"""
+"""``Partition``: worker ``w``'s env group holds the contiguous envs ``partition[w] == (start,
+stop)``; a command for some envs goes to each group they fall in, renumbered to the group."""
 
 from __future__ import annotations
 
@@ -18,12 +15,7 @@ __all__ = ["GroupIds", "Partition", "split_envs"]
 def split_envs(num_envs: int, num_workers: int) -> list[tuple[int, int]]:
     """Contiguous ``(start, stop)`` env ranges, as even as possible, one per worker."""
     base, extra = divmod(num_envs, num_workers)
-    bounds, start = [], 0
-    for w in range(num_workers):
-        stop = start + base + (1 if w < extra else 0)
-        bounds.append((start, stop))
-        start = stop
-    return bounds
+    return [(w * base + min(w, extra), (w + 1) * base + min(w + 1, extra)) for w in range(num_workers)]
 
 
 #: the envs of one group that a command names: (worker, their ids within the group or None for

@@ -1,11 +1,6 @@
-"""Recovery: what becomes of a worker that died or overran ``step_timeout``.
-
-Under ``on_error="restart"`` (and within the restart budget) :class:`Recovery` replaces the
-worker and plans how its envs' episodes end, by the same rule an env group uses for one env
-(:func:`vecenv.worker.restarts.truncate_rows`): it returns a :class:`Restart`, which the flight
-applies (:meth:`~vecenv.engine.flight.InFlight.apply_restart`). Otherwise the flight drops every
-other reply and raises the error (:meth:`~vecenv.engine.flight.InFlight.fail`).
-"""
+"""What becomes of a worker that died or overran ``step_timeout`` under ``on_error="restart"``:
+:class:`Recovery` replaces it (within the restart budget) and returns a :class:`Restart`, the
+plan for its envs' episodes that the flight applies."""
 
 from __future__ import annotations
 
@@ -27,11 +22,10 @@ __all__ = ["Recovery", "Restart"]
 
 
 class Restart(NamedTuple):
-    """What a worker's restart leaves the flight to do: return ``entries`` for its envs that
-    were in flight (their rows truncated, unless ``fresh``: the rows hold the new envs' reset,
-    with the custom-space ``objects`` it returned), and end the episodes of ``later`` (env -> the
-    restart report, and for SAME_STEP the new env's reset observation and info) at their next
-    send."""
+    """What a restart leaves the flight to do: return ``entries`` for the envs in flight (rows
+    truncated, unless ``fresh``: they hold the new envs' reset and its custom-space ``objects``),
+    and end the episodes of ``later`` (env -> report, SAME_STEP's reset observation and info) at
+    their next send."""
 
     entries: list[InfoEntry]
     later: dict[int, tuple[dict, Any, dict]]
@@ -51,15 +45,10 @@ class Recovery:
         return self.flight.policy.restarts and self.budget.spend(w, f"worker {w}", error)
 
     def restart(self, w: int, envs: np.ndarray, error: VecEnvError, command: Any = None) -> Restart:
-        """Replace worker ``w``, which failed running ``command`` for ``envs``, with a fresh
-        one; the plan for the episodes of its envs.
-
-        A reset is run again on the new worker, with its seeds and options: its envs return the
-        fresh observations that reset gives. Otherwise the rows keep the last observation the
-        old worker wrote. SAME_STEP resets the new envs at once (that observation becomes
-        ``final_obs``); NEXT_STEP resets them on their next step; DISABLED leaves the reset to
-        the caller, as after any episode end.
-        """
+        """Replace worker ``w``, which failed running ``command`` for ``envs``; the plan for its
+        envs' episodes. A failed reset runs again on the new worker; otherwise the rows keep the
+        old worker's last observation, and SAME_STEP resets the new envs at once, NEXT_STEP on
+        their next step, DISABLED leaves it to the caller."""
         flight = self.flight
         b = flight.buffers
         same_step = flight.autoreset_mode is AutoresetMode.SAME_STEP

@@ -4,16 +4,11 @@
 
     make(env, n)                          backend="auto"
       │
-      ├── probe.probe_env(env_fns[0])     one copy, built, reset, stepped for at most PROBE_S
-      │                                   ──► EnvProbe (step µs, CPU share, observation size;
-      │                                   remembered per env for this process when quiet)
-      ├── machine.machine_costs()         vecenv's own cost per batched step on a no-op env,
-      │                                   serial / thread (no GIL) / process / inline, measured
-      │                                   once per machine
-      │                                   ──► MachineCosts (cached in the user's cache directory,
-      │                                   checked cheaply once per process; never saved when
-      │                                   load.others_busy() saw other work, and measured
-      │                                   again at the first make that finds the machine quiet)
+      ├── probe.probe_env(env_fns[0])     one copy stepped for at most PROBE_S ──► EnvProbe
+      │                                   (step µs, CPU share, observation size)
+      ├── machine.machine_costs()         vecenv's own cost per batched step on a no-op env
+      │                                   ──► MachineCosts (cached per machine, checked cheaply,
+      │                                   never saved when measured beside other work)
       ├── load.others_busy()              the cores' worth of CPU other programs use now, and
       │   runs.other_runs()                 other processes with a live vector env (each ≥ 1 core)
       └── rule.decide(probe, costs, n, cores, others)  ──► Layout(backend, num_workers, inline, reason,
@@ -27,15 +22,12 @@ takes the least (``c`` an env's step, ``e`` vecenv's work per env, ``W`` groups)
     process, W groups  X_process(W) + ⌈n/W⌉·(c + e)      W ≤ usable cores
     inline,  W groups  X_inline(W)  + ⌈n/W⌉·(c + e)      W-1 workers + the caller's process
 
-``F`` and the crossings ``X`` come from :class:`MachineCosts` (``X_thread`` is measured only on
-a free-threaded Python with the GIL off: under the GIL threads never pay off for Python envs).
-Beside busy programs threads share what those leave, as processes do. An env whose step mostly
-waits (sleep, I/O: CPU share below :data:`WAITING_SHARE`) may have more workers than cores.
-Within :data:`TIE` of the best, the simpler layout wins: serial, then thread, then process
-(isolated), then inline.
-On a contended machine (other programs busy on half a core or more) each of the run's processes
-is predicted at its share of the cores, with a blocking wake-up each way, and serial stands
-unless a layout with workers beats it by :data:`~vecenv.layout.rule.CONTENDED_MARGIN`.
+``F`` and the crossings ``X`` come from :class:`MachineCosts`. An env whose step mostly waits
+(CPU share below :data:`WAITING_SHARE`) may have more workers than cores. Within :data:`TIE` of
+the best, the simpler layout wins: serial, thread, process, then inline. On a contended machine
+(other programs busy on half a core or more) the run's processes are predicted at their share of
+the cores left, with a blocking wake-up each way, and serial stands unless a layout with workers
+beats it by :data:`~vecenv.layout.rule.CONTENDED_MARGIN`.
 
 ``VECENV_BACKEND`` (``serial``, ``thread``, ``process``, ``inline``, ``ray``) forces auto's choice;
 ``backend=`` forces it for one call. Probing never changes results: the probe copy is closed and
@@ -59,8 +51,8 @@ from vecenv.layout.rule import (
     Layout,
     MachineCosts,
     allowed_layouts,
-    backend_of,
     decide,
+    fixed,
     forced,
 )
 from vecenv.runs import other_runs
@@ -94,23 +86,20 @@ def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str
     allowed, narrowed = allowed_layouts(backend_kwargs, n, cores)
     workers = backend_kwargs.get("num_workers")
     if len(allowed) == 1 and allowed[0] != "serial":
-        w = max(1, min(n, workers or cores))
-        return Layout(backend_of(allowed[0]), w, allowed[0] == "inline", narrowed)
+        return fixed(allowed[0], n, workers, cores, narrowed)
     if "serial" in allowed and script_rerun_line(backend_kwargs.get("context")) is not None:
         allowed, narrowed = ["serial"], (
             "worker processes would run this script again: it creates the vector env outside "
             '`if __name__ == "__main__":` (put it there to let auto use processes)'
         )
     if allowed == ["serial"] or (n == 1 and "serial" in allowed):
-        return Layout("serial", 1, False, narrowed or "one env")
+        return fixed("serial", n, workers, cores, narrowed or "one env")
     before = others_busy()  # read again after the probe and calibration: the larger counts
     try:
         probe = cached_probe(env_fns[0])
     except Exception as exc:  # the backend builds the envs again and reports the failure as the env's
         kind = "process" if "process" in allowed else allowed[0]
-        w = 1 if kind == "serial" else max(1, min(n, workers or cores))
-        reason = f"the env could not be probed here ({type(exc).__name__}: {exc})"
-        return Layout(backend_of(kind), w, kind == "inline", reason)
+        return fixed(kind, n, workers, cores, f"the env could not be probed here ({type(exc).__name__}: {exc})")
     costs = machine_costs()
     others, runs = most(before, others_busy()), other_runs()
     if not contended(cores, others):

@@ -1,13 +1,8 @@
 """vecenv's own costs on this machine (:class:`~vecenv.layout.rule.MachineCosts`), measured on
 no-op envs, cached in the user's cache directory, and checked cheaply before a cached figure is
-trusted.
-
-A calibration is only as good as the machine was quiet while it ran: a worker that shares its
-core with another program crosses many times slower (figures in docs/auto.md), and
-``backend="auto"`` would pick serial from then on. So every figure is measured in :data:`TRIALS`
-short trials, the load of the rest of the machine (:func:`vecenv.layout.load.others_busy`) is
-read before and after, and a measurement that saw other work or trials that disagree is
-*contended*: used by this process only, never written to the cache.
+trusted. A measurement that saw other work (read before and after) or :data:`TRIALS` that
+disagree is *contended*: used by this process only, never cached, since a worker sharing its core
+crosses many times slower and would make ``auto`` pick serial from then on.
 """
 
 from __future__ import annotations
@@ -65,8 +60,7 @@ class NoopEnv(gym.Env):
 
 
 def _trials(envs: Any, n: int, steps: int, warmup: int) -> list[float]:
-    """µs per batched step in :data:`TRIALS` back-to-back trials of ``steps`` steps, each the
-    median of its steps (robust to a preempted step; the trials compared show a shift)."""
+    """µs per batched step in :data:`TRIALS` trials, each the median of its ``steps`` steps."""
     actions = np.zeros(n, np.int64)
     envs.reset(seed=0)
     for _ in range(warmup):
@@ -114,13 +108,8 @@ def _disturbance(cores: int, others: float | None, unsteady: list[str]) -> str:
 
 
 def measure_machine(cores: int | None = None) -> MachineCosts:
-    """Measure :class:`MachineCosts` (a few vector envs of no-op envs: 0.15 s on 2 cores, more
-    with the up to 8 workers of a larger machine).
-
-    Every figure is the median of :data:`TRIALS` trials; trials that disagree, or other work of
-    :data:`~vecenv.layout.load.BUSY_CORES` or more before or after, mark the result
-    ``contended`` (and :func:`machine_costs` does not save it).
-    """
+    """Measure :class:`MachineCosts` (0.15 s on 2 cores); trials that disagree, or other work
+    before or after, mark it ``contended``."""
     cores = usable_cores() if cores is None else cores
     before = load.others_busy()
     unsteady: list[str] = []
@@ -151,8 +140,7 @@ def measure_machine(cores: int | None = None) -> MachineCosts:
 
 
 def describe_costs(costs: MachineCosts, now: float | None = None) -> str:
-    """Which calibration ``costs`` is, in words: its age, whether it was checked, and whether it
-    was measured on a busy machine (e.g. "machine costs measured 3 days ago, verified now")."""
+    """Which calibration ``costs`` is, in words (e.g. "machine costs measured 3 days ago, verified now")."""
     now = time.time() if now is None else now
     text = f"machine costs measured {_ago(now - costs.measured_at)}"
     if costs.contended:
@@ -177,14 +165,6 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 86400:.0f} days ago"
 
 
-def _cache_dir() -> str:
-    base = os.environ.get("VECENV_CACHE_DIR")
-    if base:
-        return base
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(root, "vecenv")
-
-
 #: a cache file holds a few numbers: anything larger is not one
 _CACHE_LIMIT = 64 * 1024
 
@@ -195,7 +175,9 @@ def _machine_file(cores: int) -> str:
     gil = "gil" if gil_enabled() else "nogil"  # a free-threaded build runs either way
     ident = f"{platform.node()}|{platform.machine()}|{platform.processor()}|{sys.version}|{gil}|{cores}|{__version__}"
     digest = hashlib.sha256(ident.encode()).hexdigest()[:16]
-    return os.path.join(_cache_dir(), f"machine-{digest}.json")
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    directory = os.environ.get("VECENV_CACHE_DIR") or os.path.join(root, "vecenv")
+    return os.path.join(directory, f"machine-{digest}.json")
 
 
 #: cores -> (the calibration this process uses, time.monotonic() when it was settled)
@@ -206,14 +188,11 @@ _monotonic = time.monotonic
 def machine_costs(refresh: bool = False) -> MachineCosts:
     """This machine's :class:`MachineCosts`, and where they come from (``source``).
 
-    Once per process, and again after :data:`RECHECK_S` (10 minutes): the cache file is read
-    and a cheap check (:func:`_verify`) confirms it, or everything is measured again when there
-    is no cache, it is older than :data:`COSTS_MAX_AGE_S` (30 days), or ``refresh``. In between,
-    the calibration in memory is returned as it is, but for one measured beside other work: that
-    one serves only while the machine stays busy, and the first call that finds it quiet measures
-    again (one whose trials only disagreed, on a quiet but noisy machine, waits the 10 minutes).
-    Nothing contended is ever written to the cache; a quiet cached calibration is kept over a
-    contended new one.
+    Every :data:`RECHECK_S` the cache is read and cheaply checked (:func:`_verify`), or all is
+    measured again (no cache, older than :data:`COSTS_MAX_AGE_S`, or ``refresh``). In between the
+    calibration in memory serves, but one measured beside other work serves only while the
+    machine stays busy. Nothing contended is cached; a quiet cached calibration beats a contended
+    new one.
     """
     cores = usable_cores()
     held = _COSTS.get(cores)
@@ -245,15 +224,9 @@ def _remeasure(path: str, cores: int, cached: MachineCosts | None, why: str = ""
 
 
 def _verify(path: str, cores: int, cached: MachineCosts) -> MachineCosts:
-    """The cheap check of a cached calibration: one worker process, :data:`TRIALS` trials of
-    :data:`CHECK_STEPS` steps of its crossing, the load read for :data:`CHECK_LOAD_S` before and
-    after; most of its cost is reading the load and starting the worker (figures in docs/auto.md).
-
-    Within :data:`CHECK_TOLERANCE` of the cached crossing, the cache stands (``verified``). On a
-    busy machine, or with trials that disagree, it stands unchecked (``cache``) and nothing is
-    written. A quiet check that disagrees (as a cache measured beside a busy core does) measures
-    everything again, and the new figures replace the cache when quiet.
-    """
+    """The cheap check of a cached calibration: one worker's crossing, :data:`TRIALS` trials of
+    :data:`CHECK_STEPS` steps. Within :data:`CHECK_TOLERANCE` the cache stands (``verified``); on
+    a busy machine it stands unchecked (``cache``); a quiet check that disagrees measures again."""
     before = load.others_busy(CHECK_LOAD_S)
     trials = _measure_trials("process", 1, CHECK_STEPS, warmup=20)
     others = load.most(before, load.others_busy(CHECK_LOAD_S))
@@ -270,8 +243,7 @@ def _verify(path: str, cores: int, cached: MachineCosts) -> MachineCosts:
 
 
 def _save(path: str, costs: MachineCosts) -> None:
-    """Write ``costs`` to the cache file (a cache that cannot be written only costs a new
-    measurement next time)."""
+    """Write ``costs`` to the cache file (one that cannot be written costs a measurement next time)."""
     data = {k: v for k, v in asdict(costs).items() if k in _SAVED}
     directory = private_dir(os.path.dirname(path), "its calibration cache")
     if directory is not None:
@@ -279,8 +251,8 @@ def _save(path: str, costs: MachineCosts) -> None:
 
 
 def _load(path: str) -> MachineCosts | None:
-    """The cached calibration, or None when there is none, it is unreadable or too old (or not
-    a small regular file of this user's, in a directory only this user can write to)."""
+    """The cached calibration, or None when there is none, it is unreadable, too old or not
+    private (:mod:`vecenv.private_files`)."""
     if private_dir(os.path.dirname(path), "its calibration cache") is None:
         return None
     raw = read_private(path, _CACHE_LIMIT)

@@ -80,26 +80,26 @@ def _pickle_us(space: gym.Space, obs: Any) -> float:
     return 0.0 if fixed else _round_trip_us(obs)
 
 
+def _us_per_call(fn: Callable[[], Any]) -> float:
+    """µs per call of ``fn``, after a first call that pays for imports, caches and schemas."""
+    fn()
+    start = time.perf_counter()
+    for _ in range(10):
+        fn()
+    return (time.perf_counter() - start) / 10 * 1e6
+
+
 def _round_trip_us(value: Any) -> float:
     """µs to pickle and unpickle ``value`` (0 when it cannot be pickled: it never travels so)."""
     try:
-        pickle.loads(pickle.dumps(value))  # the first round trip pays for imports and caches
-        start = time.perf_counter()
-        for _ in range(10):
-            pickle.loads(pickle.dumps(value))
+        return _us_per_call(lambda: pickle.loads(pickle.dumps(value)))
     except Exception:
         return 0.0
-    return (time.perf_counter() - start) / 10 * 1e6
 
 
 def _shared_us(info: dict) -> float:
     """µs to write one env's ``info`` into shared memory and read it back."""
-    step = infos.rows_round_trip(info, gym.spaces.Box(0, 1, (1,), np.uint8))
-    step()  # the first learns the schema
-    start = time.perf_counter()
-    for _ in range(10):
-        step()
-    return (time.perf_counter() - start) / 10 * 1e6
+    return _us_per_call(infos.rows_round_trip(info, gym.spaces.Box(0, 1, (1,), np.uint8)))
 
 
 def env_key(env_fn: Callable[[], Any]) -> str | None:
@@ -121,8 +121,7 @@ def env_key(env_fn: Callable[[], Any]) -> str | None:
 
 
 def cached_probe(env_fn: Callable[[], gym.Env]) -> EnvProbe:
-    """The probe :func:`keep_probe` remembered for what ``env_fn`` builds, else a new
-    :func:`probe_env`."""
+    """The probe :func:`keep_probe` remembered for what ``env_fn`` builds, else a new one."""
     key = env_key(env_fn)
     if key is not None and key in _PROBES:
         return _PROBES[key]
@@ -130,9 +129,8 @@ def cached_probe(env_fn: Callable[[], gym.Env]) -> EnvProbe:
 
 
 def keep_probe(env_fn: Callable[[], gym.Env], probe: EnvProbe) -> None:
-    """Remember ``probe`` for this process's later layouts of what ``env_fn`` builds (by
-    :func:`env_key`). Only a probe taken on a quiet machine is kept: one taken beside other
-    work measured a slower step than the env has."""
+    """Remember ``probe`` (taken on a quiet machine) for this process's later layouts of what
+    ``env_fn`` builds."""
     key = env_key(env_fn)
     if key is not None:
         _PROBES[key] = probe

@@ -44,10 +44,8 @@ class EnvProbe:
     #: µs to pickle and unpickle one observation, when it must travel as a message
     pickle_us: float = 0.0
     build_s: float = 0.0
-    #: µs to send one step's infos: written to and read from shared memory when they fit
-    #: (``info_shared``), else pickled and unpickled; 0 when the env returns none
+    #: µs to send one step's infos (through shared memory when ``info_shared``, else pickled)
     info_us: float = 0.0
-    #: the infos fit shared memory, so a worker's reply needs no message
     info_shared: bool = False
 
 
@@ -58,26 +56,22 @@ class MachineCosts:
     #: serial: fixed cost per batched step, and cost per env
     fixed_us: float
     per_env_us: float
-    #: process and inline crossings: ``a + b·(W - 1)`` for ``W`` groups, as ``(a, b)``
+    #: crossings ``a + b·(W - 1)`` for ``W`` groups, as ``(a, b)``
     process_us: tuple[float, float]
     inline_us: tuple[float, float]
     cores: int = 1
     measured_at: float = field(default_factory=time.time)
-    #: where the figures come from (see :func:`vecenv.layout.machine.machine_costs`):
-    #: measured while other work ran or with trials that disagreed (never saved)
+    #: measured beside other work or with trials that disagreed (never saved)
     contended: bool = False
-    #: "measured" (now, in this process), "cache" (read back, not checked) or "verified"
-    #: (read back and confirmed by a cheap check)
+    #: "measured" (now), "cache" (read back, not checked) or "verified" (checked cheaply)
     source: str = "measured"
-    #: cores' worth of other work seen around the measurement (None: unknown, not Linux)
     others_busy: float | None = None
     #: when the cheap check confirmed a cached calibration, and the crossing it measured (µs)
     checked_at: float | None = None
     check_us: float | None = None
     #: why the figures are what they are, when it is not plain (busy, replaced, kept)
     note: str = ""
-    #: thread crossings ``a + b·(T - 1)`` for ``T`` threads, measured on a free-threaded Python
-    #: with the GIL off only (None: threads are not a candidate)
+    #: thread crossings, on a free-threaded Python with the GIL off only (else None)
     thread_us: tuple[float, float] | None = None
 
     def crossing(self, layout: str, groups: int) -> float:
@@ -130,11 +124,8 @@ def decide(
 ) -> Layout:
     """The fastest of the ``allowed`` layouts for ``num_envs`` copies of the probed env.
 
-    ``num_workers`` fixes the number of groups of process and inline layouts. ``others``: the
-    cores' worth of CPU other programs use now (:func:`vecenv.layout.load.others_busy`). On a
-    contended machine the busy programs keep their cores and this run's processes share the
-    rest, waits block (a wake-up each way), and a layout with workers must beat serial by
-    :data:`CONTENDED_MARGIN`: a busy machine never ends slower than serial.
+    ``num_workers`` fixes the groups of process and inline layouts; ``others`` is
+    :func:`vecenv.layout.load.others_busy` (see the package docstring for the contended rule).
 
     Examples:
         With made-up machine costs: a cheap step stays in the calling process, an expensive
@@ -161,9 +152,7 @@ def decide(
     busy = others if others is not None and contended(cores, others) else 0.0
     predicted = _predict(probe, costs, n, cores, allowed, num_workers, busy)
     if not predicted:
-        kind = allowed[0]
-        w = 1 if kind == "serial" else max(1, min(n, num_workers or cores))
-        return Layout(backend_of(kind), w, kind == "inline", "the only layout the arguments allow", {})
+        return fixed(allowed[0], n, num_workers, cores, "the only layout the arguments allow")
     key = _pick(predicted, busy > 0)
     kind, w = _shape(key)
     reason = _reason(kind, w, probe, predicted, key, cores, busy)
@@ -174,11 +163,9 @@ def _predict(
     probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: Sequence[str],
     num_workers: int | None, busy: float,
 ) -> dict[str, float]:
-    """Predicted µs per batched step of each candidate layout (keys ``serial``, ``process×W``,
-    ``inline×W``)."""
+    """Predicted µs per batched step of each candidate (``serial``, ``process×W``, ...)."""
     work = probe.step_us + costs.per_env_us
-    # the busy programs keep their cores: this run's processes or threads share what is left, or
-    # at least one process's fair share
+    # the busy programs keep their cores: this run shares what is left (at least a fair share)
     left = max(cores - busy, cores / (1.0 + busy)) if busy else math.inf
 
     def share(processes: int) -> float:  # of a core, for each of this run's busy processes
@@ -201,8 +188,7 @@ def _predict(
         for t in widths:
             if t < 2:
                 continue  # one thread is the serial layout with a hand-off
-            # beside busy programs the run's threads get what is left too (measured: the busy
-            # env 1.01x serial beside one busy process on 2 cores); none waits for a slower one
+            # beside busy programs threads share what is left too; none waits for a slower one
             predicted[f"thread×{t}"] = costs.crossing("thread", t) + n * work / min(float(t), left)
     for kind in ("process", "inline"):
         for w in widths if kind in allowed else ():
@@ -226,9 +212,8 @@ def _shape(key: str) -> tuple[str, int]:
 
 
 def _pick(predicted: dict[str, float], busy: bool) -> str:
-    """The simplest layout within :data:`TIE` of the fastest (serial, then thread, then process,
-    then inline); on a busy machine, serial unless a layout with workers beats it by
-    :data:`CONTENDED_MARGIN`."""
+    """The simplest layout within :data:`TIE` of the fastest; on a busy machine, serial unless
+    one with workers beats it by :data:`CONTENDED_MARGIN`."""
     best = min(predicted.values())
     serial = predicted.get("serial")
     if busy and serial is not None and best * (1 + CONTENDED_MARGIN) > serial:
@@ -243,6 +228,12 @@ def _pick(predicted: dict[str, float], busy: bool) -> str:
 def backend_of(kind: str) -> str:
     """The backend that builds a layout kind (``inline`` is the process backend's)."""
     return "process" if kind == "inline" else kind
+
+
+def fixed(kind: str, n: int, workers: int | None, cores: int, reason: str) -> Layout:
+    """The ``kind`` layout with ``workers`` groups (default: the cores, at most ``n``)."""
+    w = 1 if kind == "serial" else max(1, min(n, workers or cores))
+    return Layout(backend_of(kind), w, kind == "inline", reason)
 
 
 def _reason(

@@ -1,13 +1,12 @@
 """Ray transport: env groups as Ray actors, on this machine or across a cluster.
 
-Each worker is one Ray actor holding a :class:`~vecenv.worker.detached.DetachedGroup` (an
-unchanged env group over buffers of its own). A command is one actor call that carries the
-actions it needs; its reply carries the rows it wrote, which :meth:`RayTransport.fetch` copies
-into the caller's batch buffers. :meth:`RayTransport.ready` is ``ray.wait`` on the in-flight
-calls, so async batches (``batch_size < num_envs``) take the actors that answer first.
-
-The module is named ``ray_actors`` so it never shadows the ``ray`` package; ``ray`` itself is
-imported only when a :class:`RayVectorEnv` is built.
+Each worker is one Ray actor holding a :class:`DetachedGroup`: an unchanged env group over
+buffers of its own. A command is one actor call that carries the action rows it reads; its reply
+carries the rows it wrote, which :meth:`RayTransport.fetch` copies into the caller's batch
+buffers, so after ``fetch`` the caller's rows hold the results as if written in place.
+:meth:`RayTransport.ready` is ``ray.wait`` on the calls in flight, so async batches take the
+actors that answer first. Named ``ray_actors`` so it never shadows ``ray``, which is imported
+only when a :class:`RayVectorEnv` is built.
 """
 
 from __future__ import annotations
@@ -20,18 +19,17 @@ from collections.abc import Collection
 from typing import Any
 
 import cloudpickle
+import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT, Transport
-from vecenv.errors import EnvError, StepTimeoutError, WorkerDiedError, portable_error
+from vecenv.errors import EnvError, StepTimeoutError, VecEnvError, WorkerDiedError, portable_error
 from vecenv.spaces import StepBuffers
-from vecenv.worker import EnvDescription
-from vecenv.worker.commands import Command
-from vecenv.worker.detached import DetachedGroup, command_inputs, store_outputs
-from vecenv.worker.group import warn_close_failures
+from vecenv.worker.commands import Command, GivenStep, Reset, Step
+from vecenv.worker.group import EnvDescription, EnvGroup, warn_close_failures
 
-__all__ = ["DEFAULT_START_TIMEOUT", "RayTransport", "import_ray"]
+__all__ = ["DEFAULT_START_TIMEOUT", "DetachedGroup", "RayTransport", "command_inputs", "import_ray", "store_outputs"]
 
 _CLOSE_TIMEOUT = 5.0
 
@@ -80,12 +78,41 @@ def _release_ray(generation: int) -> None:
             ray.shutdown()
 
 
-# ------------------------------------------------------------------ the actor
-class _GroupActor:
-    """The body of one Ray actor: one detached env group."""
+# ------------------------------------------------------------------ the group in an actor
+def _rows(command: Reset | Step | GivenStep) -> Any:
+    """The local env rows a command touches: an index array, or ``slice(None)`` for all."""
+    return slice(None) if command.ids is None else np.asarray(command.ids, dtype=np.intp)
+
+
+def command_inputs(rows: StepBuffers, command: Command) -> list[np.ndarray] | None:
+    """Caller side: the action rows ``command`` reads, one array per action leaf (``Step`` only)."""
+    if not isinstance(command, (Step, GivenStep)):
+        return None
+    sel = _rows(command)
+    return [leaf.array[sel] for leaf in rows.actions.leaves]
+
+
+def store_outputs(rows: StepBuffers, command: Command, outputs: Any) -> None:
+    """Caller side: write a reply's ``outputs`` into the caller's rows of the batch buffers."""
+    if outputs is None or not isinstance(command, (Reset, Step, GivenStep)):
+        return  # only those commands write rows (DetachedGroup.run gives no outputs for others)
+    sel = _rows(command)
+    leaves, rewards, terms, truncs = outputs
+    for leaf, values in zip(rows.observations.leaves, leaves, strict=True):
+        leaf.array[sel] = values
+    rows.rewards[sel] = rewards
+    rows.terminations[sel] = terms
+    rows.truncations[sel] = truncs
+
+
+class DetachedGroup:
+    """The body of one Ray actor: an :class:`EnvGroup` over buffers of its own; a command brings
+    the action rows it reads, its reply the rows the group wrote. Replies are ``(ok, value)``;
+    an error is delivered by ``fetch``, as every transport's errors are."""
 
     def __init__(self) -> None:
-        self.group: DetachedGroup | None = None
+        self.group: EnvGroup | None = None
+        self.buffers: StepBuffers | None = None
 
     def start(self, fns_blob: bytes, start: int, worker: int, mode: AutoresetMode,
               driver_path: list[str]) -> tuple[bool, Any]:
@@ -99,33 +126,50 @@ class _GroupActor:
             error = EnvError.from_exception(exc, start, worker, "unpickling env_fns on the Ray worker")
             return False, error.without_original()
         try:
-            self.group = DetachedGroup(env_fns, start, worker, mode)
+            self.group = EnvGroup(env_fns, start, worker, mode, contain_exits=True)
             return True, self.group.describe()
         except BaseException as exc:
             return False, portable_error(exc)
 
     def attach(self, observation_space: spaces.Space, action_space: spaces.Space) -> None:
-        self.group.attach(observation_space, action_space)  # type: ignore[union-attr]
+        """Allocate the group's own rows (object leaves travel in the replies like the rest)."""
+        group: Any = self.group
+        self.buffers = StepBuffers(observation_space, action_space, len(group.envs))
+        group.attach(self.buffers)
 
-    def run(self, command: Command, inputs: Any) -> tuple[bool, Any]:
+    def run(self, command: Command, inputs: list[np.ndarray] | None) -> tuple[bool, Any]:
+        """``(True, (reply, outputs))``: ``outputs`` the rows it wrote (None for other commands)."""
         try:
-            return True, self.group.run(command, inputs)  # type: ignore[union-attr]
-        except BaseException as exc:  # delivered by fetch(), like every transport's errors
+            return True, self._run(command, inputs)
+        except BaseException as exc:
             return False, portable_error(exc)
+
+    def _run(self, command: Command, inputs: list[np.ndarray] | None) -> tuple[Any, Any]:
+        group: Any = self.group
+        if not isinstance(command, (Reset, Step, GivenStep)):
+            return group.run(command), None
+        b = self.buffers
+        if b is None:
+            raise VecEnvError(f"worker {group.worker}: the detached group has no buffers (attach() has not run)")
+        sel = _rows(command)
+        if inputs is not None:
+            for leaf, values in zip(b.actions.leaves, inputs, strict=True):
+                leaf.array[sel] = values
+        reply = group.run(command)
+        outputs = (
+            [leaf.array[sel] if isinstance(sel, np.ndarray) else leaf.array.copy() for leaf in b.observations.leaves],
+            b.rewards[sel].copy(),
+            b.terminations[sel].copy(),
+            b.truncations[sel].copy(),
+        )
+        return reply, outputs
 
     def close(self) -> list[str]:
         group, self.group = self.group, None
         return [] if group is None else group.close()
 
 
-_actor_class: Any = None
-
-
-def _remote_actor(ray: Any) -> Any:
-    global _actor_class
-    if _actor_class is None:
-        _actor_class = ray.remote(_GroupActor)
-    return _actor_class
+_actor_class: Any = None  # DetachedGroup as a Ray actor class, made once
 
 
 # ------------------------------------------------------------------ the transport
@@ -183,8 +227,8 @@ class RayTransport(Transport):
                 stacklevel=4,
             )
         self._blobs = blobs
-        self.actors = [self._new_actor() for _ in self.partition]
-        refs = [self._start_actor(w) for w in range(self.num_workers)]
+        self.actors = [None] * self.num_workers
+        refs = [self._start(w) for w in range(self.num_workers)]
         self._await_start(refs, list(range(self.num_workers)))
         replies = [self._get(ref, w) for w, ref in enumerate(refs)]
         for ok, value in replies:
@@ -192,18 +236,17 @@ class RayTransport(Transport):
                 raise value
         return [d for _, value in replies for d in value]
 
-    def _new_actor(self) -> Any:
-        return _remote_actor(self.ray).options(num_cpus=self.num_cpus_per_worker).remote()
-
-    def _start_actor(self, w: int) -> Any:
-        start = self.partition[w][0]
-        return self.actors[w].start.remote(self._blobs[w], start, w, self.autoreset_mode, list(sys.path))
+    def _start(self, w: int) -> Any:
+        """A new actor for worker ``w``; the ref of its call that builds the envs."""
+        global _actor_class
+        if _actor_class is None:
+            _actor_class = self.ray.remote(DetachedGroup)
+        self.actors[w] = _actor_class.options(num_cpus=self.num_cpus_per_worker).remote()
+        return self.actors[w].start.remote(self._blobs[w], self.partition[w][0], w, self.autoreset_mode, list(sys.path))
 
     def _await_start(self, refs: list[Any], workers: list[int]) -> None:
-        """Wait up to ``start_timeout`` for the actors of ``workers`` to build their envs.
-
-        An actor Ray cannot place (the cluster lacks the CPUs) would otherwise wait forever.
-        """
+        """Wait up to ``start_timeout`` for the actors of ``workers`` to build their envs (an
+        actor Ray cannot place would otherwise wait forever)."""
         if self.start_timeout is None:
             return
         done, _ = self.ray.wait(refs, num_returns=len(refs), timeout=self.start_timeout)
@@ -240,8 +283,7 @@ class RayTransport(Transport):
     def restart(self, worker: int) -> None:
         """Replace ``worker``'s actor with a fresh one built from the same env_fns."""
         self.terminate(worker)
-        self.actors[worker] = self._new_actor()
-        ref = self._start_actor(worker)
+        ref = self._start(worker)
         self._await_start([ref], [worker])
         ok, value = self._get(ref, worker)
         if not ok:
@@ -269,8 +311,8 @@ class RayTransport(Transport):
                 self._finished[waiting[ref]] = None
         return [w for w in self._finished if w in wanted]
 
-
     ready_all = ready  # every reply or any: this transport wakes its caller the same way
+
     def fetch(self, worker: int) -> Any:
         self._finished.pop(worker, None)
         ref, command = self._calls.pop(worker)

@@ -1,23 +1,14 @@
 """Critical sections that an asynchronous exception cannot cut in two.
 
-A ``KeyboardInterrupt`` (or any exception a signal handler raises) lands between two Python
-bytecodes. Where a transport must do two things or neither (post a command and write its
-message; read a reply's message and mark it taken; start a worker and record it), it holds
-signal handlers back for those few microseconds, and they run as soon as the section ends. Env
-code never runs inside such a section, so Ctrl-C still stops a hung env.
-
-Holding back takes two means, because a mask alone does not hold:
-
-- a ``pthread_sigmask`` block in the calling thread: a signal sent to that thread waits;
-- for SIGINT, a handler that only notes the signal, raised again when the section ends. A signal
-  sent to the process goes to any thread that does not block it (numpy's BLAS threads are such
-  threads), and CPython then runs the Python handler in the main thread at its next bytecode,
-  mask or not.
-
-Only the main thread runs signal handlers, so in any other thread nothing can cut in.
-
-A section is a function call (:func:`deferred`), not a ``with`` block: putting things back must
-hold wherever a handler raises, its very first bytecode included (see :func:`_held`).
+A ``KeyboardInterrupt`` lands between two bytecodes. Where a transport must do two things or
+neither (post a command and write its message; start a worker and record it), it holds signal
+handlers back for those microseconds; env code never runs inside, so Ctrl-C still stops a hung
+env. A mask alone does not hold: a signal sent to the process goes to any thread that does not
+block it (numpy's BLAS threads) and CPython runs the handler in the main thread anyway. So the
+calling thread's mask blocks signals, and in the main thread SIGINT's handler is replaced by one
+that only notes it, raised again when the section ends. A section is a function call
+(:func:`deferred`), not a ``with`` block, so that putting things back holds wherever a handler
+raises (see :func:`_held`).
 """
 
 from __future__ import annotations
@@ -28,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-# the C functions: signal's wrappers turn every returned mask into enum members, far slower
+# the C functions: signal's wrappers turn masks into enum members, far slower
 # (docs/measurements/2026-11-23-2core-epyc-signal-sections.md)
 _native: Any
 try:
@@ -44,15 +35,9 @@ _sigmask: Any = _native.pthread_sigmask if _MASKS else None
 
 
 class _Section:
-    """Signal handlers held back (see the module docstring) between :meth:`begin` and
-    :meth:`end`; only :func:`_held` uses it.
-
-    ``signums`` are blocked in the calling thread (any thread: a process started meanwhile
-    inherits the mask); in the main thread SIGINT is also held, unless it is ignored or its
-    handler was installed from C. ``main_only``: do nothing outside the main thread. Every change
-    is recorded before it is made and forgotten only once it is undone, so ending twice is
-    harmless and ending after a half-done begin undoes just what was done.
-    """
+    """Signal handlers held back between :meth:`begin` and :meth:`end` (``main_only``: only in
+    the main thread). Each change is recorded before it is made and forgotten once undone, so
+    ending twice, or after a half-done begin, undoes just what was done."""
 
     __slots__ = ("signums", "main_only", "old_mask", "old_handler", "noted")
 
@@ -100,14 +85,9 @@ _T = TypeVar("_T")
 
 
 def _held(section: _Section, fn: Callable[..., _T], args: tuple[Any, ...]) -> _T:
-    """``fn(*args)`` inside ``section``.
-
-    Ended twice, in two ``finally`` clauses of this frame: CPython runs due handlers as any
-    Python function starts (since 3.12 also after most calls), so one can raise as the first
-    :meth:`_Section.end` begins, before any line of it runs; the second then undoes it all. A
-    context manager could not do this: its ``__exit__`` is such a function, and nothing of the
-    caller's runs after it.
-    """
+    """``fn(*args)`` inside ``section``, ended in two ``finally`` clauses: a due handler can
+    raise as the first :meth:`_Section.end` starts, before any line of it runs (a context
+    manager's ``__exit__`` could not be protected so)."""
     try:
         try:
             section.begin()
@@ -119,11 +99,8 @@ def _held(section: _Section, fn: Callable[..., _T], args: tuple[Any, ...]) -> _T
 
 
 def _put_back(signum: int, handler: Any) -> BaseException | None:
-    """Install ``handler`` whatever happens, and return what a due handler raised meanwhile.
-
-    ``signal.signal`` runs the handlers that are due before it changes anything: one that
-    raises would leave the change undone (here: SIGINT only noted, for good).
-    """
+    """Install ``handler`` whatever happens (``signal.signal`` runs due handlers first, and one
+    that raises would leave SIGINT only noted for good); return what such a handler raised."""
     error = None
     while True:
         try:
@@ -135,39 +112,21 @@ def _put_back(signum: int, handler: Any) -> BaseException | None:
 
 
 def deferred(fn: Callable[..., _T], *args: Any) -> _T:
-    """``fn(*args)`` with signal handlers held back (in the main thread) until it returns.
-
-    Elsewhere it only calls ``fn``: handlers run in the main thread only, so nothing can cut in.
-    """
+    """``fn(*args)`` with signal handlers held back until it returns (in the main thread: only
+    there can a handler cut in)."""
     return _held(_Section(_ALL, main_only=True), fn, args)
 
 
-def _start_resource_tracker() -> None:
-    """Start multiprocessing's resource tracker now, if it is not running.
-
-    ``spawn`` and the fork server start it on their first process, and starting it unblocks
-    SIGINT in the starting thread: a worker started right after would not inherit the block.
-    """
-    try:
-        from multiprocessing import resource_tracker
-    except ImportError:  # pragma: no cover - platforms without it have no masks either
-        return
-    resource_tracker.ensure_running()
-
-
 def quietly_started(exec_based: bool, fn: Callable[..., _T], *args: Any) -> _T:
-    """``fn(*args)``, which starts processes: they cannot get a ``KeyboardInterrupt`` before
-    their own code runs, and cannot take one from the caller.
-
-    Ctrl-C reaches every process of the terminal's process group, and a worker that is still
-    importing would print a traceback of its own. A child inherits the starting thread's signal
-    mask, through ``fork`` and through the ``exec`` of ``spawn`` and of the fork server, so SIGINT
-    is blocked while the start lasts: the worker keeps a Ctrl-C pending until its own code ignores
-    SIGINT and unblocks it. The caller's Ctrl-C is held and raised once the start is over, so it
-    cannot cut a start in two. ``exec_based``: the start method is ``spawn`` or ``forkserver``.
-
-    A fork server started elsewhere, before any vecenv worker, passes its own mask on instead.
-    """
+    """``fn(*args)``, which starts processes, with SIGINT blocked: a child inherits the mask
+    (through fork and exec), so a Ctrl-C to the terminal's process group stays pending in a
+    worker until its own code ignores SIGINT, instead of a traceback from a half-imported worker.
+    The caller's Ctrl-C is raised once the start is over. ``exec_based``: spawn or forkserver (a
+    fork server started before any vecenv worker passes its own mask on instead)."""
     if exec_based and _MASKS:
-        _start_resource_tracker()
+        # started on a first spawn, the resource tracker unblocks SIGINT in the starting thread:
+        # start it now, so that the worker started right after inherits the block
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
     return _held(_Section(frozenset({signal.SIGINT}), main_only=False), fn, args)

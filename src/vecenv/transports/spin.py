@@ -27,9 +27,8 @@ _THREAD_CLOCK = sys.platform != "win32" and time.get_clock_info("thread_time").r
 
 def spin_until(condition: Callable[[], Any], seconds: float) -> bool:
     """Look at ``condition`` for up to ``seconds`` without giving up the core; whether it came
-    true. Stops early (False) when this thread is not getting its core (:data:`MIN_RUNNING`),
-    counted from the first check on: a wait that ends sooner reads no thread clock (a system
-    call), as most of the waits of a step do."""
+    true. Stops early (False) when this thread is not getting its core (:data:`MIN_RUNNING`); a
+    wait shorter than :data:`CHECK_S` reads no thread clock (a system call)."""
     if condition():
         return True
     clock = time.perf_counter
@@ -51,11 +50,10 @@ def spin_until(condition: Callable[[], Any], seconds: float) -> bool:
 
 
 def locked(lock: Any, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` holding ``lock`` (a ``threading.RLock``), released wherever an exception
-    that a signal handler raises lands, as it can in the main thread: a ``with`` block is not
-    enough, since the handler can run as ``__enter__`` returns, before the block that releases
-    the lock begins (CPython 3.14 checks for signals right after the call). So the acquire is
-    inside the ``try``, and two nested ``finally`` clauses release what this thread holds."""
+    """``fn(*args)`` holding ``lock`` (a ``threading.RLock``), released wherever a signal
+    handler's exception lands: a ``with`` block is not enough, as the handler can run as
+    ``__enter__`` returns, so the acquire is inside the ``try`` and two ``finally`` clauses
+    release what this thread holds."""
     try:
         try:
             lock.acquire()

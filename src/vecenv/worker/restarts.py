@@ -14,11 +14,8 @@ __all__ = ["RestartBudget", "restart_report", "truncate_rows"]
 
 
 class RestartBudget:
-    """At most ``max_restarts`` restarts per key within any ``window`` seconds.
-
-    A crash loop would otherwise rebuild the same env forever; past the budget the error is
-    raised instead, with a note saying why.
-    """
+    """At most ``max_restarts`` restarts per key within any ``window`` seconds, so that a crash
+    loop raises instead of rebuilding the same env forever."""
 
     def __init__(self, max_restarts: int = 3, window: float = 60.0) -> None:
         self.max_restarts = max_restarts

@@ -36,10 +36,10 @@ Modules, one concern each:
   spins and yields only while its waits say it pays, the declared sleep, and the wake-up.
 - :mod:`.futex`: the bell every sleeping worker waits on, rung once for all (Linux).
 - :mod:`.mechanism`: the seam with the operating system (a channel, a shared block, a poller)
-  and its two mechanisms: POSIX (:mod:`.wire`, :mod:`.shm`) and portable (:mod:`.portable`).
+  and its two mechanisms: POSIX (:mod:`.wire`, :mod:`.shm`) and portable (pipes, memory shared
+  by name).
 - :mod:`.wire`: frames, pickling, and socket I/O that notices a dead peer (POSIX).
 - :mod:`.shm`: the anonymous shared-memory block (POSIX).
-- :mod:`.portable`: ``multiprocessing`` pipes and memory shared by name (Windows, anywhere).
 - :mod:`.infos`: where the info rows (:mod:`vecenv.infos`) lie in the shared block.
 - :mod:`.envfns`: the env_fns on their way to a worker (pickled once each for spawn/forkserver).
 - :mod:`.lifetime`: live transports (closed at exit), how the caller sees a worker end (the

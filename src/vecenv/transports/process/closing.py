@@ -1,18 +1,11 @@
 """Closing the process transport: bounded, idempotent, and finished by a second ``close()``
-when an interruption (a Ctrl-C) cut the first one short.
+when a Ctrl-C cut the first one short.
 
-Each part of closing can be done again without harm: releasing the shared block, asking the
-workers to close their envs (once: a second ``close()`` goes straight on to ending them),
-ending each worker (wait, ``SIGTERM``, ``SIGKILL``) and releasing its socket, its watch and its
-process object. A worker is counted as closed only once all of that is done, so a second
-``close()`` picks up exactly where the first one stopped: no descriptor and no shared block is
-left behind.
-
-In a process that is not the caller (a fork of it, or a worker), nothing here acts on the
-caller's workers: :meth:`Closing.disown` only lets go of what the fork copied.
-
-Ending one worker (a hung or failed one) is here too: :meth:`Closing.terminate`, and how its
-death is recorded and reported.
+Each part (releasing the shared block, asking the workers once to close their envs, ending each
+worker with wait, SIGTERM, SIGKILL, releasing its socket, watch and process object) can be done
+again without harm, and a worker counts as closed only once all of it is done. In a fork of the
+caller, :meth:`Closing.disown` only lets go of what the fork copied. Ending one (hung or
+failed) worker is :meth:`Closing.terminate`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The env_fns on their way to the workers.
 
-With ``fork`` the children inherit them as they are. With ``spawn`` and ``forkserver`` each is
-pickled once in the caller, so one that cannot be pickled is named before any worker starts, and
-unpickled in the worker, where a failure is that env's error.
+Inherited as they are under ``fork``; under ``spawn`` and ``forkserver`` each is pickled once in
+the caller (one that cannot be is named before any worker starts) and unpickled in the worker.
 """
 
 from __future__ import annotations

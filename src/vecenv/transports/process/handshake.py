@@ -17,27 +17,13 @@ Each side stores before it loads (declare then re-check; commit then look at the
 fence between, so at least one of them sees the other's store: a wake-up is never lost. The naps
 (at most :data:`MAX_NAP_MS`) are a backstop.
 
-Spinning is only worth it while the waiter and its peer each have a core. A :class:`Waiter`
-watches what its waits see and stops spinning when they say it no longer pays:
-
-- *preempted*: a check loop that lost its CPU for longer than :data:`PREEMPT_S` means another task
-  wanted this core (the peer, or another program). One such loss costs a time slice (ms), far
-  more than a wake-up saves, so once more than :data:`MAX_PREEMPTED` of recent spins lost their
-  CPU the waiter blocks at once. A busy machine, or a second run started later, never finds a
-  waiter holding the core that its peer needs.
-- *run out*: when fewer than :data:`MIN_HIT` of recent spins ended before their budget (the peer
-  usually takes longer: a policy computing between steps), the waiter blocks at once.
-- *waiting for a CPU*: every :data:`DELAY_CHECK_S` the waiter reads how long its thread waited
-  for a CPU while runnable (the kernel's run delay). Above :data:`CONTENDED_DELAY` of the time
-  the machine has more runnable tasks than cores, and a spinning or yielding waiter only takes
-  its share from the tasks with work to do, so it blocks at once until the delay falls below
-  :data:`CALM_DELAY`. (Linux's EEVDF scheduler picks a yielding task again while its share is
-  not used up, so spins on a contended core need not look preempted.) Only a waiter with a busy
-  spin watches this: without one, the run's own processes outnumber the cores, the delay is
-  theirs, and yielding is what hands the core to the peer.
-
-A waiter that blocks at once still spins one wait in :data:`PROBE_EVERY`, to notice when the
-machine or the peer changes.
+Spinning pays only while the waiter and its peer each have a core. A :class:`Waiter` blocks at
+once (but for one wait in :data:`PROBE_EVERY`, to notice a change) when its recent spins say it
+does not pay: more than :data:`MAX_PREEMPTED` of them lost the CPU (another task wanted this core),
+fewer than :data:`MIN_HIT` found the peer done in budget (a policy computes between steps), or,
+for a waiter with a busy spin, its thread's run delay (read every :data:`DELAY_CHECK_S`) shows the
+machine oversubscribed. Beside a busy process this runs CartPole 1.4x faster than fixed budgets
+(docs/measurements/2026-11-27-2core-epyc-waiter-fixed-vs-adaptive.md).
 """
 
 from __future__ import annotations
@@ -77,12 +63,8 @@ _yield: Callable[[], Any] = getattr(os, "sched_yield", None) or (lambda: time.sl
 
 
 class Waiter:
-    """One side's spin-then-yield phase, with budgets that its own waits adapt.
-
-    ``spin_s`` seconds of busy checking, then ``yield_s`` of checking between ``sched_yield()``
-    calls: the most a wait spends before it sleeps. What the waits observe (see the module
-    docstring) decides how much of that a wait actually spends.
-    """
+    """One side's spin-then-yield phase: at most ``spin_s`` seconds of busy checking, then
+    ``yield_s`` between ``sched_yield()`` calls, spent only while its waits say it pays."""
 
     def __init__(self, spin_s: float, yield_s: float, clock: Callable[[], float] = time.perf_counter) -> None:
         self.spin_s, self.yield_s = max(0.0, spin_s), max(0.0, yield_s)
@@ -99,7 +81,9 @@ class Waiter:
         if self.spin_s + self.yield_s <= 0:
             return False
         self.waits += 1
-        if self.spin_s > 0:  # every process has a core of its own: a run delay is other work
+        # with a busy spin every process has a core, so a run delay is other programs' work;
+        # without one the run's own processes outnumber the cores and yielding is what pays
+        if self.spin_s > 0:
             now = self.clock()
             if now >= self._next_look:
                 self.look_at_run_delay(now, run_delay())

@@ -1,30 +1,16 @@
-"""How long processes and descriptors live: workers end with their caller and hold nothing else.
+"""How processes and descriptors live: workers end with their caller and hold nothing else.
 
-Caller's side:
+Caller's side: :data:`LIVE` transports are closed at interpreter exit; a :class:`Watch` sees a
+worker's death through the process itself (a pidfd, or the process handle on Windows), never
+through descriptors that an env's forked helper may also hold; :func:`start_lasting` starts
+workers from a thread that lives as long as the process, since the parent-death signal follows
+the parent *thread*.
 
-- every live :class:`~.transport.ProcessTransport` is in :data:`LIVE`, so that interpreter exit
-  closes the ones the program forgot;
-- :class:`Watch`: a worker's death is seen through the process itself (a pidfd on Linux, the
-  process handle on Windows), never through descriptors that another process may hold too: an
-  env that forks a helper without exec hands it the worker's socket and the write end of
-  multiprocessing's sentinel pipe, and neither reaches end-of-file while the helper lives.
-  Elsewhere the waits look at the exit code in their bounded naps;
-- :func:`start_lasting`: workers are started from a thread that lives as long as the process
-  (the main thread, or a launcher thread), so that the kernel's parent-death signal, which
-  follows the parent *thread*, fires only when the caller's process ends.
-
-Worker's side:
-
-- :func:`drop_inherited` (``fork`` only): a forked worker starts with a copy of every mapping of
-  its caller, including those of other vector envs (their descriptors the engine's fork hook
-  let go of already). The worker replaces the mappings with private memory (so a stray access
-  reads zeros instead of faulting) and closes the caller's end of its own socket.
-- :func:`watch_caller`: ``PR_SET_PDEATHSIG`` on Linux (the kernel ends the worker with its
-  caller even while an env holds the GIL in native code), and a thread that ends the worker when
-  the caller's process ends (it waits on a pidfd, or on Windows on the caller's process handle;
-  where there is neither, it polls).
-- :func:`mark_copies`: a process that an env forks from a worker is a copy of the worker, not
-  the worker: it must never answer for it (:meth:`.child.Child.reply` ends such a copy).
+Worker's side: :func:`drop_inherited` (fork only) lets go of other vector envs' mappings and of
+the caller's end of its socket; :func:`watch_caller` ends the worker with its caller
+(``PR_SET_PDEATHSIG`` on Linux, which works even while an env holds the GIL in native code, and a
+thread waiting on the caller's pidfd or handle); :func:`mark_copies` lets a process an env forks
+from a worker never answer for it.
 """
 
 from __future__ import annotations
@@ -32,15 +18,15 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
-import queue
 import signal
 import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import wait
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from vecenv.system import process_alive
 from vecenv.transports.process.shm import drop_inherited_mappings, libc
@@ -64,11 +50,11 @@ def _close_all() -> None:  # before multiprocessing joins non-daemon workers tha
 
 
 def drop_inherited(keep: Any) -> None:
-    """In a forked worker: let go of every vector env's mappings (their descriptors went with
-    the engine's fork hook) and of the caller's end of this worker's socket."""
+    """In a forked worker: let go of every vector env's mappings and of the caller's end of this
+    worker's socket (EOF must mean the caller left)."""
     drop_inherited_mappings()
     if keep is not None:
-        keep.close()  # the caller's end of this worker's own socket: EOF must mean the caller left
+        keep.close()
 
 
 def _exit_with_caller(pid: int) -> None:
@@ -83,9 +69,8 @@ def _exit_with_caller(pid: int) -> None:
 
 
 def _caller_waitable(pid: int) -> Any:
-    """Something ready once the caller has ended: its pidfd (Linux), or on Windows the parent's
-    process handle when the parent is the caller (never a signal); None where there is neither
-    (then :func:`_exit_with_caller` polls)."""
+    """Something ready once the caller has ended: its pidfd, or on Windows the parent's process
+    handle when the parent is the caller; None where there is neither (then the watch polls)."""
     if os.name == "nt":
         parent = multiprocessing.parent_process()
         return parent.sentinel if parent is not None and parent.pid == pid else None
@@ -96,14 +81,9 @@ def _caller_waitable(pid: int) -> Any:
 
 
 def watch_caller(pid: int) -> None:
-    """End this worker when process ``pid`` (the caller) ends.
-
-    On Linux the kernel is also asked to kill this process when its parent exits
-    (``PR_SET_PDEATHSIG``): the parent is a thread of the caller that lasts as long as its
-    process (:func:`start_lasting`; the signal fires when the parent *thread* ends), or the fork
-    server, which ends once every process holding its "alive" pipe has: the worker lets go of
-    its own copy, so the server ends with the caller.
-    """
+    """End this worker when process ``pid`` (the caller) ends. On Linux the kernel also kills
+    it when its parent ends: a lasting thread of the caller (:func:`start_lasting`), or the fork
+    server, which ends with the caller once this worker lets go of its "alive" pipe."""
     _release_fork_server()
     if sys.platform.startswith("linux"):
         parent = os.getppid()
@@ -131,13 +111,9 @@ def _release_fork_server() -> None:
 
 
 class Watch:
-    """How the caller sees that a worker ``process`` ended: through the process itself.
-
-    :attr:`waitable` is for pollers: a pidfd on Linux, the process handle on Windows (both ready
-    once the process has ended, whoever else holds its descriptors); elsewhere multiprocessing's
-    sentinel, which :attr:`exact` says cannot be trusted alone (the waits then look at
-    :meth:`ended` in their bounded naps).
-    """
+    """How the caller sees that a worker ``process`` ended: :attr:`waitable` (for pollers) is a
+    pidfd on Linux, the process handle on Windows; elsewhere multiprocessing's sentinel, which
+    :attr:`exact` says cannot be trusted alone (waits then check :meth:`ended` in their naps)."""
 
     def __init__(self, process: Any) -> None:
         self.process = process
@@ -187,57 +163,31 @@ class Watch:
 
 
 _T = TypeVar("_T")
+_launcher: list[ThreadPoolExecutor] = []  # the launcher thread, made at the first need
+_launcher_lock = threading.Lock()
 
 
-class _Launcher:
-    """A daemon thread that runs the process starts handed to it; it lasts until its process
-    ends (a fork's child starts its own)."""
-
-    def __init__(self) -> None:
-        self.forget()
-
-    def forget(self) -> None:
-        """Start afresh (in a fork's child, which has no launcher thread)."""
-        self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.thread: threading.Thread | None = None
-        self.lock = threading.Lock()
-
-    def run(self, fn: Callable[..., _T], *args: Any) -> _T:
-        with self.lock:
-            if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._serve, name="vecenv-launcher", daemon=True)
-                self.thread.start()
-        done, box = threading.Event(), cast(list[tuple[bool, Any]], [])
-        self.jobs.put((fn, args, done, box))
-        done.wait()
-        ok, value = box[0]
-        if not ok:
-            raise value
-        return value
-
-    def _serve(self) -> None:
-        while True:
-            fn, args, done, box = self.jobs.get()
-            try:
-                box.append((True, fn(*args)))
-            except BaseException as exc:  # noqa: BLE001 - handed to the thread that asked
-                box.append((False, exc))
-            done.set()
+def _forget_launcher() -> None:
+    """In a fork's child: no launcher thread, and no lock held by a thread that is not there."""
+    global _launcher_lock
+    _launcher.clear()
+    _launcher_lock = threading.Lock()
 
 
-_LAUNCHER = _Launcher()
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_LAUNCHER.forget)
+    os.register_at_fork(after_in_child=_forget_launcher)
 
 
 def start_lasting(fn: Callable[..., _T], *args: Any) -> _T:
-    """``fn(*args)``, which starts worker processes, on a thread that lasts as long as this
-    process: the calling thread when it is the main thread, else the launcher thread. A worker's
-    parent-death signal then never fires while its caller runs, whatever thread built the vector
-    env and whenever that thread ends. Only Linux has the signal; elsewhere ``fn`` runs here."""
+    """``fn(*args)``, which starts workers, on a thread that lasts as long as this process (the
+    main thread, else the launcher thread), so their parent-death signal (Linux) never fires
+    while the caller runs; elsewhere ``fn`` runs here."""
     if not sys.platform.startswith("linux") or threading.current_thread() is threading.main_thread():
         return fn(*args)
-    return _LAUNCHER.run(fn, *args)
+    with _launcher_lock:
+        if not _launcher:
+            _launcher.append(ThreadPoolExecutor(1, thread_name_prefix="vecenv-launcher"))
+    return _launcher[0].submit(fn, *args).result()
 
 
 def mark_copies(on_fork: Callable[[], None]) -> None:

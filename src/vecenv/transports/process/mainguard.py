@@ -1,13 +1,9 @@
 """The main guard: under ``spawn`` and ``forkserver`` a new process runs the caller's script again.
 
-A worker started with ``spawn`` (the default on Windows and macOS) or ``forkserver`` (the
-default on Linux from Python 3.14) imports the script that started it, as ``__mp_main__``, so
-that the env functions it names can be found. A script that builds its vector env at its top
-level, outside ``if __name__ == "__main__":``, would build it again there and start workers of
-its own. multiprocessing then stops with a bootstrapping traceback in the child, and the caller
-sees a worker die or a connection reset. :func:`check_main_guard` says what to do instead,
-before any worker starts: in the caller when the call comes from such a line of the script, and
-in a child that is running the script again.
+A worker started with ``spawn`` or ``forkserver`` imports the main script as ``__mp_main__``; one
+that builds its vector env outside ``if __name__ == "__main__":`` would build it again there, and
+the caller would see a worker die. :func:`check_main_guard` says what to do instead before any
+worker starts, in the caller and in a child that is running the script again.
 """
 
 from __future__ import annotations
@@ -80,8 +76,7 @@ def script_rerun_line(context: str | None = None) -> int | None:
 
 
 def check_main_guard(start_method: str) -> None:
-    """Refuse to start workers that would run the caller's script again (see the module
-    docstring); nothing to check with ``fork``, whose children run no script."""
+    """Refuse to start workers that would run the caller's script again (never with ``fork``)."""
     if start_method == "fork":
         return
     if getattr(multiprocessing.current_process(), "_inheriting", False):

@@ -1,135 +1,79 @@
 """The process transport's seam with the operating system: a channel and a shared block.
 
-The protocol (commands and replies counted in shared memory, the sleep/wake handshake, infos in
-shared memory, restarts, the error model) is written once, in :mod:`.transport` and
-:mod:`.child`. What it needs from the operating system is small, and a :class:`Mechanism`
-provides it:
+The protocol (counters in shared memory, the sleep/wake handshake, restarts, errors) is written
+once, in :mod:`.transport` and :mod:`.child`. A :class:`Mechanism` provides what it needs: a
+**channel** between the caller and a worker (``pair``, then ``peer`` on each end: frames,
+one-byte wake-ups, something to wait on) with a ``poller`` over channels and process sentinels,
+and a **shared block** (``block``; ``attach_block`` maps it from a ``token`` sent with the attach
+frame). Two mechanisms, picked by ``mechanism=`` or ``VECENV_PROCESS_MECHANISM``:
 
-- a **channel** between the caller and a worker (``pair``, then ``peer`` on each end): frames
-  and one-byte wake-ups, something to wait on (``peer.waitable``), and a ``poller`` that waits
-  on channels and process sentinels together, with a bound;
-- a **shared block** (``block``, ``attach_block``): memory both sides map, handed to a worker as
-  a ``token`` that travels with the attach frame.
-
-Two mechanisms:
-
-===========  ==========================================  =========================================
-             POSIX (:mod:`.wire`, :mod:`.shm`)            portable (:mod:`.portable`)
-===========  ==========================================  =========================================
-channel      a Unix socketpair, non-blocking              a ``multiprocessing`` duplex pipe, one
-                                                          message per frame
-waiting      ``select.poll``                              ``multiprocessing.connection.wait``
-block        ``memfd_create`` mapped through libc; the    shared by name: ``shm_open``, or a named
-             descriptor passed with ``send_fds``          section on Windows
-where        Linux (the default; macOS has the pieces)    everywhere; the default on Windows
-===========  ==========================================  =========================================
-
-``mechanism=`` on the process backend, or ``VECENV_PROCESS_MECHANISM``, picks one; the suite
-runs the process tests on both.
+- ``posix`` (:mod:`.wire`, :mod:`.shm`; Linux's default): a non-blocking Unix socketpair,
+  ``select.poll``, and ``memfd_create`` memory whose descriptor is passed with ``send_fds``;
+- ``portable`` (below; Windows' default): a ``multiprocessing`` duplex pipe with one message per
+  frame, ``multiprocessing.connection.wait``, and memory shared by name (``shm_open``, or a
+  named section on Windows).
 """
 
 from __future__ import annotations
 
-import abc
+import errno
 import importlib.util
+import mmap
 import multiprocessing
 import os
+import secrets
 import select
 import socket
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from vecenv.transports.process import portable, shm, wire
+from vecenv.transports.process import shm, wire
+from vecenv.transports.process.protocol import Wake
+from vecenv.transports.signals import deferred
 
-__all__ = ["MECHANISMS", "MECHANISM_VAR", "Mechanism", "PortableMechanism", "PosixMechanism", "choose_mechanism",
+__all__ = ["MECHANISMS", "MECHANISM_VAR", "Mechanism", "NamedBlock", "PipePeer", "PipePoller", "choose_mechanism",
            "unavailable"]
 
 #: environment variable that picks the mechanism where the caller does not
 MECHANISM_VAR = "VECENV_PROCESS_MECHANISM"
 
 
-class Mechanism(abc.ABC):
+@dataclass(frozen=True)
+class Mechanism:
     """How one platform provides the channel and the shared block (see the module docstring)."""
 
     name: str
-
-    @abc.abstractmethod
-    def missing(self) -> list[str]:
-        """What this platform lacks for this mechanism (empty: it runs here)."""
-
-    @abc.abstractmethod
-    def pair(self) -> tuple[Any, Any]:
-        """The two ends of a new channel: the caller's and the worker's."""
-
-    @abc.abstractmethod
-    def peer(self, end: Any, sentinel: int | None = None) -> Any:
-        """One end of a channel, as a :class:`.wire.Peer` (or its portable twin)."""
-
-    @abc.abstractmethod
-    def poller(self) -> Any:
-        """Something to ``register`` channels and sentinels with and ``poll(ms)``."""
-
-    @abc.abstractmethod
-    def block(self, size: int) -> Any:
-        """A new shared block of ``size`` zeroed bytes."""
-
-    @abc.abstractmethod
-    def attach_block(self, token: Any, size: int) -> Any:
-        """Map the block a worker was handed (``token``: a descriptor, or a name)."""
+    #: what this platform lacks for this mechanism (empty: it runs here)
+    missing: Callable[[], list[str]]
+    #: the two ends of a new channel: the caller's and the worker's
+    pair: Callable[[], tuple[Any, Any]]
+    #: ``peer(end, sentinel=None)``: one end of a channel, as a :class:`.wire.Peer` or :class:`PipePeer`
+    peer: Callable[..., Any]
+    #: something to ``register`` channels and sentinels with and ``poll(ms)``
+    poller: Callable[[], Any]
+    #: ``block(size)``: a new shared block of ``size`` zeroed bytes
+    block: Callable[[int], Any]
+    #: ``attach_block(token, size)``: map the block a worker was handed (a descriptor, or a name)
+    attach_block: Callable[[Any, int], Any]
 
 
-class PosixMechanism(Mechanism):
-    """Unix socketpairs, ``poll``, memfd with its descriptor passed along."""
-
-    name = "posix"
-
-    def missing(self) -> list[str]:
-        return [name for name, present in (
-            ("socket.AF_UNIX", hasattr(socket, "AF_UNIX")),
-            ("socket.send_fds", hasattr(socket, "send_fds")),
-            ("select.poll", hasattr(select, "poll")),
-            ("the C library's mmap", shm.libc is not None),
-        ) if not present]
-
-    def pair(self) -> tuple[Any, Any]:
-        return socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-
-    def peer(self, end: Any, sentinel: int | None = None) -> Any:
-        return wire.Peer(end, sentinel)
-
-    def poller(self) -> Any:
-        return _PosixPoller()
-
-    def block(self, size: int) -> Any:
-        return shm.SharedBlock(size)
-
-    def attach_block(self, token: Any, size: int) -> Any:
-        return shm.SharedBlock.attach(token, size)
+def _posix_missing() -> list[str]:
+    return [name for name, present in (
+        ("socket.AF_UNIX", hasattr(socket, "AF_UNIX")),
+        ("socket.send_fds", hasattr(socket, "send_fds")),
+        ("select.poll", hasattr(select, "poll")),
+        ("the C library's mmap", shm.libc is not None),
+    ) if not present]
 
 
-class PortableMechanism(Mechanism):
-    """``multiprocessing`` pipes and ``connection.wait``, memory shared by name."""
-
-    name = "portable"
-
-    def missing(self) -> list[str]:
-        # shm_open comes with CPython's _posixshmem on POSIX
-        need_shm = os.name != "nt" and importlib.util.find_spec("_posixshmem") is None
-        return ["_posixshmem (shm_open)"] if need_shm else []
-
-    def pair(self) -> tuple[Any, Any]:
-        return multiprocessing.Pipe(duplex=True)
-
-    def peer(self, end: Any, sentinel: int | None = None) -> Any:
-        return portable.PipePeer(end, sentinel)
-
-    def poller(self) -> Any:
-        return portable.PipePoller()
-
-    def block(self, size: int) -> Any:
-        return portable.NamedBlock(size)
-
-    def attach_block(self, token: Any, size: int) -> Any:
-        return portable.NamedBlock.attach(token, size)
+def _portable_missing() -> list[str]:
+    # shm_open comes with CPython's _posixshmem on POSIX
+    need_shm = os.name != "nt" and importlib.util.find_spec("_posixshmem") is None
+    return ["_posixshmem (shm_open)"] if need_shm else []
 
 
 class _PosixPoller:
@@ -141,9 +85,6 @@ class _PosixPoller:
 
     def poll(self, timeout_ms: float | None = None) -> list[tuple[int, int]]:
         return self._poll.poll(timeout_ms)
-
-
-MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (PosixMechanism(), PortableMechanism())}
 
 
 def choose_mechanism(name: str | None = None) -> Mechanism:
@@ -169,3 +110,215 @@ def unavailable() -> str | None:
     mechanism runs wherever multiprocessing and shared memory by name do)."""
     missing = MECHANISMS["portable"].missing()
     return f"vecenv's worker processes need {', '.join(missing)}" if missing else None
+
+
+# ------------------------------------------------------------------ the portable mechanism
+# What Windows (and every platform multiprocessing supports) offers in place of the POSIX pieces:
+# a duplex Pipe carries one message per frame or wake-up byte, connection.wait waits on pipes and
+# process sentinels together, and a block is shared by name instead of by passing a descriptor.
+_WAKEUPS = Wake.ALL
+_HEAD = 9  # a frame's op byte and length (wire.frame)
+
+
+class PipePoller:
+    """Waits on pipes and process sentinels at once: :meth:`poll` returns ``(ready, 0)`` pairs,
+    as ``select.poll`` returns ``(fd, event)`` pairs."""
+
+    def __init__(self) -> None:
+        self._keys: list[Any] = []
+
+    def register(self, key: Any, _events: int = 0) -> None:
+        self._keys.append(key)
+
+    def poll(self, timeout_ms: float | None = None) -> list[tuple[Any, int]]:
+        ready = wait(self._keys, None if timeout_ms is None else timeout_ms / 1000)
+        return [(key, 0) for key in ready]
+
+
+class PipePeer:
+    """One end of a worker's pipe, watched with ``sentinel`` (the worker process's, on the
+    caller's side); the interface of :class:`.wire.Peer`. Each frame and wake-up byte is one
+    message, sent and received whole (:func:`.signals.deferred`); a frame read while skipping
+    wake-ups waits in :attr:`pending` for its reader."""
+
+    def __init__(self, conn: Connection, sentinel: int | None = None) -> None:
+        self.conn = conn
+        self.waitable: Any = conn
+        self.sentinel = sentinel
+        self.pending: deque[bytes] = deque()
+        _bound_reads(conn)
+
+    def wake(self, byte: bytes) -> None:
+        try:
+            deferred(self.conn.send_bytes, byte)
+        except OSError:  # the peer is gone: its end is noticed where it is read
+            pass
+
+    def skip_wakeups(self) -> bytes | None:
+        """Take the wake-ups that arrived; the first byte of the next frame (kept for its
+        reader), ``b""`` at EOF, ``None`` if nothing is there."""
+        while not self.pending:
+            try:
+                if not self.conn.poll(0):
+                    return None
+                message = deferred(self.conn.recv_bytes)
+            except (EOFError, OSError):
+                return b""
+            if message not in _WAKEUPS:
+                self.pending.append(message)
+        return self.pending[0][:1]
+
+    def _message(self, timeout: float | None) -> bytes:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        watched: list[Any] = [self.conn] if self.sentinel is None else [self.conn, self.sentinel]
+        while not self.pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = wait(watched, left)
+            if self.conn in ready:
+                try:
+                    message = deferred(self.conn.recv_bytes)
+                except (EOFError, OSError):
+                    raise EOFError("the peer closed the connection") from None
+                if message not in _WAKEUPS:
+                    return message
+            elif ready:
+                raise EOFError("the worker process ended")
+            elif left == 0:
+                raise TimeoutError(f"no data from the peer within {timeout:g} s")
+        return self.pending.popleft()
+
+    def read_frame(self, timeout: float | None = None) -> tuple[bytes, bytes]:
+        """The next frame's ``(op, payload)``, skipping wake-ups."""
+        message = self._message(timeout)
+        return message[:1], message[_HEAD:]
+
+    def write(self, data: bytes) -> None:
+        """Send one whole frame (``wire.frame``)."""
+        try:
+            deferred(self.conn.send_bytes, data)
+        except OSError:
+            raise EOFError("the peer closed the connection") from None
+
+    def write_frame_with_fd(self, op: bytes, data: bytes, token: Any) -> None:
+        """Send a frame and then the name of the shared block that goes with it."""
+        self.write(wire.frame(op, data))
+        self.write(str(token).encode())
+
+    def read_frame_with_fd(self) -> tuple[bytes, bytes, str]:
+        """The next frame and the name of the block that came with it."""
+        op, data = self.read_frame()
+        return op, data, self._message(None).decode()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+#: longest pause inside one message before the pipe counts as out of step (as FRAME_TIMEOUT)
+STALL_S = 30
+
+
+def _bound_reads(conn: Connection) -> None:
+    """Give the pipe's socket a receive timeout (POSIX): a signal handler raising between a
+    message's length and its bytes would leave a read waiting for bytes that never come."""
+    if os.name == "nt":
+        return
+    import socket
+    import struct
+
+    try:
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+    except OSError:
+        return
+    with sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", STALL_S, 0))
+
+
+def _reserve(fd: int, size: int, name: str) -> None:
+    """Give the block all its memory now: a page that a full ``/dev/shm`` cannot provide later
+    is a ``SIGBUS`` in whichever process first touches it."""
+    if not hasattr(os, "posix_fallocate"):  # macOS: shared memory is not a size-limited file system
+        return
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.ENOMEM):
+            return  # a file system that cannot reserve ahead (EOPNOTSUPP): as before
+        where = "/dev/shm" if os.path.isdir("/dev/shm") else "POSIX shared memory"
+        try:
+            stat = os.statvfs(where)
+            left = f", and {stat.f_bavail * stat.f_frsize} bytes are free there"
+        except OSError:
+            left = ""
+        raise OSError(
+            exc.errno,
+            f"mechanism='portable' needs {size} bytes of shared memory in {where} for {name}{left}: "
+            "make it larger (docker: --shm-size), or use mechanism='posix' (anonymous memory, not "
+            f"limited by {where})",
+        ) from None
+
+
+class NamedBlock:
+    """``size`` zeroed bytes shared by name (:attr:`token`): a named section on Windows,
+    ``shm_open`` elsewhere (registered with multiprocessing's resource tracker, so a killed
+    caller leaves no name behind)."""
+
+    def __init__(self, size: int, name: str | None = None) -> None:
+        self.size = max(int(size), 1)
+        self._owner = os.getpid() if name is None else None
+        # short: macOS allows 31 characters in a shm name
+        self.token = name or f"{'' if os.name == 'nt' else '/'}ve{os.getpid():x}{secrets.token_hex(6)}"
+        if os.name == "nt":
+            self._map = mmap.mmap(-1, self.size, tagname=self.token)  # type: ignore[call-arg]
+        else:
+            self._map = self._posix_map(name is None)
+        self.buffer = memoryview(self._map)
+
+    def _posix_map(self, create: bool) -> mmap.mmap:
+        import _posixshmem  # type: ignore[import-not-found]
+
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = _posixshmem.shm_open(self.token, flags, mode=0o600)
+        try:
+            if create:
+                os.ftruncate(fd, self.size)
+                _reserve(fd, self.size, self.token)
+            memory = mmap.mmap(fd, self.size)
+        except BaseException:
+            if create:
+                _posixshmem.shm_unlink(self.token)
+            raise
+        finally:
+            os.close(fd)
+        if create:
+            from multiprocessing import resource_tracker
+
+            resource_tracker.register(self.token, "shared_memory")
+        return memory
+
+    @classmethod
+    def attach(cls, token: str, size: int) -> NamedBlock:
+        """Map a block another process made."""
+        return cls(size, token)
+
+    def release(self) -> None:
+        """In the process that made it: remove the name (the mappings stay valid); elsewhere
+        nothing."""
+        if self._owner != os.getpid() or os.name == "nt":
+            return
+        self._owner = None
+        import _posixshmem  # type: ignore[import-not-found]
+        from multiprocessing import resource_tracker
+
+        try:
+            _posixshmem.shm_unlink(self.token)
+        except FileNotFoundError:
+            pass
+        resource_tracker.unregister(self.token, "shared_memory")
+
+
+MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (
+    Mechanism("posix", _posix_missing, lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM),
+              wire.Peer, _PosixPoller, shm.SharedBlock, shm.SharedBlock.attach),
+    Mechanism("portable", _portable_missing, lambda: multiprocessing.Pipe(duplex=True),
+              PipePeer, PipePoller, NamedBlock, NamedBlock.attach),
+)}

@@ -1,14 +1,9 @@
 """Shared memory that cannot leak: an anonymous memory file mapped into every worker.
 
-A :class:`SharedBlock` is backed by ``memfd_create`` (Linux) or, elsewhere, by a temporary file
-that is unlinked at once. Nothing is ever named in ``/dev/shm``, so a crash, a ``SIGKILL`` or a
-forgotten ``close()`` cannot leave a segment behind: the kernel frees the memory when the last
-mapping and the last file descriptor are gone. Workers receive the descriptor over their socket
-(``socket.send_fds``) and map it themselves.
-
-The block is mapped with ``mmap(2)`` through ctypes rather than Python's ``mmap`` module, which
-keeps a duplicate of the descriptor open for as long as the mapping lives: a worker forked later
-would inherit that duplicate and keep the memory allocated after its owner closed it.
+A :class:`SharedBlock` is a ``memfd_create`` file (elsewhere a temporary file unlinked at once):
+nothing is named in ``/dev/shm``, so no crash can leave a segment behind. Workers receive the
+descriptor with ``socket.send_fds``. It is mapped with ``mmap(2)`` through ctypes: Python's
+``mmap`` keeps a duplicate descriptor that a later fork would inherit, keeping the memory alive.
 """
 
 from __future__ import annotations
@@ -76,12 +71,8 @@ def drop_inherited_mappings() -> None:
 
 
 class SharedBlock:
-    """``size`` bytes of zeroed memory shared with the processes that map its :attr:`fd`.
-
-    ``buffer`` is a writable memoryview usable with ``numpy.frombuffer``; the memory stays mapped
-    as long as anything views it. :meth:`close_fd` drops the descriptor once every worker has
-    its own copy.
-    """
+    """``size`` zeroed bytes shared with the processes that map its :attr:`fd`; ``buffer`` stays
+    mapped as long as anything views it."""
 
     def __init__(self, size: int, fd: int | None = None) -> None:
         self.size = max(int(size), 1)
@@ -110,12 +101,10 @@ class SharedBlock:
         """What a worker needs to map this block: its descriptor (sent with ``send_fds``)."""
         return self.fd
 
-    def release(self) -> None:
-        """Close the descriptor (the mapping stays valid)."""
-        self.close_fd()
-
     def close_fd(self) -> None:
         """Close the descriptor (the mapping stays valid)."""
         if self.fd is not None:
             fd, self.fd = self.fd, None
             os.close(fd)
+
+    release = close_fd

@@ -1,11 +1,8 @@
 """Windows: workers end with their caller through a job object, never through a signal.
 
-The caller makes one job object with ``JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`` and puts every
-worker in it. The caller alone holds the job's handle; when the caller's process ends, however
-it ends, Windows closes the handle and ends every process in the job, even one whose env holds
-the GIL in native code (where the worker's own watch thread cannot run). Elsewhere this module
-does nothing. Any failure (an older Windows, a job that does not allow nesting) leaves the worker
-to its watch thread, as before.
+The caller alone holds a job object with ``JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`` holding every
+worker: when the caller ends, however, Windows ends them all, even one whose env holds the GIL in
+native code. Where that fails the worker's own watch thread still ends it.
 """
 
 from __future__ import annotations

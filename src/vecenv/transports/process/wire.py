@@ -41,8 +41,7 @@ def dumps(obj: Any, check: bool = False) -> bytes:
     return data
 
 
-def loads(data: bytes) -> Any:
-    return pickle.loads(data)
+loads = pickle.loads
 
 
 class Peer:
