@@ -179,9 +179,9 @@ def test_a_wait_for_every_reply_that_runs_out_reports_the_workers_done(mechanism
         envs.step_async(np.zeros(4, np.int64))
         transport = envs._flight.transport
         start = time.monotonic()
-        assert transport.ready_all([0, 1], 1.0) == [0]  # at its deadline: the one that is done
+        assert transport.ready([0, 1], 1.0, every=True) == [0]  # at its deadline: the one that is done
         assert 0.9 <= time.monotonic() - start < 2.5
-        assert transport.ready_all([1], 10.0) == [1]
+        assert transport.ready([1], 10.0, every=True) == [1]
         envs.step_wait()
     finally:
         envs.close()

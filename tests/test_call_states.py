@@ -69,14 +69,15 @@ def waiting(state: CallState, batch_size: int | None = None):
 
 
 def cut_after_submit(t) -> None:
-    """Each command ``t`` is given goes out, then a KeyboardInterrupt cuts the sending short."""
-    submit = t.submit
+    """The first command of a round ``t`` is given goes out, then a KeyboardInterrupt cuts the
+    sending short."""
+    send = t.send
 
-    def cut(worker: int, command: object) -> None:
-        submit(worker, command)
+    def cut(commands: list) -> None:
+        send(commands[:1])
         raise KeyboardInterrupt
 
-    t.submit = cut
+    t.send = cut
 
 
 def collect(f, calls, state: CallState):

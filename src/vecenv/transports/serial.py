@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from vecenv.engine.transport import Transport
@@ -38,18 +38,17 @@ class SerialTransport(Transport):
         for group, (start, stop) in zip(self.groups, self.partition, strict=True):
             group.attach(buffers.rows(start, stop))
 
-    def submit(self, worker: int, command: Command) -> None:
-        self._replies.pop(worker, None)
-        try:
-            self._replies[worker] = (True, command.run(self.groups[worker]))  # the engine's own
-        except Exception as exc:  # delivered by fetch, like a remote error
-            self._replies[worker] = (False, exc)
+    def send(self, commands: Sequence[tuple[int, Command]]) -> None:
+        for worker, command in commands:
+            self._replies.pop(worker, None)
+            try:
+                self._replies[worker] = (True, command.run(self.groups[worker]))  # the engine's own
+            except Exception as exc:  # delivered by fetch, like a remote error
+                self._replies[worker] = (False, exc)
 
-    def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
         return [w for w in workers if w in self._replies]
 
-
-    ready_all = ready  # every reply or any: this transport wakes its caller the same way
     def outstanding(self, worker: int) -> bool:
         return worker in self._replies
 

@@ -89,7 +89,7 @@ class Closing(Transport):
                 if self.outstanding(w) and not self.settle(w, max(0.0, deadline - time.monotonic())):
                     continue
                 if w not in self.dead:
-                    self.submit(w, Close())
+                    self.send([(w, Close())])
                     asked.append(w)
             except Exception:  # noqa: PERF203 - a worker that died meanwhile is ended below
                 pass

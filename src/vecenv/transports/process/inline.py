@@ -9,7 +9,7 @@ into the workers' info rows (:class:`~.infos.LocalInfos`), so a full batch's inf
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from gymnasium import spaces
@@ -68,31 +68,23 @@ class InlineTransport(Transport):
             self._infos = LocalInfos(self.remote.info_reader, start, stop)
             self.local.groups[0].info_sink = self._infos.writer.write
 
-    def submit(self, worker: int, command: Command) -> None:
-        if worker < self._k:
-            self.remote.submit(worker, command)
-        else:
-            if self._infos is not None:
-                self._infos.writer.begin()
-            self.remote.flush()  # the workers start before this thread steps its own group
-            self.local.submit(worker - self._k, command)
+    def send(self, commands: Sequence[tuple[int, Command]]) -> None:
+        k = self._k
+        if k:
+            self.remote.send([(w, c) for w, c in commands if w < k])  # the workers start first
+        for w, command in commands:
+            if w >= k:
+                if self._infos is not None:
+                    self._infos.writer.begin()
+                self.local.send([(w - k, command)])
 
-    def flush(self) -> None:
-        self.remote.flush()
-
-    def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
-        return self._ready(workers, timeout, False)
-
-    def ready_all(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
-        return self._ready(workers, timeout, True)
-
-    def _ready(self, workers: Collection[int], timeout: float | None, every: bool) -> list[int]:
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
         k = self._k
         local = [k] if k in workers and self.local.ready([0]) else []
         remote = [w for w in workers if w < k]
         if not remote:
             return local
-        return local + (self.remote.ready_all if every else self.remote.ready)(remote, 0 if local else timeout)
+        return local + self.remote.ready(remote, 0 if local else timeout, every)
 
     def fetch(self, worker: int) -> Any:
         if worker < self._k:

@@ -6,7 +6,7 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import cloudpickle
@@ -222,30 +222,36 @@ class ProcessTransport(Closing):
         self.peers[w].write_frame_with_fd(Frame.ATTACH, data, self._block.token)
 
     # ------------------------------------------------------------ commands
-    def submit(self, worker: int, command: Command) -> None:
-        if worker in self.dead:
-            return  # fetch reports it
+    def send(self, commands: Sequence[tuple[int, Command]]) -> None:
+        """Post each command (a step as a counter bump, anything else as a message too), then
+        wake, with one ring of the bell, the workers asleep since."""
         ctrl = self.ctrl
         if ctrl is None:
             raise self._no_block()
-        if type(command) is Step and not self._action_objects:
-            if command.ids is None:
-                op = Op.STEP
-            else:
-                start, stop = self.partition[worker]
+        self._unrung = self._bell is not None  # ready() rings what an interruption left unrung
+        for worker, command in commands:
+            if worker in self.dead:
+                continue  # fetch reports it
+            if type(command) is not Step or self._action_objects:
+                self._send_message(worker, command)
+                continue
+            op = Op.STEP
+            if command.ids is not None:  # the envs to step, flagged in the step mask
                 masks = self._mask
                 if masks is None:
                     raise self._no_block()
-                mask = masks[start:stop]
+                mask = masks[slice(*self.partition[worker])]
                 mask[:] = False
                 mask[command.ids] = True
                 op = Op.MASKED_STEP
             ctrl.post(worker, op)  # the commit point
             if self._bell is None:
                 handshake.notify(ctrl.slots[worker], Slot.WORKER_SLEEPS, self.peers[worker], Wake.WORKER)
-            else:
-                self._unrung = True  # flush() wakes every sleeping worker at once
-            return
+        if self._unrung:
+            self._ring()
+
+    def _send_message(self, worker: int, command: Command) -> None:
+        """Post a command that travels pickled (with the custom action leaves of a step)."""
         objects = None
         if type(command) is Step or type(command) is GivenStep:
             start, stop = self.partition[worker]
@@ -265,16 +271,14 @@ class ProcessTransport(Closing):
             self.peers[worker].write(data)
         except EOFError:
             self._mark_dead(worker)
-        self._unrung = self._bell is not None
 
-    def flush(self) -> None:
+    def _ring(self) -> None:
         """Wake, with one ring of the bell, the workers asleep since commands were posted to them."""
-        if self._unrung:
-            self._unrung = False
-            ctrl, bell = self.ctrl, self._bell
-            control.fence()
-            if ctrl is not None and bell is not None and (not control.TSO or ctrl.slots[:, Slot.WORKER_SLEEPS].any()):
-                bell.ring()
+        self._unrung = False
+        ctrl, bell = self.ctrl, self._bell
+        control.fence()
+        if ctrl is not None and bell is not None and (not control.TSO or ctrl.slots[:, Slot.WORKER_SLEEPS].any()):
+            bell.ring()
 
     def outstanding(self, worker: int) -> bool:
         ctrl = self.ctrl
@@ -282,24 +286,23 @@ class ProcessTransport(Closing):
             ctrl.outstanding(worker) or ctrl.slots[worker, Slot.REPLY] == Reply.MESSAGE
         )
 
-    def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
-        return self._ready(workers, timeout, False)
-
-    def ready_all(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
-        return self._ready(workers, timeout, True)
-
-    def _ready(self, workers: Collection[int], timeout: float | None, every: bool) -> list[int]:
-        self.flush()
-        done = self._done(workers)
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
+        if self._unrung:  # a send cut short before its ring
+            self._ring()
+        ctrl = self.ctrl
+        if ctrl is None:
+            return []
+        dead = self.dead
+        done = ctrl.finished(workers, dead)
         if done and len(done) < len(workers) and not every:  # a wait for all watches the processes
             self._look_for_deaths(workers, done)  # async batches: a dead worker is never waited on
-            done = self._done(workers)
+            done = ctrl.finished(workers, dead)
         if done or timeout == 0:
             return done
         found: list[int] = []
 
         def finished() -> bool:
-            found.extend(self._done(workers))
+            found.extend(ctrl.finished(workers, dead))
             return bool(found)
 
         if self.waiter.spin(finished, timeout):
