@@ -48,8 +48,10 @@ Modules, one concern each:
 - :mod:`.closing`: ``close()``, finished by a second call when an interruption cut it short.
 - :mod:`.winjob`: Windows's job object, which ends the workers with their caller.
 - :mod:`.child`: the worker process's loop.
-- :mod:`.transport`: :class:`ProcessTransport`, the caller's side.
-- :mod:`.inline`: :class:`InlineTransport`, the last group in the caller's process.
+- :mod:`.starting`: starting the workers (spawn, describe, attach, restart), and with
+  ``inline=True`` the last group, built in the caller's process.
+- :mod:`.transport`: :class:`ProcessTransport`, the caller's side of a step (send, ready, fetch);
+  with ``inline=True`` it steps the last group itself between posting and waiting.
 
 Commands other than a step (reset, calls, close) travel as pickled
 :mod:`~vecenv.worker.commands` on the socket, posted through the same counter. Posting a message
@@ -62,10 +64,9 @@ stalls, and after ``FRAME_TIMEOUT`` the worker is ended and reported.
 
 from vecenv.transports.process.control import default_spin
 from vecenv.transports.process.envfns import EnvFnPicklingError
-from vecenv.transports.process.inline import InlineTransport
 from vecenv.transports.process.mainguard import script_rerun_line
 from vecenv.transports.process.mechanism import unavailable
 from vecenv.transports.process.transport import ProcessTransport
 
-__all__ = ["EnvFnPicklingError", "InlineTransport", "ProcessTransport", "default_spin", "script_rerun_line",
+__all__ = ["EnvFnPicklingError", "ProcessTransport", "default_spin", "script_rerun_line",
            "unavailable"]

@@ -31,6 +31,7 @@ from vecenv.transports.process.protocol import Attach, Frame
 from vecenv.transports.process.shm import aligned
 from vecenv.transports.signals import quietly_started
 from vecenv.worker import EnvDescription, EnvGroup
+from vecenv.worker.group import warn_close_failures
 
 __all__ = ["Starting"]
 
@@ -54,32 +55,61 @@ class Starting(Closing):
     _bell: futex.Bell | None
     _action_objects: bool
     _layout: Attach
-    #: the last group, stepped in the caller's thread (``inline``), and its info rows' writer
+    #: the last group's index when it steps in the caller's thread (``inline``), else -1; the
+    #: group, and the writer of its info rows
+    runs_inline: bool
+    inline_worker: int = -1
     inline: EnvGroup | None = None
     inline_infos: InfoWriter | None = None
 
     # ------------------------------------------------------------ start
+    @property
+    def spawned(self) -> int:
+        """How many groups run in worker processes: all but an inline one."""
+        return self.num_workers - (self.inline_worker >= 0)
+
     def launch(self) -> list[EnvDescription]:
-        check_main_guard(self.start_method)
+        self.inline_worker = self.num_workers - 1 if self.runs_inline else -1
+        n = self.spawned
+        if n:
+            check_main_guard(self.start_method)
         if self.spin_us is None:
-            self.main_spin, self.worker_spin = default_spin(self.num_workers)
+            self.main_spin, self.worker_spin = default_spin(n)
         else:
             self.main_spin = self.worker_spin = max(0.0, float(self.spin_us)) * 1e-6
         self.waiter = handshake.Waiter(self.main_spin, self.yield_s)
-        self._payloads = envfns.pack(self.env_fns[: self.partition[-1][1]], self.start_method)  # before any start
+        self._payloads = envfns.pack(self.env_fns[: self.partition[n - 1][1] if n else 0], self.start_method)
         lifetime.LIVE.add(self)
-        for w in range(self.num_workers):
+        for w in range(n):
             self._spawn(w)
+        if self.inline_worker >= 0:  # built here while the workers build theirs
+            self.inline = self._inline_group()
         deadline = self._start_deadline()
         descriptions, errors = [], []
-        for w in range(self.num_workers):  # every worker builds its envs meanwhile
+        for w in range(n):
             try:
                 descriptions.extend(self._handshake(w, deadline, "start"))
             except Exception as exc:  # noqa: PERF203 - read the others too (a Ctrl-C stops at once)
                 errors.append(exc)
         if errors:
             raise errors[0]
-        return descriptions
+        return descriptions + (self.inline.describe() if self.inline is not None else [])
+
+    def _inline_group(self) -> EnvGroup:
+        """The last group, built in this process (a Ctrl-C in its envs is the caller's)."""
+        k = self.inline_worker
+        return EnvGroup(self.group_fns(k), self.partition[k][0], self.first_worker + k, self.autoreset_mode)
+
+    def _attach_inline(self, group: EnvGroup) -> None:
+        """Give the inline group its rows of the shared block, its infos included, as a worker's."""
+        buffers, reader = self._buffers, self._infos
+        if buffers is None or reader is None:
+            raise self._no_block()
+        start, stop = self.partition[self.inline_worker]
+        group.attach(buffers.rows(start, stop))
+        if self.inline_infos is None:
+            self.inline_infos = InfoWriter(reader.area.part(start, stop), start)
+        group.info_sink = self.inline_infos.write
 
     def _start_deadline(self) -> float | None:
         return None if self.start_timeout is None else time.monotonic() + self.start_timeout
@@ -184,10 +214,12 @@ class Starting(Closing):
     def attach(self, buffers: StepBuffers) -> None:
         if buffers is not self._buffers:
             raise ValueError("ProcessTransport.attach needs the buffers its allocate() returned")
-        for w in range(self.num_workers):
+        for w in range(self.spawned):
             self._send_layout(w)
+        if self.inline is not None:
+            self._attach_inline(self.inline)
         deadline = self._start_deadline()
-        for w in range(self.num_workers):
+        for w in range(self.spawned):
             self._handshake(w, deadline, "start")
         # the descriptor stays open until close(): a restarted worker maps the same block
 
@@ -211,7 +243,11 @@ class Starting(Closing):
 
     # ------------------------------------------------------------ failures
     def restart(self, worker: int) -> None:
-        """Start a new process for ``worker``'s envs, mapped onto the same rows."""
+        """Start a new process for ``worker``'s envs, mapped onto the same rows (the inline
+        group: build it again here)."""
+        if worker == self.inline_worker:
+            self._restart_inline()
+            return
         self.terminate(worker)
         old, watch = self.peers[worker], self.watches[worker]
         self._spawn(worker)
@@ -231,3 +267,28 @@ class Starting(Closing):
         except BaseException:
             self.terminate(worker)
             raise
+
+    def _restart_inline(self) -> None:
+        old, ctrl = self.inline, self.ctrl
+        if old is None or ctrl is None:
+            raise self._no_block()
+        new = self._inline_group()
+        self._attach_inline(new)
+        self.inline = new
+        ctrl.forget(self.inline_worker)
+        self.info_reader.forget(self.inline_worker)
+        warn_close_failures(old.close())
+
+    def terminate(self, worker: int) -> None:
+        """End ``worker``'s process; the inline group cannot be ended (its reply is always ready,
+        so it is never found overdue)."""
+        if worker != self.inline_worker:
+            super().terminate(worker)
+
+    def close(self, timeout: float | None = None) -> None:
+        inline, self.inline = self.inline, None
+        try:
+            if inline is not None:
+                warn_close_failures(inline.close())
+        finally:
+            super().close(timeout)

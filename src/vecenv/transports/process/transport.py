@@ -13,7 +13,7 @@ import cloudpickle
 import numpy as np
 
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT
-from vecenv.infos import IN_ROWS, NO_REPLY, InfoReader, RowsReply
+from vecenv.infos import IN_ROWS, NO_REPLY, InfoReader, RowsReply, StepReply
 from vecenv.spaces import StepBuffers
 from vecenv.transports.process import control, futex, handshake, lifetime, wire
 from vecenv.transports.process.closing import DEFAULT_CLOSE_TIMEOUT
@@ -50,7 +50,10 @@ class ProcessTransport(Starting):
         yield_us: float | None = None,
         start_timeout: float | None = DEFAULT_START_TIMEOUT,
         mechanism: str | None = None,
+        inline: bool = False,
     ) -> None:
+        self.runs_inline = inline  # the last group steps in the caller's thread (:mod:`.starting`)
+        self._held: tuple[bool, Any] = (True, None)  # the inline group's reply, when not in the rows
         self.mechanism = choose_mechanism(mechanism)
         self.ctx = multiprocessing.get_context(context) if context is None or isinstance(context, str) else context
         self.start_method = self.ctx.get_start_method()
@@ -79,15 +82,19 @@ class ProcessTransport(Starting):
 
     # ------------------------------------------------------------ commands
     def send(self, commands: Sequence[tuple[int, Command]]) -> None:
-        """Post each command (a step as a counter bump, anything else as a message too), then
-        wake, with one ring of the bell, the workers asleep since."""
-        ctrl = self.ctrl
+        """Post each command (a step as a counter bump, anything else as a message too), wake
+        with one ring of the bell the workers asleep since, then run the inline group's command
+        here while they run theirs."""
+        ctrl, bell, here = self.ctrl, self._bell, None
         if ctrl is None:
             raise self._no_block()
-        self._unrung = self._bell is not None  # ready() rings what an interruption left unrung
+        self._unrung = bell is not None  # ready() rings what an interruption left unrung
         for worker, command in commands:
             if worker in self.dead:
                 continue  # fetch reports it
+            if worker == self.inline_worker:
+                here = command
+                continue
             if type(command) is not Step or self._action_objects:
                 self._send_message(worker, command)
                 continue
@@ -101,10 +108,45 @@ class ProcessTransport(Starting):
                 mask[command.ids] = True
                 op = Op.MASKED_STEP
             ctrl.post(worker, op)  # the commit point
-            if self._bell is None:
+            if bell is None:
                 handshake.notify(ctrl.slots[worker], Slot.WORKER_SLEEPS, self.peers[worker], Wake.WORKER)
         if self._unrung:
-            self._ring()
+            self._unrung = False
+            control.fence()
+            if bell is not None and (not control.TSO or ctrl.slots[:, Slot.WORKER_SLEEPS].any()):
+                bell.ring()
+        if here is not None:
+            self._run_inline(ctrl, here)
+
+    def _run_inline(self, ctrl: ControlBlock, command: Command) -> None:
+        """Run ``command`` on the inline group in this thread, as a worker runs it: the results
+        in the shared rows, finished in its control slot; a reply the rows do not hold is kept
+        for :meth:`fetch`. Cut short (a Ctrl-C), the command counts as finished with nothing."""
+        group, infos, k = self.inline, self.inline_infos, self.inline_worker
+        if group is None or infos is None:
+            raise self._no_block()
+        try:
+            ctrl.post(k, Op.COMMAND)
+            if infos.dirty:  # the last command's info rows
+                infos.begin()
+            kind = Reply.IN_MEMORY
+            try:
+                value = group.step(command.ids) if type(command) is Step else group.run(command)
+            except Exception as exc:
+                self._held, kind = (False, exc), Reply.MESSAGE
+            else:
+                if type(value) is not StepReply:  # a call's values
+                    self._held, kind = (True, value), Reply.MESSAGE
+                elif value is not NO_REPLY or infos.dirty:
+                    message = infos.reply(value.entries, value.objects)
+                    if message is not None:
+                        self._held, kind = (True, message), Reply.MESSAGE
+                    elif infos.dirty:
+                        kind = Reply.INFOS
+            ctrl.finish(k, int(ctrl.slots[k, Slot.CMD]), kind)
+        except BaseException:
+            ctrl.forget(k)  # (a second cut, inside this, is put right by the next wait: _sleep)
+            raise
 
     def _send_message(self, worker: int, command: Command) -> None:
         """Post a command that travels pickled (with the custom action leaves of a step)."""
@@ -128,14 +170,6 @@ class ProcessTransport(Starting):
         except EOFError:
             self._mark_dead(worker)
 
-    def _ring(self) -> None:
-        """Wake, with one ring of the bell, the workers asleep since commands were posted to them."""
-        self._unrung = False
-        ctrl, bell = self.ctrl, self._bell
-        control.fence()
-        if ctrl is not None and bell is not None and (not control.TSO or ctrl.slots[:, Slot.WORKER_SLEEPS].any()):
-            bell.ring()
-
     def outstanding(self, worker: int) -> bool:
         ctrl = self.ctrl
         return worker not in self.dead and ctrl is not None and (
@@ -144,7 +178,7 @@ class ProcessTransport(Starting):
 
     def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
         if self._unrung:  # a send cut short before its ring
-            self._ring()
+            self.send(())
         ctrl = self.ctrl
         if ctrl is None:
             return []
@@ -153,13 +187,13 @@ class ProcessTransport(Starting):
         if done and len(done) < len(workers) and not every:  # a wait for all watches the processes
             self._look_for_deaths(workers, done)  # async batches: a dead worker is never waited on
             done = ctrl.finished(workers, dead)
-        if done or timeout == 0:
+        if (len(done) == len(workers) if every else done) or timeout == 0:
             return done
         found: list[int] = []
 
         def finished() -> bool:
-            found.extend(ctrl.finished(workers, dead))
-            return bool(found)
+            found[:] = ctrl.finished(workers, dead)
+            return len(found) == len(workers) if every else bool(found)
 
         if self.waiter.spin(finished, timeout):
             return found
@@ -178,7 +212,7 @@ class ProcessTransport(Starting):
         poller = self.mechanism.poller()
         owner = {}
         for w in workers:
-            if w not in done and w not in self.dead:
+            if w not in done and w not in self.dead and w != self.inline_worker:
                 poller.register(self.peers[w].sentinel)
                 owner[self.peers[w].sentinel] = w
         for key, _ in poller.poll(0) if owner else ():
@@ -189,21 +223,23 @@ class ProcessTransport(Starting):
         """Where a process cannot be waited on exactly (:class:`.lifetime.Watch`): its exit
         code, looked at in every bounded nap."""
         for w in workers:
-            if w not in self.dead and not self.watches[w].exact and self.watches[w].ended():
+            if w not in self.dead and w != self.inline_worker and not self.watches[w].exact and self.watches[w].ended():
                 self._mark_dead(w)
 
     def _sleep(self, workers: Collection[int], deadline: float | None, every: bool) -> list[int]:
         """Block for a reply (``every``: for all of them, or a death; woken once, by the last to
         finish): declare it, re-check, then bounded polls on sockets and sentinels."""
-        live = [w for w in workers if w not in self.dead]
+        ctrl, k = self.ctrl, self.inline_worker
+        if ctrl is None:
+            raise self._no_block()
+        if k in workers and ctrl.outstanding(k):  # never running now: its command was cut short
+            ctrl.forget(k)
+        live = [w for w in workers if w not in self.dead and w != k]
         poller, owner = self.mechanism.poller(), {}
         for w in live:
             for key in (self.peers[w].waitable, self.peers[w].sentinel):
                 poller.register(key)
                 owner[key] = w
-        ctrl = self.ctrl
-        if ctrl is None:
-            raise self._no_block()
         slots = ctrl.slots
 
         mode = Sleep.ALL if every else Sleep.ANY
@@ -246,14 +282,21 @@ class ProcessTransport(Starting):
             raise self._died(worker)
         if ctrl is None or infos is None:
             raise self._no_block()
-        if not control.TSO:
+        inline = worker == self.inline_worker
+        if not control.TSO and not inline:
             self.peers[worker].skip_wakeups()
         kind = ctrl.slots[worker, Slot.REPLY]
         if kind != Reply.MESSAGE:  # the hot path: the reply is all in shared memory
             if kind == Reply.INFOS and ctrl.take(worker, Reply.INFOS):
                 return infos.take(worker, IN_ROWS)
             return NO_REPLY
-        value = self._unpack(worker, deferred(self._take_message, worker))  # read and marked taken, or neither
+        if inline:  # kept by _run_inline
+            ctrl.take(worker, Reply.MESSAGE)
+            (ok, value), self._held = self._held, (True, None)
+            if not ok:
+                raise value
+        else:
+            value = self._unpack(worker, deferred(self._take_message, worker))  # read and marked taken, or neither
         if type(value) is RowsReply:
             return infos.take(worker, value)
         return value
