@@ -12,13 +12,13 @@ import pytest
 
 import vecenv
 from helpers import needs_processes
-from vecenv.transports.process import futex, handshake
+from vecenv.transports.process import control, handshake
 from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.mechanism import MECHANISMS
 from vecenv.transports.process.protocol import Sleep, Slot
 
 pytestmark = needs_processes
-needs_futex = pytest.mark.skipif(not futex.available(), reason="futexes are Linux-only")
+needs_futex = pytest.mark.skipif(not control.bell_available(), reason="futexes are Linux-only")
 
 
 def _block(num_workers: int) -> ControlBlock:
@@ -62,7 +62,7 @@ def test_a_caller_waiting_for_all_is_woken_only_by_the_last_to_finish():
 @pytest.mark.timeout(20)
 def test_one_ring_wakes_every_thread_asleep_on_the_word():
     ctrl = _block(1)
-    bell = futex.Bell(ctrl.bell_word)
+    bell = control.Bell(ctrl.bell_word)
     woke: list[float] = []
 
     def sleeper() -> None:
@@ -85,7 +85,7 @@ def test_one_ring_wakes_every_thread_asleep_on_the_word():
 @needs_futex
 @pytest.mark.timeout(20)
 def test_a_wait_returns_at_once_when_the_word_moved_and_after_its_nap_otherwise():
-    bell = futex.Bell(_block(1).bell_word)
+    bell = control.Bell(_block(1).bell_word)
     seen = bell.seen()
     bell.ring()
     start = time.monotonic()
@@ -100,7 +100,7 @@ def test_a_wait_returns_at_once_when_the_word_moved_and_after_its_nap_otherwise(
 @pytest.mark.timeout(20)
 def test_sleep_on_bell_declares_returns_on_the_counter_and_withdraws():
     ctrl = _block(1)
-    bell = futex.Bell(ctrl.bell_word)
+    bell = control.Bell(ctrl.bell_word)
     flags: list[int] = []
     moved = threading.Event()
 

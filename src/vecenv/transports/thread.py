@@ -35,7 +35,7 @@ from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
 from vecenv.transports.spin import locked, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
-from vecenv.worker.commands import Command
+from vecenv.worker.commands import Command, Step
 from vecenv.worker.group import warn_close_failures
 
 __all__ = ["ThreadTransport"]
@@ -259,11 +259,13 @@ class ThreadTransport(Transport):
 
     # ----------------------------------------------------------------- running commands
     def _run(self, w: int) -> Any:
-        command = self._commands[w]
+        command, group = self._commands[w], self.groups[w]
+        if type(command) is Step and group is not None:  # a step, as a worker process runs it
+            return group.step(command.ids)
         if type(command) is Build:
             group = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode)
             return group.describe()
-        return command.run(self.groups[w])
+        return command.run(group)
 
     def _serve_here(self, w: int) -> None:
         """Run group ``w``'s command in your thread, where a Ctrl-C must get through: an

@@ -10,7 +10,7 @@ One step, from the caller's ``step()`` to a worker and back::
         ControlBlock.post(w, Op.STEP) --> slot[w].CMD += 1 ------------> Child.wait_command: spin,
       ProcessTransport.flush: once for                                    yield, then sleep on the
         all workers, if one declared it  --> bell word += 1, one -------> bell (or socket) until
-        sleeps (futex.Bell.ring)             futex wake for all           CMD moves
+        sleeps (control.Bell.ring)           futex wake for all           CMD moves
                                                                           EnvGroup.step(): envs write
                                           observation/reward/flag rows <- their results in place
                                           info rows <------------------- InfoWriter.write: each
@@ -31,10 +31,10 @@ Modules, one concern each:
 
 - :mod:`.protocol`: every code the two sides exchange (slot fields, operations, reply kinds,
   frame ops, wake-up bytes, the typed attach message), named once.
-- :mod:`.control`: the control block (post / finish / the sleep flags) and the memory fence.
+- :mod:`.control`: the control block (post / finish / the sleep flags), the bell every sleeping
+  worker waits on, rung once for all (a Linux futex), and the memory fence.
 - :mod:`.handshake`: the sleep/wake handshake both sides use: a :class:`~.handshake.Waiter` that
   spins and yields only while its waits say it pays, the declared sleep, and the wake-up.
-- :mod:`.futex`: the bell every sleeping worker waits on, rung once for all (Linux).
 - :mod:`.mechanism`: the seam with the operating system (a channel, a shared block, a poller)
   and its two mechanisms: POSIX (:mod:`.wire`, :mod:`.shm`) and portable (:mod:`.portable`).
 - :mod:`.wire`: frames, pickling, and socket I/O that notices a dead peer (POSIX).

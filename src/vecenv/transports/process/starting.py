@@ -20,7 +20,7 @@ from gymnasium import spaces
 from vecenv.errors import StepTimeoutError, VecEnvError
 from vecenv.infos import InfoReader, InfoWriter
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import envfns, futex, handshake, lifetime, winjob, wire
+from vecenv.transports.process import control, envfns, handshake, lifetime, winjob, wire
 from vecenv.transports.process.child import worker_main
 from vecenv.transports.process.closing import Closing
 from vecenv.transports.process.control import ControlBlock, default_spin
@@ -52,7 +52,7 @@ class Starting(Closing):
     _buffers: StepBuffers | None
     _payloads: list[bytes] | None
     _infos: InfoReader | None
-    _bell: futex.Bell | None
+    _bell: control.Bell | None
     _action_objects: bool
     _layout: Attach
     #: the last group's index when it steps in the caller's thread (``inline``), else -1; the
@@ -193,7 +193,7 @@ class Starting(Closing):
         self.ctrl = ControlBlock(buf, ctrl_off, self.num_workers)
         self._mask = np.frombuffer(buf, np.bool_, num_envs, mask_off)
         self._infos = caller_reader(observation_space, num_envs, buf, infos_off, self.partition)
-        self._bell = futex.Bell(self.ctrl.bell_word) if self.mechanism.name == "posix" and futex.available() else None
+        self._bell = control.Bell(self.ctrl.bell_word) if self.mechanism.name == "posix" and control.bell_available() else None
         self._layout = Attach(observation_space, action_space, num_envs, 0, 0, size, ctrl_off,
                               self.num_workers, mask_off, infos_off, self._bell is not None, slots)
         self._action_objects = self._buffers.actions.has_objects

@@ -7,6 +7,7 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Collection, Sequence
+from functools import partial
 from typing import Any
 
 import cloudpickle
@@ -15,7 +16,7 @@ import numpy as np
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT
 from vecenv.infos import IN_ROWS, NO_REPLY, InfoReader, RowsReply, StepReply
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, futex, handshake, lifetime, wire
+from vecenv.transports.process import control, handshake, lifetime, wire
 from vecenv.transports.process.closing import DEFAULT_CLOSE_TIMEOUT
 from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.envfns import EnvFnPicklingError
@@ -71,7 +72,7 @@ class ProcessTransport(Starting):
         self._mask: np.ndarray | None = None
         self._payloads: list[bytes] | None = None
         self._infos: InfoReader | None = None
-        self._bell: futex.Bell | None = None  # where workers sleep on a futex: the word they wait on
+        self._bell: control.Bell | None = None  # where workers sleep on a futex: the word they wait on
         self._unrung = False  # commands posted since the bell last rang
         self._action_objects = False
         self._next_death_check = 0.0
@@ -189,14 +190,8 @@ class ProcessTransport(Starting):
             done = ctrl.finished(workers, dead)
         if (len(done) == len(workers) if every else done) or timeout == 0:
             return done
-        found: list[int] = []
-
-        def finished() -> bool:
-            found[:] = ctrl.finished(workers, dead)
-            return len(found) == len(workers) if every else bool(found)
-
-        if self.waiter.spin(finished, timeout):
-            return found
+        if self.waiter.spin(partial(ctrl.finished, workers, dead, every), timeout):
+            return ctrl.finished(workers, dead)
         found = self._sleep(workers, None if timeout is None else time.monotonic() + timeout, every)
         return found if found or not every else self._done(workers)  # at the deadline: those done
 
