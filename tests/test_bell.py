@@ -44,6 +44,19 @@ def test_a_caller_waiting_for_any_reply_is_woken_by_each():
     assert not ctrl.caller_waits_on(0)
 
 
+def test_a_look_for_every_reply_finds_nothing_until_all_are_done_or_one_died():
+    ctrl = _block(3)
+    for w in range(3):
+        ctrl.post(w, 1)
+    ctrl.finish(2, 1, 0)
+    ctrl.finish(0, 1, 0)
+    assert ctrl.finished([0, 1, 2], {}) == [2, 0]  # in the order they finished
+    assert ctrl.finished([0, 1, 2], {}, every=True) == []
+    assert ctrl.finished([0, 1, 2], {1: None}, every=True) == [1, 2, 0]  # a death ends the wait
+    ctrl.finish(1, 1, 0)
+    assert ctrl.finished([0, 1, 2], {}, every=True) == [2, 0, 1]
+
+
 def test_a_caller_waiting_for_all_is_woken_only_by_the_last_to_finish():
     ctrl = _block(4)
     for w in range(3):

@@ -314,6 +314,27 @@ class _CutInYourThread(gym.Wrapper):
 
 
 @pytest.mark.timeout(60)
+def test_inline_group_cut_short_in_your_thread_is_healed_by_reset_at_once():
+    """A Ctrl-C inside an env of the inline group (it steps in your thread, between posting the
+    workers' steps and waiting for them) leaves no command that reset() would wait on: reset()
+    returns without waiting out a drop timeout, and the next rollout is serial's."""
+    with vecenv.make(_cartpole, 4, **LAYOUTS["inline"], wrappers=[_CutInYourThread]) as envs, \
+            vecenv.make(_cartpole, 4, backend="serial") as ref:
+        envs.reset(seed=3)
+        _CutInYourThread.armed = True
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                envs.step(np.zeros(4, dtype=np.int64))
+        finally:
+            _CutInYourThread.armed = False
+        assert envs._flight.state is CallState.INTERRUPTED
+        started = time.monotonic()
+        assert_same(_rollout(envs, 5), _rollout(ref, 5))
+        assert time.monotonic() - started < 10  # DROP_TIMEOUT is 30 s
+        assert not any(envs._transport.outstanding(w) for w in range(2))
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("cut", ["after_queueing", "before_queueing", "inside_your_group"])
 @pytest.mark.parametrize("groups", [1, 2, 4])
 def test_thread_interrupt_anywhere_in_a_step_is_healed_by_reset(cut, groups):

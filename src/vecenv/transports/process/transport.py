@@ -178,11 +178,11 @@ class ProcessTransport(Starting):
         )
 
     def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
-        if self._unrung:  # a send cut short before its ring
-            self.send(())
         ctrl = self.ctrl
         if ctrl is None:
             return []
+        if self._unrung:  # a send cut short before its ring
+            self.send(())
         dead = self.dead
         done = ctrl.finished(workers, dead)
         if done and len(done) < len(workers) and not every:  # a wait for all watches the processes
