@@ -89,7 +89,6 @@ class ProcessTransport(Starting):
         ctrl, bell, here = self.ctrl, self._bell, None
         if ctrl is None:
             raise self._no_block()
-        self._unrung = bell is not None  # ready() rings what an interruption left unrung
         for worker, command in commands:
             if worker in self.dead:
                 continue  # fetch reports it
@@ -108,13 +107,14 @@ class ProcessTransport(Starting):
                 mask[:] = False
                 mask[command.ids] = True
                 op = Op.MASKED_STEP
+            self._unrung = bell is not None  # ready() rings what an interruption left unrung
             ctrl.post(worker, op)  # the commit point
             if bell is None:
                 handshake.notify(ctrl.slots[worker], Slot.WORKER_SLEEPS, self.peers[worker], Wake.WORKER)
         if self._unrung:
             self._unrung = False
             control.fence()
-            if bell is not None and (not control.TSO or ctrl.slots[:, Slot.WORKER_SLEEPS].any()):
+            if bell is not None and (not control.TSO or any(ctrl.slots[:, Slot.WORKER_SLEEPS].tolist())):
                 bell.ring()
         if here is not None:
             self._run_inline(ctrl, here)
@@ -165,6 +165,7 @@ class ProcessTransport(Starting):
         ctrl = self.ctrl
         if ctrl is None:
             raise self._no_block()
+        self._unrung = self._bell is not None
         ctrl.post(worker, Op.COMMAND)
         try:
             self.peers[worker].write(data)
