@@ -45,8 +45,6 @@ class Transport(ABC):
     name: str = "transport"
     #: whether :meth:`terminate` and :meth:`restart` work (needed for ``step_timeout``)
     can_end_workers: bool = False
-    #: index of this transport's first worker (a transport can serve a tail of the groups)
-    first_worker: int = 0
     env_fns: list[Callable[[], Any]]
     partition: list[tuple[int, int]]
     autoreset_mode: AutoresetMode

@@ -15,22 +15,17 @@ __all__ = ["SerialTransport"]
 
 
 class SerialTransport(Transport):
-    """Runs each command at once, in the caller's thread; the reply waits for :meth:`fetch`.
-
-    ``first_worker`` numbers its groups from there (the inline part of the process transport
-    serves the last group of a vector env this way).
-    """
+    """Runs each command at once, in the caller's thread; the reply waits for :meth:`fetch`."""
 
     name = "serial"
 
-    def __init__(self, first_worker: int = 0) -> None:
-        self.first_worker = first_worker
+    def __init__(self) -> None:
         self.groups: list[EnvGroup] = []
         self._replies: dict[int, tuple[bool, Any]] = {}
 
     def launch(self) -> list[EnvDescription]:
         for w, (start, _) in enumerate(self.partition):
-            group = EnvGroup(self.group_fns(w), start, self.first_worker + w, self.autoreset_mode)
+            group = EnvGroup(self.group_fns(w), start, w, self.autoreset_mode)
             self.groups.append(group)
         return [d for g in self.groups for d in g.describe()]
 
@@ -62,7 +57,7 @@ class SerialTransport(Transport):
         """Rebuild ``worker``'s group from its env_fns, on the same buffer rows."""
         old = self.groups[worker]
         start, _ = self.partition[worker]
-        new = EnvGroup(self.group_fns(worker), start, self.first_worker + worker, self.autoreset_mode)
+        new = EnvGroup(self.group_fns(worker), start, worker, self.autoreset_mode)
         new.attach(old.buffers)  # type: ignore[arg-type]
         new.info_sink = old.info_sink  # its infos go where the old group's went
         self.groups[worker] = new

@@ -6,18 +6,18 @@ One step, from the caller's ``step()`` to a worker and back::
     ---------------                       -------------                   -------------------------
     VectorEnv.step(actions)
       InFlight.check_actions: actions -> StepBuffers --> actions rows
-      InFlight.send_steps -> ProcessTransport.submit(w, Step)
+      InFlight.send_steps -> InFlight.send -> ProcessTransport.send(round):
         ControlBlock.post(w, Op.STEP) --> slot[w].CMD += 1 ------------> Child.wait_command: spin,
-      ProcessTransport.flush: once for                                    yield, then sleep on the
-        all workers, if one declared it  --> bell word += 1, one -------> bell (or socket) until
-        sleeps (control.Bell.ring)           futex wake for all           CMD moves
-                                                                          EnvGroup.step(): envs write
-                                          observation/reward/flag rows <- their results in place
+        then, once for all workers, if                                    yield, then sleep on the
+        one declared it sleeps           --> bell word += 1, one -------> bell (or socket) until
+        (control.Bell.ring)                  futex wake for all           CMD moves
+        inline=True: EnvGroup.step of the                                 EnvGroup.step(): envs write
+        last group here, as a worker's   observation/reward/flag rows <- their results in place
                                           info rows <------------------- InfoWriter.write: each
                                                                             info packed by schema
                                           slot[w].DONE = CMD <----------- ControlBlock.finish (+ a
       FullBatch.collect -> InFlight.receive                                 pickled message on the
-      ProcessTransport.ready_all(workers):                                  socket only for new
+      ProcessTransport.ready(workers, every=True):                          socket only for new
         spin, yield, then sleep on the                                      schemas, infos that do
         sockets and process sentinels <------- socket: "K" if asked ------  not fit, or objects;
       ProcessTransport.fetch(w): StepReply                                  "K" from the last to

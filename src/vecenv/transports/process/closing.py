@@ -138,4 +138,4 @@ class Closing(Transport):
 
     def _died(self, w: int, detail: str = "") -> WorkerDiedError:
         start, stop = self.partition[w]
-        return WorkerDiedError(self.first_worker + w, list(range(start, stop)), self.dead.get(w), detail)
+        return WorkerDiedError(w, list(range(start, stop)), self.dead.get(w), detail)

@@ -98,7 +98,7 @@ class Starting(Closing):
     def _inline_group(self) -> EnvGroup:
         """The last group, built in this process (a Ctrl-C in its envs is the caller's)."""
         k = self.inline_worker
-        return EnvGroup(self.group_fns(k), self.partition[k][0], self.first_worker + k, self.autoreset_mode)
+        return EnvGroup(self.group_fns(k), self.partition[k][0], k, self.autoreset_mode)
 
     def _attach_inline(self, group: EnvGroup) -> None:
         """Give the inline group its rows of the shared block, its infos included, as a worker's."""
@@ -131,10 +131,10 @@ class Starting(Closing):
             # every context multiprocessing makes has Process; typeshed's BaseContext does not say so
             process = self.ctx.Process(  # type: ignore[attr-defined]
                 target=worker_main,
-                args=(self.first_worker + w, child, fns, start, self.autoreset_mode,
+                args=(w, child, fns, start, self.autoreset_mode,
                       (self.worker_spin, self.yield_s), os.getpid(), parent if forked else None,
                       self.mechanism.name),
-                name=f"vecenv-worker-{self.first_worker + w}",
+                name=f"vecenv-worker-{w}",
                 daemon=self.daemon,
             )
             process.start()
@@ -161,7 +161,7 @@ class Starting(Closing):
         except TimeoutError:
             start, stop = self.partition[w]
             raise StepTimeoutError(
-                list(range(start, stop)), self.first_worker + w, self.start_timeout, phase,
+                list(range(start, stop)), w, self.start_timeout, phase,
                 f"its envs were not built within start_timeout={self.start_timeout:g} s, so the worker was "
                 "ended (raise start_timeout, or pass None, for envs that take longer to build)",
             ) from None
@@ -234,7 +234,7 @@ class Starting(Closing):
             ok, value = wire.loads(data)
         except Exception as exc:
             raise VecEnvError(
-                f"worker {self.first_worker + worker}: its reply could not be unpickled in the caller: "
+                f"worker {worker}: its reply could not be unpickled in the caller: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
         if not ok:
