@@ -269,6 +269,7 @@ class Starting(Closing):
             raise
 
     def _restart_inline(self) -> None:
+        """Build the inline group again from its env_fns, on the same rows (its envs not yet reset)."""
         old, ctrl = self.inline, self.ctrl
         if old is None or ctrl is None:
             raise self._no_block()
