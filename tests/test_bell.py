@@ -12,13 +12,13 @@ import pytest
 
 import vecenv
 from helpers import needs_processes
-from vecenv.transports.process import futex, handshake
+from vecenv.transports.process import control, handshake
 from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.mechanism import MECHANISMS
 from vecenv.transports.process.protocol import Sleep, Slot
 
 pytestmark = needs_processes
-needs_futex = pytest.mark.skipif(not futex.available(), reason="futexes are Linux-only")
+needs_futex = pytest.mark.skipif(not control.bell_available(), reason="futexes are Linux-only")
 
 
 def _block(num_workers: int) -> ControlBlock:
@@ -44,6 +44,19 @@ def test_a_caller_waiting_for_any_reply_is_woken_by_each():
     assert not ctrl.caller_waits_on(0)
 
 
+def test_a_look_for_every_reply_finds_nothing_until_all_are_done_or_one_died():
+    ctrl = _block(3)
+    for w in range(3):
+        ctrl.post(w, 1)
+    ctrl.finish(2, 1, 0)
+    ctrl.finish(0, 1, 0)
+    assert ctrl.finished([0, 1, 2], {}) == [2, 0]  # in the order they finished
+    assert ctrl.finished([0, 1, 2], {}, every=True) == []
+    assert ctrl.finished([0, 1, 2], {1: None}, every=True) == [1, 2, 0]  # a death ends the wait
+    ctrl.finish(1, 1, 0)
+    assert ctrl.finished([0, 1, 2], {}, every=True) == [2, 0, 1]
+
+
 def test_a_caller_waiting_for_all_is_woken_only_by_the_last_to_finish():
     ctrl = _block(4)
     for w in range(3):
@@ -62,7 +75,7 @@ def test_a_caller_waiting_for_all_is_woken_only_by_the_last_to_finish():
 @pytest.mark.timeout(20)
 def test_one_ring_wakes_every_thread_asleep_on_the_word():
     ctrl = _block(1)
-    bell = futex.Bell(ctrl.bell_word)
+    bell = control.Bell(ctrl.bell_word)
     woke: list[float] = []
 
     def sleeper() -> None:
@@ -85,7 +98,7 @@ def test_one_ring_wakes_every_thread_asleep_on_the_word():
 @needs_futex
 @pytest.mark.timeout(20)
 def test_a_wait_returns_at_once_when_the_word_moved_and_after_its_nap_otherwise():
-    bell = futex.Bell(_block(1).bell_word)
+    bell = control.Bell(_block(1).bell_word)
     seen = bell.seen()
     bell.ring()
     start = time.monotonic()
@@ -100,7 +113,7 @@ def test_a_wait_returns_at_once_when_the_word_moved_and_after_its_nap_otherwise(
 @pytest.mark.timeout(20)
 def test_sleep_on_bell_declares_returns_on_the_counter_and_withdraws():
     ctrl = _block(1)
-    bell = futex.Bell(ctrl.bell_word)
+    bell = control.Bell(ctrl.bell_word)
     flags: list[int] = []
     moved = threading.Event()
 
@@ -179,9 +192,9 @@ def test_a_wait_for_every_reply_that_runs_out_reports_the_workers_done(mechanism
         envs.step_async(np.zeros(4, np.int64))
         transport = envs._flight.transport
         start = time.monotonic()
-        assert transport.ready_all([0, 1], 1.0) == [0]  # at its deadline: the one that is done
+        assert transport.ready([0, 1], 1.0, every=True) == [0]  # at its deadline: the one that is done
         assert 0.9 <= time.monotonic() - start < 2.5
-        assert transport.ready_all([1], 10.0) == [1]
+        assert transport.ready([1], 10.0, every=True) == [1]
         envs.step_wait()
     finally:
         envs.close()

@@ -68,15 +68,16 @@ def waiting(state: CallState, batch_size: int | None = None):
     return f, t, calls
 
 
-def cut_after_submit(t) -> None:
-    """Each command ``t`` is given goes out, then a KeyboardInterrupt cuts the sending short."""
-    submit = t.submit
+def cut_after_first_send(t) -> None:
+    """The first command of a round ``t`` is given goes out, then a KeyboardInterrupt cuts the
+    sending short."""
+    send = t.send
 
-    def cut(worker: int, command: object) -> None:
-        submit(worker, command)
+    def cut(commands: list) -> None:
+        send(commands[:1])
         raise KeyboardInterrupt
 
-    t.submit = cut
+    t.send = cut
 
 
 def collect(f, calls, state: CallState):
@@ -125,7 +126,7 @@ def test_a_send_cut_after_a_command_went_out_interrupts(state: CallState) -> Non
         t.reply(0)
         f.batches.collect(None, "reset_wait")  # envs 0, 1 returned; worker 1 still resetting
     assert f.state is state
-    cut_after_submit(t)
+    cut_after_first_send(t)
     with pytest.raises(KeyboardInterrupt):
         f.send_steps(f.check_actions(np.zeros(2, dtype=np.int64), [0, 1]))
     assert f.state is X
@@ -182,7 +183,7 @@ def test_a_step_cut_short_in_each_phase() -> None:
         env2.step(np.zeros(4, dtype=np.int64))
     assert env2._flight.state is S and env2._flight.lifecycle.droppable and sorted(env2._flight.in_flight) == [0, 1]
     env3, t3 = scripted_env()
-    cut_after_submit(t3)
+    cut_after_first_send(t3)
     with pytest.raises(KeyboardInterrupt):
         env3.step(np.zeros(4, dtype=np.int64))
     assert env3._flight.state is X

@@ -45,15 +45,16 @@ class Scripted(Transport):
     def attach(self, buffers: StepBuffers) -> None:
         pass
 
-    def submit(self, worker: int, command: object) -> None:
-        self.sent.append((worker, command))
-        if isinstance(command, Configure | Reset) and worker in self.restarted:
-            self.replies[worker] = StepReply(())  # a fresh worker answers its set-up at once
+    def send(self, commands: object) -> None:
+        for worker, command in commands:  # type: ignore[attr-defined]
+            self.sent.append((worker, command))
+            if isinstance(command, Configure | Reset) and worker in self.restarted:
+                self.replies[worker] = StepReply(())  # a fresh worker answers its set-up at once
 
     def reply(self, worker: int, value: object = None) -> None:
         self.replies[worker] = StepReply(()) if value is None else value
 
-    def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
         if self.interrupt_next_wait:
             self.interrupt_next_wait = False
             raise KeyboardInterrupt
@@ -175,14 +176,15 @@ def test_an_error_taking_a_reply_drains_the_others_so_none_arrives_a_step_late()
 
 def test_a_send_cut_after_a_command_went_out_makes_the_flight_interrupted_until_dropped() -> None:
     f, t = flight()
-    submit = t.submit
+    send = t.send
 
-    def cut_at_worker_1(worker: int, command: object) -> None:
-        if worker == 1:
-            raise KeyboardInterrupt
-        submit(worker, command)
+    def cut_at_worker_1(commands: list) -> None:
+        for worker, command in commands:
+            if worker == 1:
+                raise KeyboardInterrupt
+            send([(worker, command)])
 
-    t.submit = cut_at_worker_1  # type: ignore[method-assign]
+    t.send = cut_at_worker_1  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None))
     assert f.state is CallState.INTERRUPTED

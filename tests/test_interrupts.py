@@ -75,21 +75,22 @@ def test_interrupt_inside_send_needs_reset_then_works(layout):
             vecenv.make(_cartpole, 4, backend="serial") as ref:
         envs.reset(seed=3)
         transport = envs._transport
-        submit = transport.submit
+        send = transport.send
         calls = []
 
-        def flaky(worker, command):
-            calls.append(worker)
-            if len(calls) == 2:
-                raise KeyboardInterrupt
-            submit(worker, command)
+        def flaky(commands):  # the round's commands go out one by one, until the second
+            for worker, command in commands:
+                calls.append(worker)
+                if len(calls) == 2:
+                    raise KeyboardInterrupt
+                send([(worker, command)])
 
-        transport.submit = flaky
+        transport.send = flaky
         if transport.num_workers == 1:  # one worker: interrupt it mid-command instead
-            transport.submit = lambda w, c: (_ for _ in ()).throw(KeyboardInterrupt())
+            transport.send = lambda commands: (_ for _ in ()).throw(KeyboardInterrupt())
         with pytest.raises(KeyboardInterrupt):
             envs.step(np.zeros(4, dtype=np.int64))
-        transport.submit = submit
+        transport.send = send
         assert envs._flight.state is CallState.INTERRUPTED
         with pytest.raises(vecenv.VecEnvError, match="reset"):
             envs.step(np.zeros(4, dtype=np.int64))
@@ -313,6 +314,27 @@ class _CutInYourThread(gym.Wrapper):
 
 
 @pytest.mark.timeout(60)
+def test_inline_group_cut_short_in_your_thread_is_healed_by_reset_at_once():
+    """A Ctrl-C inside an env of the inline group (it steps in your thread, between posting the
+    workers' steps and waiting for them) leaves no command that reset() would wait on: reset()
+    returns without waiting out a drop timeout, and the next rollout is serial's."""
+    with vecenv.make(_cartpole, 4, **LAYOUTS["inline"], wrappers=[_CutInYourThread]) as envs, \
+            vecenv.make(_cartpole, 4, backend="serial") as ref:
+        envs.reset(seed=3)
+        _CutInYourThread.armed = True
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                envs.step(np.zeros(4, dtype=np.int64))
+        finally:
+            _CutInYourThread.armed = False
+        assert envs._flight.state is CallState.INTERRUPTED
+        started = time.monotonic()
+        assert_same(_rollout(envs, 5), _rollout(ref, 5))
+        assert time.monotonic() - started < 10  # DROP_TIMEOUT is 30 s
+        assert not any(envs._transport.outstanding(w) for w in range(2))
+
+
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("cut", ["after_queueing", "before_queueing", "inside_your_group"])
 @pytest.mark.parametrize("groups", [1, 2, 4])
 def test_thread_interrupt_anywhere_in_a_step_is_healed_by_reset(cut, groups):
@@ -327,22 +349,23 @@ def test_thread_interrupt_anywhere_in_a_step_is_healed_by_reset(cut, groups):
         if cut == "inside_your_group":
             _CutInYourThread.armed = True
         else:
-            submit = transport.submit
+            send = transport.send
 
-            def cut_submit(w, command):
-                if w == groups - 1:
-                    if cut == "after_queueing":
-                        submit(w, command)
-                    raise KeyboardInterrupt
-                return submit(w, command)
+            def cut_send(commands):  # the round's commands go out one by one
+                for w, command in commands:
+                    if w == groups - 1:
+                        if cut == "after_queueing":
+                            send([(w, command)])
+                        raise KeyboardInterrupt
+                    send([(w, command)])
 
-            transport.submit = cut_submit
+            transport.send = cut_send
         try:
             with pytest.raises(KeyboardInterrupt):
                 envs.step(np.zeros(4, dtype=np.int64))
         finally:
             _CutInYourThread.armed = False
-            transport.__dict__.pop("submit", None)
+            transport.__dict__.pop("send", None)
         assert envs._flight.state in (CallState.INTERRUPTED, CallState.WAITING_STEP)
         assert_same(_rollout(envs, 5), _rollout(ref, 5))
         assert not any(transport.outstanding(w) for w in range(groups))
@@ -384,7 +407,7 @@ def test_process_reply_cut_after_its_frame_was_read_ends_the_worker_in_bounded_t
     with vecenv.make(_cartpole, 4, backend="process", num_workers=2, context="fork") as envs:
         envs.reset(seed=0)
         t = envs._transport
-        t.submit(1, GetAttr("spec"))
+        t.send([(1, GetAttr("spec"))])
         assert t.ready([1], 10) == [1]
         t.peers[1].read_frame(10)  # taken off the socket, never marked taken
         started = time.monotonic()

@@ -23,7 +23,7 @@ from vecenv.engine.state import CallState
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT
 from vecenv.policy import FailureOptions
 from vecenv.system import pin_cores, usable_cores
-from vecenv.transports import InlineTransport, ProcessTransport, SerialTransport, ThreadTransport
+from vecenv.transports import ProcessTransport, SerialTransport, ThreadTransport
 from vecenv.transports.ray_actors import RayTransport, import_ray
 
 __all__ = [
@@ -244,10 +244,9 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
         self.shared_memory = shared_memory
         self.context = context
         self.daemon = daemon
-        processes = ProcessTransport(context, daemon, spin_us=spin_us, yield_us=yield_us,
+        transport = ProcessTransport(context, daemon, spin_us=spin_us, yield_us=yield_us,
                                      start_timeout=_start_timeout(start_timeout), mechanism=mechanism,
-                                     cores=cores)
-        transport = InlineTransport(processes) if inline else processes
+                                     inline=inline, cores=cores)
         super().__init__(env_fns, transport, num_workers=num_workers or min(usable_cores(), _count(env_fns)),
                          batch_size=batch_size, copy=copy, observation_mode=observation_mode,
                          autoreset_mode=autoreset_mode, **failure)

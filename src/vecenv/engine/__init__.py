@@ -23,11 +23,12 @@ Glossary (one meaning per word, in the engine and the transports):
 Verbs, from the caller to a worker and back:
 
 - **check**: refuse bad input before anything reaches a worker.
-- **send**: give commands to the workers for one call (``send_steps``, ``send_reset``,
-  ``send_call``); **submit**: hand one command to one worker's transport.
+- **send**: give commands to the workers, one round at a time (``send_steps``, ``send_reset``,
+  ``send_call`` build the round; :meth:`.flight.InFlight.send` records it as in flight and
+  :meth:`Transport.send <vecenv.engine.transport.Transport.send>` delivers it).
 - **wait**: block until some worker has a reply; **fetch**: take one worker's reply off the
   transport; **receive**: wait, then fetch every reply there (:meth:`.flight.InFlight.receive`).
-- **collect**: receive until a batch is complete and return it (the :class:`.batches.Collect`
+- **collect**: receive until a batch is complete and return it (the :class:`.state.Collect`
   strategies, and :class:`.calls.Calls` for calls).
 - **drop**: discard work that will never be returned (``drop_in_flight`` after a failure,
   ``drop_all`` after an interruption, ``drop_held``); **interrupted**: a call cut short by an

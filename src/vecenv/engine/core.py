@@ -3,7 +3,7 @@
 :class:`VectorEnv` checks every input before anything reaches a worker (:mod:`.checks`), sends
 the commands through its :class:`~.flight.InFlight` (each worker's env group gets them through
 a :class:`~vecenv.engine.transport.Transport`) and collects the results through the flight's
-:class:`~.batches.Collect` strategy: ``step`` reads check, send, collect. The flight fires the
+:class:`~.state.Collect` strategy: ``step`` reads check, send, collect. The flight fires the
 call state's events (:mod:`.state`), its :class:`~.recovery.Recovery` plans the restart of
 failed workers, and :class:`~.calls.Calls` runs calls on the sub-envs. Backends (serial,
 threads, processes, Ray) differ only in the transport they pass in.

@@ -1,12 +1,13 @@
 """The dispatcher: :class:`InFlight`, what every worker is running and what waits on it.
 
 A :class:`~vecenv.engine.VectorEnv` sends every command through its InFlight and collects
-through the :class:`~vecenv.engine.batches.Collect` strategy the flight holds::
+through the :class:`~vecenv.engine.state.Collect` strategy the flight holds::
 
     VectorEnv.step(actions)       check -> send -> collect, in its own body
       InFlight.check_actions      actions into the shared action buffer, ids checked
-      InFlight.send_steps         one command per worker (submit: Transport.submit), or deferred
-                                  while that worker is busy (async batches)
+      InFlight.send_steps         one command per worker, recorded and handed to the transport as
+                                  one round (InFlight.send: Transport.send), or deferred while that
+                                  worker is busy (async batches)
       InFlight.batches.collect    FullBatch: every reply; FirstReady: the first batch_size envs
         InFlight.receive          wait (Transport.ready) for workers with a reply and fetch each
                                   (Transport.fetch): rows are in the buffers already, the info
@@ -23,18 +24,17 @@ import copy
 import multiprocessing
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 from gymnasium import logger
 from gymnasium.vector import AutoresetMode
 
-from vecenv.engine.batches import Collect, FirstReady, FullBatch
 from vecenv.engine.checks import check_env_ids, refuse_ended
 from vecenv.engine.partition import Partition
 from vecenv.engine.recovery import Recovery, Restart
-from vecenv.engine.state import CallLifecycle, CallState, Event
+from vecenv.engine.state import CallLifecycle, CallState, Collect, Event, FirstReady, FullBatch
 from vecenv.engine.transport import Transport
 from vecenv.errors import (
     AlreadyPendingCallError,
@@ -68,8 +68,8 @@ class InFlight:
 
     One command per worker at a time; ``in_flight[w]`` holds the envs of worker ``w``'s command.
     A step for a busy worker waits in ``deferred`` (async batches); ``replies`` keeps what came
-    back and was not returned yet. ``batches`` collects the results: every env's (:class:`~.batches.FullBatch`) or the first ready
-    (:class:`~.batches.FirstReady`); ``log_env_errors`` logs an env's error as gymnasium's
+    back and was not returned yet. ``batches`` collects the results: every env's (:class:`~.state.FullBatch`) or the first ready
+    (:class:`~.state.FirstReady`); ``log_env_errors`` logs an env's error as gymnasium's
     AsyncVectorEnv does.
     """
 
@@ -142,16 +142,21 @@ class InFlight:
         return ids
 
     # ================================================================ sending
-    def submit(self, w: int, command: Command, envs: np.ndarray) -> None:
-        """Record ``command`` as in flight, then hand it to the transport (the record comes
-        first, so an interruption between the two leaves a reply to drop, never one nobody expects)."""
-        self.in_flight[w] = envs
-        self.commands[w] = command
-        if self.policy.step_timeout is not None:
-            self.sent_at[w] = time.monotonic()
-        if type(command) is Step and self.buffers.actions.unconverted:  # actions as the caller gave them
-            command = with_given(command, self.buffers.actions.unconverted, *self.partition[w])
-        self.transport.submit(w, command)
+    def send(self, commands: Sequence[tuple[int, Command, np.ndarray]]) -> None:
+        """Record each ``(worker, command, its envs)`` as in flight, then hand them to the
+        transport as one round (the records come first, so an interruption between the two
+        leaves replies to drop, never one nobody expects)."""
+        timed, given = self.policy.step_timeout is not None, self.buffers.actions.unconverted
+        round_ = []
+        for w, command, envs in commands:
+            self.in_flight[w] = envs
+            self.commands[w] = command
+            if timed:
+                self.sent_at[w] = time.monotonic()
+            if given and type(command) is Step:  # actions as the caller gave them
+                command = with_given(command, given, *self.partition[w])
+            round_.append((w, command))
+        self.transport.send(round_)
 
     def send_steps(self, ids: np.ndarray | None) -> None:
         """Step the envs ``ids`` (all when None) with the actions in the buffer: each worker's
@@ -173,12 +178,12 @@ class InFlight:
                             for w, local, envs in self.partition.by_worker(stepping)]
             if self.buffers.lender is not None:
                 self.choose_slot([w for w, _, _ in commands])
-            for w, command, envs in commands:
-                if w in self.in_flight:
-                    self.deferred.setdefault(w, []).extend(envs.tolist())
-                else:
-                    self.submit(w, command, envs)
-            self.transport.flush()
+            if self.in_flight:  # async batches: a busy worker's steps wait until it is free
+                for w, _, envs in commands:
+                    if w in self.in_flight:
+                        self.deferred.setdefault(w, []).extend(envs.tolist())
+                commands = [c for c in commands if c[0] not in self.in_flight]
+            self.send(commands)
             if restarted:
                 self.return_restarted(restarted)
         except BaseException:
@@ -195,10 +200,8 @@ class InFlight:
             by_worker = list(self.partition.by_worker(ids))
             if self.buffers.lender is not None:
                 self.choose_slot([w for w, _, _ in by_worker])
-            for w, local, envs in by_worker:
-                a, b = self.partition[w]
-                self.submit(w, Reset(seeds[a:b], options, local), envs)
-            self.transport.flush()
+            partition = self.partition
+            self.send([(w, Reset(seeds[slice(*partition[w])], options, local), envs) for w, local, envs in by_worker])
         except BaseException:
             self.interrupted_send(previous)
             raise
@@ -208,9 +211,7 @@ class InFlight:
         previous = self.lifecycle.state
         try:
             self.lifecycle.fire(Event.SEND_CALL)
-            for w, command in commands:
-                self.submit(w, command, NO_IDS)
-            self.transport.flush()
+            self.send([(w, command, NO_IDS) for w, command in commands])
         except BaseException:
             self.interrupted_send(previous)
             raise
@@ -220,8 +221,7 @@ class InFlight:
         deferred = self.deferred.pop(w, None)
         if deferred:
             ids = np.array(sorted(deferred), dtype=np.int64)
-            self.submit(w, Step(ids - self.partition[w][0]), ids)
-            self.transport.flush()
+            self.send([(w, Step(ids - self.partition[w][0]), ids)])
 
     def allocate(self, observation_space: Any, action_space: Any) -> StepBuffers:
         """The transport's buffers, with observation slots to lend (:mod:`vecenv.spaces.slots`)
@@ -298,7 +298,7 @@ class InFlight:
             due = min(self.sent_at[w] for w in workers) + step_timeout
             left = max(0.0, due - now) if left is None else min(left, max(0.0, due - now))
         try:
-            ready = (self.transport.ready_all if every else self.transport.ready)(workers, left)
+            ready = self.transport.ready(workers, left, every)
         except BaseException as exc:
             if self.closed:
                 raise ClosedEnvironmentError(f"the vector env was closed during `{method}`") from exc
@@ -321,7 +321,7 @@ class InFlight:
 
     def run_now(self, w: int, command: Command) -> Any:
         """Run ``command`` on ``w`` and wait for its reply (outside the in-flight bookkeeping)."""
-        self.transport.submit(w, command)
+        self.transport.send([(w, command)])
         if not self.transport.ready([w], self.policy.step_timeout):
             self.transport.terminate(w)
             raise StepTimeoutError(self.partition.envs_of(w), w, self.policy.step_timeout, "restart")

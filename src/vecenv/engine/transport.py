@@ -31,7 +31,7 @@ class Transport(ABC):
 
     Lifecycle: :meth:`start` (build the groups, describe their envs), :meth:`allocate` and
     :meth:`attach` (give each group its rows of the batch buffers), then any number of
-    :meth:`submit` / :meth:`ready` / :meth:`fetch` rounds, then :meth:`close`. A worker has at
+    :meth:`send` / :meth:`ready` / :meth:`fetch` rounds, then :meth:`close`. A worker has at
     most one command in flight.
     """
 
@@ -45,8 +45,6 @@ class Transport(ABC):
     name: str = "transport"
     #: whether :meth:`terminate` and :meth:`restart` work (needed for ``step_timeout``)
     can_end_workers: bool = False
-    #: index of this transport's first worker (a transport can serve a tail of the groups)
-    first_worker: int = 0
     env_fns: list[Callable[[], Any]]
     partition: list[tuple[int, int]]
     autoreset_mode: AutoresetMode
@@ -95,21 +93,15 @@ class Transport(ABC):
         """Give every group its rows of ``buffers``."""
 
     @abstractmethod
-    def submit(self, worker: int, command: Command) -> None:
-        """Send ``command`` to ``worker``'s group without waiting."""
-
-    def flush(self) -> None:  # noqa: B027 - a transport that sends at once has nothing to flush
-        """Deliver the commands submitted since the last flush (a transport may wake its workers
-        once for all of them); :meth:`ready` flushes too. Nothing by default."""
+    def send(self, commands: Sequence[tuple[int, Command]]) -> None:
+        """Give each ``(worker, command)`` of one round to that worker's group, without waiting
+        (a transport may wake its workers once for all of them). A worker appears at most once."""
 
     @abstractmethod
-    def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
-        """Block until at least one of ``workers`` has a reply (or ``timeout``); return those."""
-
-    def ready_all(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
-        """As :meth:`ready`, for a caller that wants every reply: a transport may wait until all
-        are there (or one failed) and wake its caller once. :meth:`ready` by default."""
-        return self.ready(workers, timeout)
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
+        """Block until at least one of ``workers`` has a reply (or ``timeout``); return those.
+        ``every``: the caller wants every reply, so the transport may wait until all are there
+        (or one failed) and wake it once."""
 
     @abstractmethod
     def fetch(self, worker: int) -> Any:

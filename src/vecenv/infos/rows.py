@@ -120,7 +120,8 @@ class InfoWriter:
         rest = [entry for entry in entries if not self._pack(entry, self.new)]
         if not rest and not self.new and objects is None:
             return None
-        return RowsReply(rest, objects, self.new)
+        new, self.new = self.new, []  # the caller learns them with this reply
+        return RowsReply(rest, objects, new)
 
     def _pack(self, entry: InfoEntry, new: list) -> bool:
         """Put one entry in its env's rows; False (rows left empty) when it does not fit."""

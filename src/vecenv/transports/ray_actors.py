@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import cloudpickle
@@ -290,15 +290,16 @@ class RayTransport(Transport):
             raise value
         self.ray.get(self.actors[worker].attach.remote(*self._spaces))  # type: ignore[misc]
 
-    def submit(self, worker: int, command: Command) -> None:
-        inputs = command_inputs(self._rows[worker], command)
-        ref = self.actors[worker].run.remote(command, inputs)
-        self._calls[worker] = (ref, command)
+    def send(self, commands: Sequence[tuple[int, Command]]) -> None:
+        for worker, command in commands:
+            inputs = command_inputs(self._rows[worker], command)
+            ref = self.actors[worker].run.remote(command, inputs)
+            self._calls[worker] = (ref, command)
 
     def outstanding(self, worker: int) -> bool:
         return worker in self._calls
 
-    def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
         wanted = [w for w in workers if w in self._calls]
         waiting = {self._calls[w][0]: w for w in wanted if w not in self._finished}
         if waiting and not any(w in self._finished for w in wanted):
@@ -310,8 +311,6 @@ class RayTransport(Transport):
             for ref in done:
                 self._finished[waiting[ref]] = None
         return [w for w in self._finished if w in wanted]
-
-    ready_all = ready  # every reply or any: this transport wakes its caller the same way
 
     def fetch(self, worker: int) -> Any:
         self._finished.pop(worker, None)

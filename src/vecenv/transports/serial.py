@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from vecenv.engine.transport import Transport
@@ -15,22 +15,17 @@ __all__ = ["SerialTransport"]
 
 
 class SerialTransport(Transport):
-    """Runs each command at once, in the caller's thread; the reply waits for :meth:`fetch`.
-
-    ``first_worker`` numbers its groups from there (the inline part of the process transport
-    serves the last group of a vector env this way).
-    """
+    """Runs each command at once, in the caller's thread; the reply waits for :meth:`fetch`."""
 
     name = "serial"
 
-    def __init__(self, first_worker: int = 0) -> None:
-        self.first_worker = first_worker
+    def __init__(self) -> None:
         self.groups: list[EnvGroup] = []
         self._replies: dict[int, tuple[bool, Any]] = {}
 
     def launch(self) -> list[EnvDescription]:
         for w, (start, _) in enumerate(self.partition):
-            group = EnvGroup(self.group_fns(w), start, self.first_worker + w, self.autoreset_mode)
+            group = EnvGroup(self.group_fns(w), start, w, self.autoreset_mode)
             self.groups.append(group)
         return [d for g in self.groups for d in g.describe()]
 
@@ -38,18 +33,17 @@ class SerialTransport(Transport):
         for group, (start, stop) in zip(self.groups, self.partition, strict=True):
             group.attach(buffers.rows(start, stop))
 
-    def submit(self, worker: int, command: Command) -> None:
-        self._replies.pop(worker, None)
-        try:
-            self._replies[worker] = (True, command.run(self.groups[worker]))  # the engine's own
-        except Exception as exc:  # delivered by fetch, like a remote error
-            self._replies[worker] = (False, exc)
+    def send(self, commands: Sequence[tuple[int, Command]]) -> None:
+        for worker, command in commands:
+            self._replies.pop(worker, None)
+            try:
+                self._replies[worker] = (True, command.run(self.groups[worker]))  # the engine's own
+            except Exception as exc:  # delivered by fetch, like a remote error
+                self._replies[worker] = (False, exc)
 
-    def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
         return [w for w in workers if w in self._replies]
 
-
-    ready_all = ready  # every reply or any: this transport wakes its caller the same way
     def outstanding(self, worker: int) -> bool:
         return worker in self._replies
 
@@ -63,7 +57,7 @@ class SerialTransport(Transport):
         """Rebuild ``worker``'s group from its env_fns, on the same buffer rows."""
         old = self.groups[worker]
         start, _ = self.partition[worker]
-        new = EnvGroup(self.group_fns(worker), start, self.first_worker + worker, self.autoreset_mode)
+        new = EnvGroup(self.group_fns(worker), start, worker, self.autoreset_mode)
         new.attach(old.buffers)  # type: ignore[arg-type]
         new.info_sink = old.info_sink  # its infos go where the old group's went
         self.groups[worker] = new

@@ -2,7 +2,7 @@
 
 Data flow of one call::
 
-    engine ── submit(w, command) ──► w's queue (a deque) ──► the thread that serves it runs it ──► reply[w]
+    engine ── send(round) ──► each w's queue (a deque) ──► the thread that serves it runs it ──► reply[w]
     engine ◄── ready(ws) ── your thread: runs the commands of the groups it owns, then waits for
                             the helpers' replies (a short spin, then sleep until woken)
     engine ◄── fetch(w) ─── reply[w] (a group's error raised here)
@@ -35,7 +35,7 @@ from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
 from vecenv.transports.spin import locked, spin_until
 from vecenv.worker import EnvDescription, EnvGroup
-from vecenv.worker.commands import Command
+from vecenv.worker.commands import Command, Step
 from vecenv.worker.group import warn_close_failures
 
 __all__ = ["ThreadTransport"]
@@ -132,7 +132,7 @@ class ThreadTransport(Transport):
         for h in self.helpers:
             h.thread.start()
         for w, (start, _) in enumerate(self.partition):  # each group built by its owner
-            self.submit(w, Build(self.group_fns(w), start))  # type: ignore[arg-type]
+            self.send([(w, Build(self.group_fns(w), start))])  # type: ignore[list-item]
         for w in range(g):  # every group is built (or failed) before one is used
             self.ready([w])
         results = [self._take(w) for w in range(g)]
@@ -165,25 +165,27 @@ class ThreadTransport(Transport):
         self._finished.clear()
 
     # ----------------------------------------------------------------- the engine's side
-    def submit(self, worker: int, command: Command) -> None:
+    def send(self, commands: Sequence[tuple[int, Command]]) -> None:
         # counted, then queued: a signal handler that raises between the two leaves a count
         # that settle() puts right (a command nobody runs is not waited for)
-        self._commands[worker] = command
-        self._sent[worker] += 1
-        self._queues[worker].append(worker)
-        for h in self._servers[worker]:  # one helper that takes it and sleeps
-            if h.asleep:
-                self._wake(h)
-                break
+        for worker, command in commands:
+            self._commands[worker] = command
+            self._sent[worker] += 1
+            self._queues[worker].append(worker)
+            for h in self._servers[worker]:  # one helper that takes it and sleeps
+                if h.asleep:
+                    self._wake(h)
+                    break
 
     def outstanding(self, worker: int) -> bool:
         return self._sent[worker] != self._taken[worker]
 
-    def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
-        """Groups among ``workers`` with a reply, in the order they finished. Your thread runs
-        the commands of its own groups first, then those no helper has started; a wait with a
-        ``timeout`` hands your groups to the first helper instead and takes none back, since
-        nothing can cut an env's step short to keep a deadline."""
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
+        """Groups among ``workers`` with a reply, in the order they finished (``every`` or not:
+        your thread is woken the same way). Your thread runs the commands of its own groups
+        first, then those no helper has started; a wait with a ``timeout`` hands your groups to
+        the first helper instead and takes none back, since nothing can cut an env's step short
+        to keep a deadline."""
         if self._caller_in >= 0:  # an earlier wait was cut short inside a group's command
             self._cut(self._caller_in, KeyboardInterrupt())
         mine = self._mine
@@ -203,8 +205,6 @@ class ThreadTransport(Transport):
                 return found
             self._sleep(self._caller, lambda: self._done or self._stopping, deadline)
 
-
-    ready_all = ready  # every reply or any: this transport wakes its caller the same way
     def _take_back(self, workers: Collection[int]) -> None:
         """Run here the commands among ``workers`` that no helper has started by the time your
         thread is done with its own (a helper without its core: another program holds it), so
@@ -259,11 +259,13 @@ class ThreadTransport(Transport):
 
     # ----------------------------------------------------------------- running commands
     def _run(self, w: int) -> Any:
-        command = self._commands[w]
+        command, group = self._commands[w], self.groups[w]
+        if type(command) is Step and group is not None:  # a step, as a worker process runs it
+            return group.step(command.ids)
         if type(command) is Build:
             group = self.groups[w] = EnvGroup(command.env_fns, command.start, w, self.autoreset_mode)
             return group.describe()
-        return command.run(self.groups[w])
+        return command.run(group)
 
     def _serve_here(self, w: int) -> None:
         """Run group ``w``'s command in your thread, where a Ctrl-C must get through: an

@@ -299,8 +299,11 @@ class EnvGroup:
     def step(self, ids: EnvIds | None = None, given: Mapping[int, Any] | None = None) -> StepReply:
         """Step envs ``ids`` (local indices; all when ``None``) with the actions in the buffer,
         or, for the envs in ``given``, with ``given[j]`` (an action as the caller passed it)."""
+        view = self._view  # as _step_view() gives it, without the call (this runs on every step)
+        if view is None or view.cell[2] != self._moves:
+            view = self._follow_slot()
         (obs_buf, action_of, rewards, terms, truncs, needs_reset, envs, rows, shape, next_step,
-         same_step, _, _) = self._step_view()
+         same_step, _, _) = view
         if given:
             action_of = partial(_given_or_row, given, action_of)
         sink, start = self.info_sink, self.start

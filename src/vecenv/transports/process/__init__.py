@@ -6,18 +6,18 @@ One step, from the caller's ``step()`` to a worker and back::
     ---------------                       -------------                   -------------------------
     VectorEnv.step(actions)
       InFlight.check_actions: actions -> StepBuffers --> actions rows
-      InFlight.send_steps -> ProcessTransport.submit(w, Step)
+      InFlight.send_steps -> InFlight.send -> ProcessTransport.send(round):
         ControlBlock.post(w, Op.STEP) --> slot[w].CMD += 1 ------------> Child.wait_command: spin,
-      ProcessTransport.flush: once for                                    yield, then sleep on the
-        all workers, if one declared it  --> bell word += 1, one -------> bell (or socket) until
-        sleeps (futex.Bell.ring)             futex wake for all           CMD moves
-                                                                          EnvGroup.step(): envs write
-                                          observation/reward/flag rows <- their results in place
+        then, once for all workers, if                                    yield, then sleep on the
+        one declared it sleeps           --> bell word += 1, one -------> bell (or socket) until
+        (control.Bell.ring)                  futex wake for all           CMD moves
+        inline=True: EnvGroup.step of the                                 EnvGroup.step(): envs write
+        last group here, as a worker's   observation/reward/flag rows <- their results in place
                                           info rows <------------------- InfoWriter.write: each
                                                                             info packed by schema
                                           slot[w].DONE = CMD <----------- ControlBlock.finish (+ a
       FullBatch.collect -> InFlight.receive                                 pickled message on the
-      ProcessTransport.ready_all(workers):                                  socket only for new
+      ProcessTransport.ready(workers, every=True):                          socket only for new
         spin, yield, then sleep on the                                      schemas, infos that do
         sockets and process sentinels <------- socket: "K" if asked ------  not fit, or objects;
       ProcessTransport.fetch(w): StepReply                                  "K" from the last to
@@ -31,10 +31,10 @@ Modules, one concern each:
 
 - :mod:`.protocol`: every code the two sides exchange (slot fields, operations, reply kinds,
   frame ops, wake-up bytes, the typed attach message), named once.
-- :mod:`.control`: the control block (post / finish / the sleep flags) and the memory fence.
+- :mod:`.control`: the control block (post / finish / the sleep flags), the bell every sleeping
+  worker waits on, rung once for all (a Linux futex), and the memory fence.
 - :mod:`.handshake`: the sleep/wake handshake both sides use: a :class:`~.handshake.Waiter` that
   spins and yields only while its waits say it pays, the declared sleep, and the wake-up.
-- :mod:`.futex`: the bell every sleeping worker waits on, rung once for all (Linux).
 - :mod:`.mechanism`: the seam with the operating system (a channel, a shared block, a poller)
   and its two mechanisms: POSIX (:mod:`.wire`, :mod:`.shm`) and portable (pipes, memory shared
   by name).
@@ -48,8 +48,10 @@ Modules, one concern each:
 - :mod:`.closing`: ``close()``, finished by a second call when an interruption cut it short.
 - :mod:`.winjob`: Windows's job object, which ends the workers with their caller.
 - :mod:`.child`: the worker process's loop.
-- :mod:`.transport`: :class:`ProcessTransport`, the caller's side.
-- :mod:`.inline`: :class:`InlineTransport`, the last group in the caller's process.
+- :mod:`.starting`: starting the workers (spawn, describe, attach, restart), and with
+  ``inline=True`` the last group, built in the caller's process.
+- :mod:`.transport`: :class:`ProcessTransport`, the caller's side of a step (send, ready, fetch);
+  with ``inline=True`` it steps the last group itself between posting and waiting.
 
 Commands other than a step (reset, calls, close) travel as pickled
 :mod:`~vecenv.worker.commands` on the socket, posted through the same counter. Posting a message
@@ -62,10 +64,9 @@ stalls, and after ``FRAME_TIMEOUT`` the worker is ended and reported.
 
 from vecenv.transports.process.control import default_spin
 from vecenv.transports.process.envfns import EnvFnPicklingError
-from vecenv.transports.process.inline import InlineTransport
 from vecenv.transports.process.mainguard import script_rerun_line
 from vecenv.transports.process.mechanism import unavailable
 from vecenv.transports.process.transport import ProcessTransport
 
-__all__ = ["EnvFnPicklingError", "InlineTransport", "ProcessTransport", "default_spin", "script_rerun_line",
+__all__ = ["EnvFnPicklingError", "ProcessTransport", "default_spin", "script_rerun_line",
            "unavailable"]

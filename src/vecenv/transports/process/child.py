@@ -24,7 +24,7 @@ from gymnasium.vector import AutoresetMode
 from vecenv.errors import EnvError, VecEnvError, portable_error
 from vecenv.infos import InfoWriter, RowsReply, StepReply
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, envfns, futex, handshake, lifetime, wire
+from vecenv.transports.process import control, envfns, handshake, lifetime, wire
 from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.infos import worker_writer
 from vecenv.transports.process.mechanism import MECHANISMS, Mechanism
@@ -52,7 +52,7 @@ class Child:
         self.ctrl: ControlBlock | None = None
         self.mask: np.ndarray | None = None
         self.infos: InfoWriter | None = None
-        self.bell: futex.Bell | None = None  # where sleeping means waiting on the futex word
+        self.bell: control.Bell | None = None  # where sleeping means waiting on the futex word
         self.seq = 0
         self.copy = False  # this process is a copy of the worker that an env forked
 
@@ -91,7 +91,7 @@ class Child:
         infos = self.infos = worker_writer(at.observation_space, at.num_envs, block.buffer, at.infos_at, at.start,
                                            at.stop)
         group.info_sink = infos.write
-        self.bell = futex.Bell(ctrl.bell_word) if at.bell else None
+        self.bell = control.Bell(ctrl.bell_word) if at.bell else None
         self.seq = int(ctrl.slots[self.index, CMD])
         self.send(True, None, "attach")
 

@@ -82,7 +82,7 @@ class Closing(Transport):
                 if self.outstanding(w) and not self.settle(w, max(0.0, deadline - time.monotonic())):
                     continue
                 if w not in self.dead:
-                    self.submit(w, Close())
+                    self.send([(w, Close())])
                     asked.append(w)
             except Exception:  # noqa: PERF203 - a worker that died meanwhile is ended below
                 pass
@@ -131,4 +131,4 @@ class Closing(Transport):
 
     def _died(self, w: int, detail: str = "") -> WorkerDiedError:
         start, stop = self.partition[w]
-        return WorkerDiedError(self.first_worker + w, list(range(start, stop)), self.dead.get(w), detail)
+        return WorkerDiedError(w, list(range(start, stop)), self.dead.get(w), detail)

@@ -1,4 +1,5 @@
-"""The control block: one row of shared counters per worker, and the memory fence.
+"""The control block: one row of shared counters per worker, the bell that sleeping workers wait
+on, and the memory fence.
 
 The caller *posts* a command by storing its operation and bumping the worker's command counter
 (that store is the commit point: before it nothing was sent, after it the command is out); the
@@ -9,11 +10,33 @@ counter, and wakes it, is :mod:`.handshake`.
 Declaring sleep and then checking the peer's counter is a store followed by a load; x86 may let
 the load pass the store, and both sides would miss each other (a lost wake-up). :func:`fence`
 orders them.
+
+The bell is one word of the block that every sleeping worker waits on (a Linux futex). The
+caller posts a command to each worker by storing counters, then rings the bell once: one
+``futex(FUTEX_WAKE)`` system call wakes every worker asleep on the word, however many there are,
+where a wake-up byte per worker would cost the caller a system call per worker. A worker sleeps
+on the word with the value it read before its last look at its command counter::
+
+    worker                                   caller
+    ------                                   ------
+    declare SLEEPS, fence()                  store each worker's command counter
+    seen = word                              fence()
+    command counter moved? -> run it         any worker declared SLEEPS? (or stores not in order)
+    futex_wait(word, seen, nap)                word += 1; futex_wake(word, all)
+
+A worker that read the old command counter read the old word too (stores are seen in order, and
+the worker reads the word first), so its wait either sees the word already moved and returns at
+once, or is asleep when the wake comes. Naps remain the backstop, as with wake-up bytes. Linux
+only: elsewhere, and with the portable mechanism, each worker has its wake-up byte
+(:mod:`.handshake`).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import platform
+import sys
 import threading
 import time
 from collections.abc import Collection
@@ -23,7 +46,7 @@ import numpy as np
 from vecenv.system import usable_cores
 from vecenv.transports.process.protocol import Reply, Sleep, Slot
 
-__all__ = ["ControlBlock", "TSO", "default_spin", "fence"]
+__all__ = ["Bell", "ControlBlock", "TSO", "bell_available", "default_spin", "fence"]
 
 CMD, DONE, STAMP, OP, REPLY = Slot.CMD, Slot.DONE, Slot.STAMP, Slot.OP, Slot.REPLY
 #: stores are seen in program order (x86 TSO): a peer that spins needs no wake-up byte; elsewhere
@@ -72,9 +95,10 @@ class ControlBlock:
         slot = self.slots[w]
         return bool(slot[CMD] != slot[DONE])
 
-    def finished(self, workers: Collection[int], dead: Collection[int]) -> list[int]:
+    def finished(self, workers: Collection[int], dead: Collection[int], every: bool = False) -> list[int]:
         """Those of ``workers`` that are ``dead`` (first), then those whose last command is done,
-        in the order they finished (one loop: this runs on every wait of every step)."""
+        in the order they finished (one loop: this runs on every wait of every step). ``every``:
+        nothing until all are done or one is dead."""
         cmd, finished, stamp = self.slots[:, :3].T.tolist()  # CMD, DONE, STAMP: one snapshot
         done, ended = [], []
         for w in workers:
@@ -82,6 +106,8 @@ class ControlBlock:
                 ended.append(w)
             elif cmd[w] == finished[w]:
                 done.append(w)
+        if every and not ended and len(done) < len(workers):
+            return []
         if len(done) > 1:
             done.sort(key=stamp.__getitem__)
         return ended + done if ended else done
@@ -118,3 +144,58 @@ class ControlBlock:
             return bool(flag)
         rows = self.slots[self.slots[:, Slot.CALLER_SLEEPS] == Sleep.ALL]
         return bool((rows[:, CMD] == rows[:, DONE]).all())
+
+
+# ------------------------------------------------------------ the bell (Linux futex)
+#: the futex system call's number per machine (Linux's unistd tables)
+_SYSCALL = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "i686": 240, "i386": 240,
+            "riscv64": 98, "ppc64le": 221, "s390x": 238}
+_EVERYONE = 0x7FFFFFFF
+_WAIT, _WAKE, _ALL, _ZERO = ctypes.c_int(0), ctypes.c_int(1), ctypes.c_int(_EVERYONE), ctypes.c_int(0)
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux") or platform.machine().lower() not in _SYSCALL:
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+_NUMBER = ctypes.c_long(_SYSCALL.get(platform.machine().lower(), -1))
+
+
+def bell_available() -> bool:
+    """Whether futexes can be used here (Linux, a known machine, a C library)."""
+    return _LIBC is not None
+
+
+class Bell:
+    """The bell: the shared int32 ``word`` (a 1-element array over the shared block), rung and waited on."""
+
+    def __init__(self, word: np.ndarray) -> None:
+        if _LIBC is None:
+            raise OSError("futexes are available on Linux only")
+        self.word = word
+        self._address = ctypes.c_void_p(word.ctypes.data)
+        self._syscall = _LIBC.syscall
+
+    def seen(self) -> int:
+        """The word's value, read before the waiter's last look at its counter."""
+        return int(self.word[0])
+
+    def ring(self) -> None:
+        """Move the word and wake every waiter (one system call)."""
+        self.word[0] = (int(self.word[0]) + 1) & _EVERYONE
+        self._syscall(_NUMBER, self._address, _WAKE, _ALL, None, None, _ZERO)
+
+    def wait(self, seen: int, timeout_ms: int) -> None:
+        """Sleep until a ring, ``timeout_ms``, or at once if the word is no longer ``seen``."""
+        ts = _Timespec(timeout_ms // 1000, (timeout_ms % 1000) * 1_000_000)
+        self._syscall(_NUMBER, self._address, _WAIT, ctypes.c_int(seen), ctypes.byref(ts), None, _ZERO)

@@ -1,35 +1,29 @@
-"""The caller's side of the process transport: start workers, post commands, wait, fetch."""
+"""The caller's side of the process transport: post commands, wait, fetch (starting the workers
+is :mod:`.starting`, closing them :mod:`.closing`)."""
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
-import os
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from functools import partial
 from typing import Any
 
 import cloudpickle
 import numpy as np
-from gymnasium import spaces
 
 from vecenv.engine.transport import DEFAULT_START_TIMEOUT
-from vecenv.errors import StepTimeoutError, VecEnvError
-from vecenv.infos import IN_ROWS, NO_REPLY, InfoReader, RowsReply
+from vecenv.infos import IN_ROWS, NO_REPLY, InfoReader, RowsReply, StepReply
 from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, envfns, futex, handshake, lifetime, winjob, wire
-from vecenv.transports.process.child import worker_main
-from vecenv.transports.process.closing import DEFAULT_CLOSE_TIMEOUT, Closing
-from vecenv.transports.process.control import ControlBlock, default_spin
+from vecenv.transports.process import control, handshake, lifetime, wire
+from vecenv.transports.process.closing import DEFAULT_CLOSE_TIMEOUT
+from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.envfns import EnvFnPicklingError
-from vecenv.transports.process.infos import caller_reader, infos_nbytes
-from vecenv.transports.process.mainguard import check_main_guard
 from vecenv.transports.process.mechanism import choose_mechanism
-from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Sleep, Slot, Wake
-from vecenv.transports.process.shm import aligned
-from vecenv.transports.signals import deferred, quietly_started
-from vecenv.worker import EnvDescription
+from vecenv.transports.process.protocol import Frame, Op, Reply, Sleep, Slot, Wake
+from vecenv.transports.process.starting import Starting
+from vecenv.transports.signals import deferred
 from vecenv.worker.commands import Command, GivenStep, Step
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport"]
@@ -43,7 +37,7 @@ DEATH_CHECK_S = 0.05
 FRAME_TIMEOUT = 30.0
 
 
-class ProcessTransport(Closing):
+class ProcessTransport(Starting):
     """Runs each env group in its own worker process; see the package docstring."""
 
     name = "process"
@@ -57,10 +51,13 @@ class ProcessTransport(Closing):
         yield_us: float | None = None,
         start_timeout: float | None = DEFAULT_START_TIMEOUT,
         mechanism: str | None = None,
+        inline: bool = False,
         cores: tuple[int, ...] | None = None,
     ) -> None:
-        self.mechanism = choose_mechanism(mechanism)
         self.cores = cores  # worker w runs on cores[w % len(cores)]; None: wherever the OS puts it
+        self.runs_inline = inline  # the last group steps in the caller's thread (:mod:`.starting`)
+        self._held: tuple[bool, Any] = (True, None)  # the inline group's reply, when not in the rows
+        self.mechanism = choose_mechanism(mechanism)
         self.ctx = multiprocessing.get_context(context) if context is None or isinstance(context, str) else context
         self.start_method = self.ctx.get_start_method()
         self.daemon = daemon
@@ -77,7 +74,7 @@ class ProcessTransport(Closing):
         self._mask: np.ndarray | None = None
         self._payloads: list[bytes] | None = None
         self._infos: InfoReader | None = None
-        self._bell: futex.Bell | None = None  # where workers sleep on a futex: the word they wait on
+        self._bell: control.Bell | None = None  # where workers sleep on a futex: the word they wait on
         self._unrung = False  # commands posted since the bell last rang
         self._action_objects = False
         self._next_death_check = 0.0
@@ -86,172 +83,76 @@ class ProcessTransport(Closing):
         self.main_spin = self.worker_spin = 0.0
         self.waiter = handshake.Waiter(0.0, 0.0)
 
-    # ------------------------------------------------------------ start
-    def launch(self) -> list[EnvDescription]:
-        check_main_guard(self.start_method)
-        if self.spin_us is None:
-            self.main_spin, self.worker_spin = default_spin(self.num_workers)
-        else:
-            self.main_spin = self.worker_spin = max(0.0, float(self.spin_us)) * 1e-6
-        self.waiter = handshake.Waiter(self.main_spin, self.yield_s)
-        self._payloads = envfns.pack(self.env_fns[: self.partition[-1][1]], self.start_method)  # before any start
-        lifetime.LIVE.add(self)
-        for w in range(self.num_workers):
-            self._spawn(w)
-        deadline = self._start_deadline()
-        descriptions, errors = [], []
-        for w in range(self.num_workers):  # every worker builds its envs meanwhile
-            try:
-                descriptions.extend(self._handshake(w, deadline, "start"))
-            except Exception as exc:  # noqa: PERF203 - read the others too (a Ctrl-C stops at once)
-                errors.append(exc)
-        if errors:
-            raise errors[0]
-        return descriptions
-
-    def _start_deadline(self) -> float | None:
-        return None if self.start_timeout is None else time.monotonic() + self.start_timeout
-
-    def _spawn(self, w: int) -> None:
-        """Start worker ``w``'s process (replacing an old one in place)."""
-        start, stop = self.partition[w]
-        parent, child = self.mechanism.pair()
-        fns = self.env_fns[start:stop] if self._payloads is None else self._payloads[start:stop]
-        forked = self.start_method == "fork"
-        # Ctrl-C is the caller's: workers start deaf to it, and it waits until the worker is
-        # recorded; from a thread that lasts, which their parent-death signal follows
-        lifetime.start_lasting(quietly_started, not forked, self._start, w, parent, child, fns, forked)
-
-    def _start(self, w: int, parent: Any, child: Any, fns: Any, forked: bool) -> None:
-        """Start worker ``w``'s process and record it (quietly: see :meth:`_spawn`)."""
-        start, _ = self.partition[w]
-        try:
-            # every context multiprocessing makes has Process; typeshed's BaseContext does not say so
-            process = self.ctx.Process(  # type: ignore[attr-defined]
-                target=worker_main,
-                args=(self.first_worker + w, child, fns, start, self.autoreset_mode,
-                      (self.worker_spin, self.yield_s), os.getpid(), parent if forked else None,
-                      self.mechanism.name),
-                name=f"vecenv-worker-{self.first_worker + w}",
-                daemon=self.daemon,
-            )
-            process.start()
-        except BaseException:
-            parent.close()
-            raise
-        finally:
-            child.close()
-        if self.cores:
-            with contextlib.suppress(ProcessLookupError):  # gone already: its end is seen as any
-                os.sched_setaffinity(process.pid, {self.cores[(self.first_worker + w) % len(self.cores)]})
-        winjob.put_in_caller_job(process)  # Windows: ends with the caller, whatever its env does
-        watch = lifetime.Watch(process)
-        peer = self.mechanism.peer(parent, watch.waitable)
-        if w < len(self.processes):
-            self.processes[w], self.peers[w], self.watches[w] = process, peer, watch
-        else:
-            self.processes.append(process)
-            self.peers.append(peer)
-            self.watches.append(watch)
-
-    def _handshake(self, w: int, deadline: float | None, phase: str) -> Any:
-        """Read a reply sent outside the counters (the description, the attach) by ``deadline``;
-        a worker that misses it is ended."""
-        try:
-            data = self._read(w, None if deadline is None else max(0.0, deadline - time.monotonic()))
-        except TimeoutError:
-            start, stop = self.partition[w]
-            raise StepTimeoutError(
-                list(range(start, stop)), self.first_worker + w, self.start_timeout, phase,
-                f"its envs were not built within start_timeout={self.start_timeout:g} s, so the worker was "
-                "ended (raise start_timeout, or pass None, for envs that take longer to build)",
-            ) from None
-        return self._unpack(w, data)
-
-    def _read(self, w: int, timeout: float | None) -> bytes:
-        """Worker ``w``'s next frame: WorkerDiedError if it ended; TimeoutError if the frame did
-        not come within ``timeout`` (the worker is then ended)."""
-        try:
-            return self.peers[w].read_frame(timeout)[1]
-        except EOFError:
-            self._mark_dead(w)
-            raise self._died(w) from None
-        except TimeoutError:
-            self.terminate(w)
-            raise
-
-    # ------------------------------------------------------------ buffers
-    def allocate(self, observation_space: spaces.Space, action_space: spaces.Space, num_envs: int) -> StepBuffers:
-        slots = self.observation_slots
-        nbytes = StepBuffers.nbytes(observation_space, action_space, num_envs, slots)
-        ctrl_off = aligned(nbytes)
-        mask_off = ctrl_off + ControlBlock.nbytes(self.num_workers)
-        infos_off = aligned(mask_off + num_envs)
-        size = aligned(infos_off + infos_nbytes(observation_space, num_envs))
-        self._block = self.mechanism.block(size)
-        buf = self._block.buffer
-        self._buffers = StepBuffers(observation_space, action_space, num_envs, buf, slots)
-        self.ctrl = ControlBlock(buf, ctrl_off, self.num_workers)
-        self._mask = np.frombuffer(buf, np.bool_, num_envs, mask_off)
-        self._infos = caller_reader(observation_space, num_envs, buf, infos_off, self.partition)
-        self._bell = futex.Bell(self.ctrl.bell_word) if self.mechanism.name == "posix" and futex.available() else None
-        self._layout = Attach(observation_space, action_space, num_envs, 0, 0, size, ctrl_off,
-                              self.num_workers, mask_off, infos_off, self._bell is not None, slots)
-        self._action_objects = self._buffers.actions.has_objects
-        return self._buffers
-
-    def _no_block(self) -> VecEnvError:
-        """The error for a call that needs the shared block when there is none."""
-        why = "the transport is closed" if self._closed else "allocate() has not run"
-        return VecEnvError(f"ProcessTransport: no shared block (buffers, control block, infos): {why}")
-
-    @property
-    def info_reader(self) -> InfoReader:
-        """The caller's reader of the info rows (made by :meth:`allocate`)."""
-        if self._infos is None:
-            raise RuntimeError("ProcessTransport.info_reader: allocate() has not run")
-        return self._infos
-
-    def attach(self, buffers: StepBuffers) -> None:
-        if buffers is not self._buffers:
-            raise ValueError("ProcessTransport.attach needs the buffers its allocate() returned")
-        for w in range(self.num_workers):
-            self._send_layout(w)
-        deadline = self._start_deadline()
-        for w in range(self.num_workers):
-            self._handshake(w, deadline, "start")
-        # the descriptor stays open until close(): a restarted worker maps the same block
-
-    def _send_layout(self, w: int) -> None:
-        start, stop = self.partition[w]
-        data = cloudpickle.dumps(self._layout._replace(start=start, stop=stop))
-        self.peers[w].write_frame_with_fd(Frame.ATTACH, data, self._block.token)
-
     # ------------------------------------------------------------ commands
-    def submit(self, worker: int, command: Command) -> None:
-        if worker in self.dead:
-            return  # fetch reports it
-        ctrl = self.ctrl
+    def send(self, commands: Sequence[tuple[int, Command]]) -> None:
+        """Post each command (a step as a counter bump, anything else as a message too), wake
+        with one ring of the bell the workers asleep since, then run the inline group's command
+        here while they run theirs."""
+        ctrl, bell, here = self.ctrl, self._bell, None
         if ctrl is None:
             raise self._no_block()
-        if type(command) is Step and not self._action_objects:
-            if command.ids is None:
-                op = Op.STEP
-            else:
-                start, stop = self.partition[worker]
+        for worker, command in commands:
+            if worker in self.dead:
+                continue  # fetch reports it
+            if worker == self.inline_worker:
+                here = command
+                continue
+            if type(command) is not Step or self._action_objects:
+                self._send_message(worker, command)
+                continue
+            op = Op.STEP
+            if command.ids is not None:  # the envs to step, flagged in the step mask
                 masks = self._mask
                 if masks is None:
                     raise self._no_block()
-                mask = masks[start:stop]
+                mask = masks[slice(*self.partition[worker])]
                 mask[:] = False
                 mask[command.ids] = True
                 op = Op.MASKED_STEP
+            self._unrung = bell is not None  # ready() rings what an interruption left unrung
             ctrl.post(worker, op)  # the commit point
-            if self._bell is None:
+            if bell is None:
                 handshake.notify(ctrl.slots[worker], Slot.WORKER_SLEEPS, self.peers[worker], Wake.WORKER)
+        if self._unrung:
+            self._unrung = False
+            control.fence()
+            if bell is not None and (not control.TSO or any(ctrl.slots[:, Slot.WORKER_SLEEPS].tolist())):
+                bell.ring()
+        if here is not None:
+            self._run_inline(ctrl, here)
+
+    def _run_inline(self, ctrl: ControlBlock, command: Command) -> None:
+        """Run ``command`` on the inline group in this thread, as a worker runs it: the results
+        in the shared rows, finished in its control slot; a reply the rows do not hold is kept
+        for :meth:`fetch`. Cut short (a Ctrl-C), the command counts as finished with nothing."""
+        group, infos, k = self.inline, self.inline_infos, self.inline_worker
+        if group is None or infos is None:
+            raise self._no_block()
+        try:
+            ctrl.post(k, Op.COMMAND)
+            if infos.dirty:  # the last command's info rows
+                infos.begin()
+            kind = Reply.IN_MEMORY
+            try:
+                value = group.step(command.ids) if type(command) is Step else group.run(command)
+            except Exception as exc:
+                self._held, kind = (False, exc), Reply.MESSAGE
             else:
-                self._unrung = True  # flush() wakes every sleeping worker at once
-            return
+                if type(value) is not StepReply:  # a call's values
+                    self._held, kind = (True, value), Reply.MESSAGE
+                elif value is not NO_REPLY or infos.dirty:
+                    message = infos.reply(value.entries, value.objects)
+                    if message is not None:
+                        self._held, kind = (True, message), Reply.MESSAGE
+                    elif infos.dirty:
+                        kind = Reply.INFOS
+            ctrl.finish(k, int(ctrl.slots[k, Slot.CMD]), kind)
+        except BaseException:
+            ctrl.forget(k)  # (a second cut, inside this, is put right by the next wait: _sleep)
+            raise
+
+    def _send_message(self, worker: int, command: Command) -> None:
+        """Post a command that travels pickled (with the custom action leaves of a step)."""
         objects = None
         if type(command) is Step or type(command) is GivenStep:
             start, stop = self.partition[worker]
@@ -266,21 +167,12 @@ class ProcessTransport(Closing):
         ctrl = self.ctrl
         if ctrl is None:
             raise self._no_block()
+        self._unrung = self._bell is not None
         ctrl.post(worker, Op.COMMAND)
         try:
             self.peers[worker].write(data)
         except EOFError:
             self._mark_dead(worker)
-        self._unrung = self._bell is not None
-
-    def flush(self) -> None:
-        """Wake, with one ring of the bell, the workers asleep since commands were posted to them."""
-        if self._unrung:
-            self._unrung = False
-            ctrl, bell = self.ctrl, self._bell
-            control.fence()
-            if ctrl is not None and bell is not None and (not control.TSO or ctrl.slots[:, Slot.WORKER_SLEEPS].any()):
-                bell.ring()
 
     def outstanding(self, worker: int) -> bool:
         ctrl = self.ctrl
@@ -288,28 +180,21 @@ class ProcessTransport(Closing):
             ctrl.outstanding(worker) or ctrl.slots[worker, Slot.REPLY] == Reply.MESSAGE
         )
 
-    def ready(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
-        return self._ready(workers, timeout, False)
-
-    def ready_all(self, workers: Collection[int], timeout: float | None = None) -> list[int]:
-        return self._ready(workers, timeout, True)
-
-    def _ready(self, workers: Collection[int], timeout: float | None, every: bool) -> list[int]:
-        self.flush()
-        done = self._done(workers)
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
+        ctrl = self.ctrl
+        if ctrl is None:
+            return []
+        if self._unrung:  # a send cut short before its ring
+            self.send(())
+        dead = self.dead
+        done = ctrl.finished(workers, dead)
         if done and len(done) < len(workers) and not every:  # a wait for all watches the processes
             self._look_for_deaths(workers, done)  # async batches: a dead worker is never waited on
-            done = self._done(workers)
-        if done or timeout == 0:
+            done = ctrl.finished(workers, dead)
+        if (len(done) == len(workers) if every else done) or timeout == 0:
             return done
-        found: list[int] = []
-
-        def finished() -> bool:
-            found.extend(self._done(workers))
-            return bool(found)
-
-        if self.waiter.spin(finished, timeout):
-            return found
+        if self.waiter.spin(partial(ctrl.finished, workers, dead, every), timeout):
+            return ctrl.finished(workers, dead)
         found = self._sleep(workers, None if timeout is None else time.monotonic() + timeout, every)
         return found if found or not every else self._done(workers)  # at the deadline: those done
 
@@ -325,7 +210,7 @@ class ProcessTransport(Closing):
         poller = self.mechanism.poller()
         owner = {}
         for w in workers:
-            if w not in done and w not in self.dead:
+            if w not in done and w not in self.dead and w != self.inline_worker:
                 poller.register(self.peers[w].sentinel)
                 owner[self.peers[w].sentinel] = w
         for key, _ in poller.poll(0) if owner else ():
@@ -336,21 +221,23 @@ class ProcessTransport(Closing):
         """Where a process cannot be waited on exactly (:class:`.lifetime.Watch`): its exit
         code, looked at in every bounded nap."""
         for w in workers:
-            if w not in self.dead and not self.watches[w].exact and self.watches[w].ended():
+            if w not in self.dead and w != self.inline_worker and not self.watches[w].exact and self.watches[w].ended():
                 self._mark_dead(w)
 
     def _sleep(self, workers: Collection[int], deadline: float | None, every: bool) -> list[int]:
         """Block for a reply (``every``: for all of them, or a death; woken once, by the last to
         finish): declare it, re-check, then bounded polls on sockets and sentinels."""
-        live = [w for w in workers if w not in self.dead]
+        ctrl, k = self.ctrl, self.inline_worker
+        if ctrl is None:
+            raise self._no_block()
+        if k in workers and ctrl.outstanding(k):  # never running now: its command was cut short
+            ctrl.forget(k)
+        live = [w for w in workers if w not in self.dead and w != k]
         poller, owner = self.mechanism.poller(), {}
         for w in live:
             for key in (self.peers[w].waitable, self.peers[w].sentinel):
                 poller.register(key)
                 owner[key] = w
-        ctrl = self.ctrl
-        if ctrl is None:
-            raise self._no_block()
         slots = ctrl.slots
 
         mode = Sleep.ALL if every else Sleep.ANY
@@ -393,14 +280,21 @@ class ProcessTransport(Closing):
             raise self._died(worker)
         if ctrl is None or infos is None:
             raise self._no_block()
-        if not control.TSO:
+        inline = worker == self.inline_worker
+        if not control.TSO and not inline:
             self.peers[worker].skip_wakeups()
         kind = ctrl.slots[worker, Slot.REPLY]
         if kind != Reply.MESSAGE:  # the hot path: the reply is all in shared memory
             if kind == Reply.INFOS and ctrl.take(worker, Reply.INFOS):
                 return infos.take(worker, IN_ROWS)
             return NO_REPLY
-        value = self._unpack(worker, deferred(self._take_message, worker))  # read and marked taken, or neither
+        if inline:  # kept by _run_inline
+            ctrl.take(worker, Reply.MESSAGE)
+            (ok, value), self._held = self._held, (True, None)
+            if not ok:
+                raise value
+        else:
+            value = self._unpack(worker, deferred(self._take_message, worker))  # read and marked taken, or neither
         if type(value) is RowsReply:
             return infos.take(worker, value)
         return value
@@ -415,38 +309,3 @@ class ProcessTransport(Closing):
             raise self._no_block()
         ctrl.take(worker, Reply.MESSAGE)
         return data
-
-    def _unpack(self, worker: int, data: bytes) -> Any:
-        try:
-            ok, value = wire.loads(data)
-        except Exception as exc:
-            raise VecEnvError(
-                f"worker {self.first_worker + worker}: its reply could not be unpickled in the caller: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        if not ok:
-            raise value
-        return value
-
-    # ------------------------------------------------------------ failures
-    def restart(self, worker: int) -> None:
-        """Start a new process for ``worker``'s envs, mapped onto the same rows."""
-        self.terminate(worker)
-        old, watch = self.peers[worker], self.watches[worker]
-        self._spawn(worker)
-        old.close()
-        watch.release()
-        ctrl = self.ctrl
-        if ctrl is None:
-            raise self._no_block()
-        ctrl.forget(worker)
-        self.info_reader.forget(worker)
-        self.dead.pop(worker, None)
-        deadline = self._start_deadline()
-        try:
-            self._handshake(worker, deadline, "restart")  # the new group's description
-            self._send_layout(worker)
-            self._handshake(worker, deadline, "restart")
-        except BaseException:
-            self.terminate(worker)
-            raise

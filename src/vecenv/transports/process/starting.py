@@ -1,0 +1,300 @@
+"""Starting the process transport's workers: spawn each process, read the description of its
+envs, map the shared block (the batch buffers, the control block, the step mask, the info rows)
+into it, and start a worker again in place after a failure.
+
+With ``inline``, the last env group is no process: it is built here, in the caller's process,
+and attached to the same shared rows (its infos included) as a worker's group would be;
+:class:`~.transport.ProcessTransport` runs its commands in the caller's thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any
+
+import cloudpickle
+import numpy as np
+from gymnasium import spaces
+
+from vecenv.errors import StepTimeoutError, VecEnvError
+from vecenv.infos import InfoReader, InfoWriter
+from vecenv.spaces import StepBuffers
+from vecenv.transports.process import control, envfns, handshake, lifetime, winjob, wire
+from vecenv.transports.process.child import worker_main
+from vecenv.transports.process.closing import Closing
+from vecenv.transports.process.control import ControlBlock, default_spin
+from vecenv.transports.process.infos import caller_reader, infos_nbytes
+from vecenv.transports.process.mainguard import check_main_guard
+from vecenv.transports.process.mechanism import Mechanism
+from vecenv.transports.process.protocol import Attach, Frame
+from vecenv.transports.process.shm import aligned
+from vecenv.transports.signals import quietly_started
+from vecenv.worker import EnvDescription, EnvGroup
+from vecenv.worker.group import warn_close_failures
+
+__all__ = ["Starting"]
+
+
+class Starting(Closing):
+    """The starting half of :class:`~.transport.ProcessTransport` (see the module docstring)."""
+
+    mechanism: Mechanism
+    ctx: Any
+    start_method: str
+    daemon: bool
+    start_timeout: float | None
+    spin_us: float | None
+    yield_s: float
+    main_spin: float
+    worker_spin: float
+    waiter: handshake.Waiter
+    _buffers: StepBuffers | None
+    _payloads: list[bytes] | None
+    _infos: InfoReader | None
+    _bell: control.Bell | None
+    _action_objects: bool
+    _layout: Attach
+    cores: tuple[int, ...] | None  # worker w pinned to cores[w % len(cores)] (``affinity=``)
+    #: the last group's index when it steps in the caller's thread (``inline``), else -1; the
+    #: group, and the writer of its info rows
+    runs_inline: bool
+    inline_worker: int = -1
+    inline: EnvGroup | None = None
+    inline_infos: InfoWriter | None = None
+
+    # ------------------------------------------------------------ start
+    @property
+    def spawned(self) -> int:
+        """How many groups run in worker processes: all but an inline one."""
+        return self.num_workers - (self.inline_worker >= 0)
+
+    def launch(self) -> list[EnvDescription]:
+        self.inline_worker = self.num_workers - 1 if self.runs_inline else -1
+        n = self.spawned
+        if n:
+            check_main_guard(self.start_method)
+        if self.spin_us is None:
+            self.main_spin, self.worker_spin = default_spin(n)
+        else:
+            self.main_spin = self.worker_spin = max(0.0, float(self.spin_us)) * 1e-6
+        self.waiter = handshake.Waiter(self.main_spin, self.yield_s)
+        self._payloads = envfns.pack(self.env_fns[: self.partition[n - 1][1] if n else 0], self.start_method)
+        lifetime.LIVE.add(self)
+        for w in range(n):
+            self._spawn(w)
+        if self.inline_worker >= 0:  # built here while the workers build theirs
+            self.inline = self._inline_group()
+        deadline = self._start_deadline()
+        descriptions, errors = [], []
+        for w in range(n):
+            try:
+                descriptions.extend(self._handshake(w, deadline, "start"))
+            except Exception as exc:  # noqa: PERF203 - read the others too (a Ctrl-C stops at once)
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        return descriptions + (self.inline.describe() if self.inline is not None else [])
+
+    def _inline_group(self) -> EnvGroup:
+        """The last group, built in this process (a Ctrl-C in its envs is the caller's)."""
+        k = self.inline_worker
+        return EnvGroup(self.group_fns(k), self.partition[k][0], k, self.autoreset_mode)
+
+    def _attach_inline(self, group: EnvGroup) -> None:
+        """Give the inline group its rows of the shared block, its infos included, as a worker's."""
+        buffers, reader = self._buffers, self._infos
+        if buffers is None or reader is None:
+            raise self._no_block()
+        start, stop = self.partition[self.inline_worker]
+        group.attach(buffers.rows(start, stop))
+        if self.inline_infos is None:
+            self.inline_infos = InfoWriter(reader.area.part(start, stop), start)
+        group.info_sink = self.inline_infos.write
+
+    def _start_deadline(self) -> float | None:
+        return None if self.start_timeout is None else time.monotonic() + self.start_timeout
+
+    def _spawn(self, w: int) -> None:
+        """Start worker ``w``'s process (replacing an old one in place)."""
+        start, stop = self.partition[w]
+        parent, child = self.mechanism.pair()
+        fns = self.env_fns[start:stop] if self._payloads is None else self._payloads[start:stop]
+        forked = self.start_method == "fork"
+        # Ctrl-C is the caller's: workers start deaf to it, and it waits until the worker is
+        # recorded; from a thread that lasts, which their parent-death signal follows
+        lifetime.start_lasting(quietly_started, not forked, self._start, w, parent, child, fns, forked)
+
+    def _start(self, w: int, parent: Any, child: Any, fns: Any, forked: bool) -> None:
+        """Start worker ``w``'s process and record it (quietly: see :meth:`_spawn`)."""
+        start, _ = self.partition[w]
+        try:
+            # every context multiprocessing makes has Process; typeshed's BaseContext does not say so
+            process = self.ctx.Process(  # type: ignore[attr-defined]
+                target=worker_main,
+                args=(w, child, fns, start, self.autoreset_mode,
+                      (self.worker_spin, self.yield_s), os.getpid(), parent if forked else None,
+                      self.mechanism.name),
+                name=f"vecenv-worker-{w}",
+                daemon=self.daemon,
+            )
+            process.start()
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        if self.cores:
+            with contextlib.suppress(ProcessLookupError):  # gone already: its end is seen as any
+                os.sched_setaffinity(process.pid, {self.cores[w % len(self.cores)]})
+        winjob.put_in_caller_job(process)  # Windows: ends with the caller, whatever its env does
+        watch = lifetime.Watch(process)
+        peer = self.mechanism.peer(parent, watch.waitable)
+        if w < len(self.processes):
+            self.processes[w], self.peers[w], self.watches[w] = process, peer, watch
+        else:
+            self.processes.append(process)
+            self.peers.append(peer)
+            self.watches.append(watch)
+
+    def _handshake(self, w: int, deadline: float | None, phase: str) -> Any:
+        """Read a reply sent outside the counters (the description, the attach) by ``deadline``;
+        a worker that misses it is ended."""
+        try:
+            data = self._read(w, None if deadline is None else max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            start, stop = self.partition[w]
+            raise StepTimeoutError(
+                list(range(start, stop)), w, self.start_timeout, phase,
+                f"its envs were not built within start_timeout={self.start_timeout:g} s, so the worker was "
+                "ended (raise start_timeout, or pass None, for envs that take longer to build)",
+            ) from None
+        return self._unpack(w, data)
+
+    def _read(self, w: int, timeout: float | None) -> bytes:
+        """Worker ``w``'s next frame: WorkerDiedError if it ended; TimeoutError if the frame did
+        not come within ``timeout`` (the worker is then ended)."""
+        try:
+            return self.peers[w].read_frame(timeout)[1]
+        except EOFError:
+            self._mark_dead(w)
+            raise self._died(w) from None
+        except TimeoutError:
+            self.terminate(w)
+            raise
+
+    # ------------------------------------------------------------ buffers
+    def allocate(self, observation_space: spaces.Space, action_space: spaces.Space, num_envs: int) -> StepBuffers:
+        slots = self.observation_slots
+        nbytes = StepBuffers.nbytes(observation_space, action_space, num_envs, slots)
+        ctrl_off = aligned(nbytes)
+        mask_off = ctrl_off + ControlBlock.nbytes(self.num_workers)
+        infos_off = aligned(mask_off + num_envs)
+        size = aligned(infos_off + infos_nbytes(observation_space, num_envs))
+        self._block = self.mechanism.block(size)
+        buf = self._block.buffer
+        self._buffers = StepBuffers(observation_space, action_space, num_envs, buf, slots)
+        self.ctrl = ControlBlock(buf, ctrl_off, self.num_workers)
+        self._mask = np.frombuffer(buf, np.bool_, num_envs, mask_off)
+        self._infos = caller_reader(observation_space, num_envs, buf, infos_off, self.partition)
+        self._bell = control.Bell(self.ctrl.bell_word) if self.mechanism.name == "posix" and control.bell_available() else None
+        self._layout = Attach(observation_space, action_space, num_envs, 0, 0, size, ctrl_off,
+                              self.num_workers, mask_off, infos_off, self._bell is not None, slots)
+        self._action_objects = self._buffers.actions.has_objects
+        return self._buffers
+
+    def _no_block(self) -> VecEnvError:
+        """The error for a call that needs the shared block when there is none."""
+        why = "the transport is closed" if self._closed else "allocate() has not run"
+        return VecEnvError(f"ProcessTransport: no shared block (buffers, control block, infos): {why}")
+
+    @property
+    def info_reader(self) -> InfoReader:
+        """The caller's reader of the info rows (made by :meth:`allocate`)."""
+        if self._infos is None:
+            raise RuntimeError("ProcessTransport.info_reader: allocate() has not run")
+        return self._infos
+
+    def attach(self, buffers: StepBuffers) -> None:
+        if buffers is not self._buffers:
+            raise ValueError("ProcessTransport.attach needs the buffers its allocate() returned")
+        for w in range(self.spawned):
+            self._send_layout(w)
+        if self.inline is not None:
+            self._attach_inline(self.inline)
+        deadline = self._start_deadline()
+        for w in range(self.spawned):
+            self._handshake(w, deadline, "start")
+        # the descriptor stays open until close(): a restarted worker maps the same block
+
+    def _send_layout(self, w: int) -> None:
+        start, stop = self.partition[w]
+        data = cloudpickle.dumps(self._layout._replace(start=start, stop=stop))
+        self.peers[w].write_frame_with_fd(Frame.ATTACH, data, self._block.token)
+
+
+    def _unpack(self, worker: int, data: bytes) -> Any:
+        try:
+            ok, value = wire.loads(data)
+        except Exception as exc:
+            raise VecEnvError(
+                f"worker {worker}: its reply could not be unpickled in the caller: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if not ok:
+            raise value
+        return value
+
+    # ------------------------------------------------------------ failures
+    def restart(self, worker: int) -> None:
+        """Start a new process for ``worker``'s envs, mapped onto the same rows (the inline
+        group: build it again here)."""
+        if worker == self.inline_worker:
+            self._restart_inline()
+            return
+        self.terminate(worker)
+        old, watch = self.peers[worker], self.watches[worker]
+        self._spawn(worker)
+        old.close()
+        watch.release()
+        ctrl = self.ctrl
+        if ctrl is None:
+            raise self._no_block()
+        ctrl.forget(worker)
+        self.info_reader.forget(worker)
+        self.dead.pop(worker, None)
+        deadline = self._start_deadline()
+        try:
+            self._handshake(worker, deadline, "restart")  # the new group's description
+            self._send_layout(worker)
+            self._handshake(worker, deadline, "restart")
+        except BaseException:
+            self.terminate(worker)
+            raise
+
+    def _restart_inline(self) -> None:
+        """Build the inline group again from its env_fns, on the same rows (its envs not yet reset)."""
+        old, ctrl = self.inline, self.ctrl
+        if old is None or ctrl is None:
+            raise self._no_block()
+        new = self._inline_group()
+        self._attach_inline(new)
+        self.inline = new
+        ctrl.forget(self.inline_worker)
+        self.info_reader.forget(self.inline_worker)
+        warn_close_failures(old.close())
+
+    def terminate(self, worker: int) -> None:
+        """End ``worker``'s process; the inline group cannot be ended (its reply is always ready,
+        so it is never found overdue)."""
+        if worker != self.inline_worker:
+            super().terminate(worker)
+
+    def close(self, timeout: float | None = None) -> None:
+        inline, self.inline = self.inline, None
+        try:
+            if inline is not None:
+                warn_close_failures(inline.close())
+        finally:
+            super().close(timeout)
