@@ -83,6 +83,17 @@ def test_bad_thread_counts_are_refused_before_anything_starts(bad):
     assert not _vecenv_threads()
 
 
+def test_async_helpers_that_race_for_the_last_command_all_keep_serving():
+    """Helpers share one queue with async batches: when two see one command, the one that loses
+    looks again (it once died on the empty queue, leaving fewer helpers)."""
+    with vecenv.ThreadVectorEnv([lambda: gym.make("CartPole-v1")] * 5, num_workers=3, batch_size=2) as envs:
+        _, infos = envs.reset(seed=0)
+        for _ in range(3000):
+            envs.send(np.zeros(2, dtype=np.int64), infos["env_id"])
+            *_, infos = envs.recv()
+        assert len(_vecenv_threads()) == 3
+
+
 def test_each_thread_steps_its_own_block_of_envs_at_once():
     """Both threads must be inside step() at once, or the barrier times out; the caller steps
     the first block, the helper the second, on every step."""

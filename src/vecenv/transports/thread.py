@@ -298,11 +298,14 @@ class ThreadTransport(Transport):
             if not jobs:
                 self._sleep(helper, lambda: jobs or self._stopping, None)
                 continue
-            w = jobs[0]
+            try:
+                w = jobs[0]
+            except IndexError:  # async batches: another helper took the last one meanwhile
+                continue
             helper.current = w  # before it leaves the jobs: settle() waits while it runs
             try:
                 jobs.remove(w)
-            except ValueError:  # settle() took it back
+            except ValueError:  # settle() or another helper took it
                 helper.current = -1
                 continue
             try:
