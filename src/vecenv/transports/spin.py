@@ -41,8 +41,8 @@ def spin_until(condition: Callable[[], Any], seconds: float) -> bool:
             return False
         if now >= check:
             if _THREAD_CLOCK:
-                if ran < 0:
-                    since, ran = now, time.thread_time()
+                if ran < 0:  # the thread clock first: a preemption between the reads is not
+                    ran, since = time.thread_time(), clock()  # counted as time lost
                 elif time.thread_time() - ran < (now - since) * MIN_RUNNING:
                     return False
             check = now + CHECK_S
