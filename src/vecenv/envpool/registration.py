@@ -101,7 +101,8 @@ def make(task_id: Task, env_type: str = "gymnasium", *, num_envs: int = 1,
     offset = plan.config["thread_affinity_offset"]
     if offset >= 0 and plan.backend == "process" and hasattr(os, "sched_setaffinity"):
         usable = sorted(os.sched_getaffinity(0))  # EnvPool's worker i on core offset + i
-        extra.setdefault("affinity", usable[offset % len(usable):] + usable[:offset % len(usable)])
+        first = offset % len(usable)
+        extra.setdefault("affinity", usable[first:] + usable[:first])
     venv = make_vector_env(plan.task, plan.num_envs, backend=plan.backend, autoreset_mode="next_step",
                            env_kwargs=plan.env_kwargs, wrappers=plan.wrappers,
                            batch_size=plan.batch_size, **extra)
