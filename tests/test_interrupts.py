@@ -3,6 +3,7 @@ needing reset/close, never deadlocked, never returning stale data."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -312,6 +313,16 @@ class _CutInYourThread(gym.Wrapper):
             raise KeyboardInterrupt
         return self.env.step(action)
 
+    @staticmethod
+    @contextlib.contextmanager
+    def arming(armed=True):
+        """Armed inside the block (when ``armed``), never after it."""
+        _CutInYourThread.armed = armed
+        try:
+            yield
+        finally:
+            _CutInYourThread.armed = False
+
 
 @pytest.mark.timeout(60)
 def test_inline_group_cut_short_in_your_thread_is_healed_by_reset_at_once():
@@ -321,12 +332,8 @@ def test_inline_group_cut_short_in_your_thread_is_healed_by_reset_at_once():
     with vecenv.make(_cartpole, 4, **LAYOUTS["inline"], wrappers=[_CutInYourThread]) as envs, \
             vecenv.make(_cartpole, 4, backend="serial") as ref:
         envs.reset(seed=3)
-        _CutInYourThread.armed = True
-        try:
-            with pytest.raises(KeyboardInterrupt):
-                envs.step(np.zeros(4, dtype=np.int64))
-        finally:
-            _CutInYourThread.armed = False
+        with _CutInYourThread.arming(), pytest.raises(KeyboardInterrupt):
+            envs.step(np.zeros(4, dtype=np.int64))
         assert envs._flight.state is CallState.INTERRUPTED
         started = time.monotonic()
         assert_same(_rollout(envs, 5), _rollout(ref, 5))
@@ -346,9 +353,7 @@ def test_thread_interrupt_anywhere_in_a_step_is_healed_by_reset(cut, groups):
             vecenv.make(_cartpole, 4, backend="serial") as ref:
         envs.reset(seed=3)
         transport = envs._transport
-        if cut == "inside_your_group":
-            _CutInYourThread.armed = True
-        else:
+        if cut != "inside_your_group":
             send = transport.send
 
             def cut_send(commands):  # the round's commands go out one by one
@@ -361,10 +366,9 @@ def test_thread_interrupt_anywhere_in_a_step_is_healed_by_reset(cut, groups):
 
             transport.send = cut_send
         try:
-            with pytest.raises(KeyboardInterrupt):
+            with _CutInYourThread.arming(cut == "inside_your_group"), pytest.raises(KeyboardInterrupt):
                 envs.step(np.zeros(4, dtype=np.int64))
         finally:
-            _CutInYourThread.armed = False
             transport.__dict__.pop("send", None)
         assert envs._flight.state in (CallState.INTERRUPTED, CallState.WAITING_STEP)
         assert_same(_rollout(envs, 5), _rollout(ref, 5))

@@ -336,9 +336,11 @@ class InFlight:
         self.lifecycle.fire(Event.UNSENT if unsent else Event.SEND_CUT)
 
     def interrupted_collect(self, error: BaseException) -> None:
-        """Collecting was cut short by ``error``. An exception in the wait itself (a
-        ``KeyboardInterrupt``) leaves the call pending, to wait again or to reset (so does a
-        caller's timeout); one that leaves replies half fetched makes the env INTERRUPTED."""
+        """Collecting was cut short by ``error``. A caller's timeout leaves the call pending, to
+        wait again or to reset, and so does an exception in the wait itself (a
+        ``KeyboardInterrupt``); one that leaves replies half fetched makes the env INTERRUPTED."""
+        if isinstance(error, multiprocessing.TimeoutError):
+            return
         if self.log_env_errors:
             log_env_error(error)
         if not self.lifecycle.droppable and (self.in_flight or self.state is not CallState.DEFAULT):

@@ -40,7 +40,6 @@ came, and make batches of those.
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 import time
 from collections import deque
@@ -191,8 +190,6 @@ class FullBatch:
                 flight.needs_reset = np.logical_or(b.terminations, b.truncations)
             observations = b.slots[0].read(flight.copy) if b.lender is None else b.lender.lend()
             return observations, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
-        except multiprocessing.TimeoutError:
-            raise
         except BaseException as exc:
             flight.interrupted_collect(exc)
             raise
@@ -252,8 +249,6 @@ class FirstReady:
             # the rest of a reset, and of the steps sent, arrives through recv()
             flight.lifecycle.fire(Event.BATCH_RETURNED if flight.in_flight or ready else Event.RETURNED)
             return b.observations.read_rows(rows), b.rewards[rows], b.terminations[rows], b.truncations[rows], infos
-        except multiprocessing.TimeoutError:
-            raise
         except BaseException as exc:
             flight.interrupted_collect(exc)
             raise
