@@ -31,7 +31,8 @@ Verbs, from the caller to a worker and back:
 - **collect**: receive until a batch is complete and return it (the :class:`.state.Collect`
   strategies, and :class:`.calls.Calls` for calls).
 - **drop**: discard work that will never be returned (``drop_in_flight`` after a failure,
-  ``drop_all`` after an interruption, ``drop_held``); **interrupted**: a call cut short by an
+  ``drop_all`` after an interruption, ``drop_held``; a transport's ``drop_outstanding``
+  lets one worker finish and discards its reply); **interrupted**: a call cut short by an
   exception part-way (:mod:`.state` says what it leaves).
 """
 

@@ -420,7 +420,7 @@ class InFlight:
         ``step_timeout`` (or :data:`DROP_TIMEOUT`) is ended; the next command reports it."""
         limit = self.policy.step_timeout or DROP_TIMEOUT
         for w in range(self.transport.num_workers):
-            if not self.transport.settle(w, limit):
+            if not self.transport.drop_outstanding(w, limit):
                 self.transport.terminate(w)
         self.in_flight.clear()
         self.drop_held()

@@ -119,7 +119,7 @@ class Transport(ABC):
         """Whether ``worker`` has a command whose reply was not fetched yet."""
         raise NotImplementedError
 
-    def settle(self, worker: int, timeout: float | None) -> bool:
+    def drop_outstanding(self, worker: int, timeout: float | None) -> bool:
         """Let ``worker`` finish its outstanding command and drop the reply; False if it is still
         busy after ``timeout`` seconds."""
         if not self.outstanding(worker):

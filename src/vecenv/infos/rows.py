@@ -198,7 +198,7 @@ class InfoReader:
         self._uniform.append(None)
         return len(self.partition) - 1
 
-    def forget(self, worker: int) -> None:
+    def restart(self, worker: int) -> None:
         """A new process serves ``worker``: its schema ids start over."""
         self.schemas[worker] = {}
         self._uniform[worker] = None

@@ -167,7 +167,7 @@ class ThreadTransport(Transport):
     # ----------------------------------------------------------------- the engine's side
     def send(self, commands: Sequence[tuple[int, Command]]) -> None:
         # counted, then queued: a signal handler that raises between the two leaves a count
-        # that settle() puts right (a command nobody runs is not waited for)
+        # that drop_outstanding() puts right (a command nobody runs is not waited for)
         for worker, command in commands:
             self._commands[worker] = command
             self._sent[worker] += 1
@@ -230,7 +230,7 @@ class ThreadTransport(Transport):
             raise value
         return value
 
-    def settle(self, worker: int, timeout: float | None) -> bool:
+    def drop_outstanding(self, worker: int, timeout: float | None) -> bool:
         """Drop ``worker``'s command if no thread started it, let its owner finish it otherwise,
         drop the reply and count afresh from what the group really served. An interruption can
         land between counting a command and queueing it, or cut your thread out of a group's
@@ -302,10 +302,10 @@ class ThreadTransport(Transport):
                 w = jobs[0]
             except IndexError:  # async batches: another helper took the last one meanwhile
                 continue
-            helper.current = w  # before it leaves the jobs: settle() waits while it runs
+            helper.current = w  # before it leaves the jobs: drop_outstanding() waits while it runs
             try:
                 jobs.remove(w)
-            except ValueError:  # settle() or another helper took it
+            except ValueError:  # drop_outstanding() or another helper took it
                 helper.current = -1
                 continue
             try:

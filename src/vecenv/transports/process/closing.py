@@ -79,7 +79,7 @@ class Closing(Transport):
         asked = []
         for w in range(len(self.processes)):
             try:
-                if self.outstanding(w) and not self.settle(w, max(0.0, deadline - time.monotonic())):
+                if self.outstanding(w) and not self.drop_outstanding(w, max(0.0, deadline - time.monotonic())):
                     continue
                 if w not in self.dead:
                     self.send([(w, Close())])

@@ -121,7 +121,7 @@ class ControlBlock:
         slot[REPLY] = Reply.IN_MEMORY
         return True
 
-    def forget(self, w: int) -> None:
+    def drop(self, w: int) -> None:
         """Drop whatever ``w`` was doing (it was ended): nothing is outstanding any more."""
         slot = self.slots[w]
         slot[DONE] = slot[CMD]

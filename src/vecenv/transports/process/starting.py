@@ -261,8 +261,8 @@ class Starting(Closing):
         ctrl = self.ctrl
         if ctrl is None:
             raise self._no_block()
-        ctrl.forget(worker)
-        self.info_reader.forget(worker)
+        ctrl.drop(worker)
+        self.info_reader.restart(worker)
         self.dead.pop(worker, None)
         deadline = self._start_deadline()
         try:
@@ -281,8 +281,8 @@ class Starting(Closing):
         new = self._inline_group()
         self._attach_inline(new)
         self.inline = new
-        ctrl.forget(self.inline_worker)
-        self.info_reader.forget(self.inline_worker)
+        ctrl.drop(self.inline_worker)
+        self.info_reader.restart(self.inline_worker)
         warn_close_failures(old.close())
 
     def terminate(self, worker: int) -> None:

@@ -148,7 +148,7 @@ class ProcessTransport(Starting):
                         kind = Reply.INFOS
             ctrl.finish(k, int(ctrl.slots[k, Slot.CMD]), kind)
         except BaseException:
-            ctrl.forget(k)  # (a second cut, inside this, is put right by the next wait: _sleep)
+            ctrl.drop(k)  # (a second cut, inside this, is put right by the next wait: _sleep)
             raise
 
     def _send_message(self, worker: int, command: Command) -> None:
@@ -231,7 +231,7 @@ class ProcessTransport(Starting):
         if ctrl is None:
             raise self._no_block()
         if k in workers and ctrl.outstanding(k):  # never running now: its command was cut short
-            ctrl.forget(k)
+            ctrl.drop(k)
         live = [w for w in workers if w not in self.dead and w != k]
         poller, owner = self.mechanism.poller(), {}
         for w in live:
