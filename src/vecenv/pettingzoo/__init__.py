@@ -23,10 +23,6 @@ from vecenv.pettingzoo.game import INSTALL, GameEnv, import_pettingzoo
 
 __all__ = ["INSTALL", "GameEnv", "PettingZooVectorEnv", "make", "make_sb3"]
 
-_MODE_NAMES = {AutoresetMode.NEXT_STEP: "next_step", AutoresetMode.SAME_STEP: "same_step",
-               AutoresetMode.DISABLED: "disabled"}
-
-
 def _tree(fn: Callable[[np.ndarray], np.ndarray], x: Any) -> Any:
     """``fn`` applied to every array of a (nested) dict or tuple of arrays."""
     if isinstance(x, dict):
@@ -78,7 +74,7 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]
         """Reset the games: game ``g`` gets ``seed + g`` (or ``seed[g]`` from a list, one per
         game). ``options={"reset_mask": rows}`` resets only the games that hold a marked row
         (e.g. ``infos["game_ended"]``)."""
-        if seed is None and self._pending_seed is not None:
+        if seed is None:
             seed = self._pending_seed
         self._pending_seed = None
         if options is not None and "reset_mask" in options:  # rows -> games with a row marked
@@ -100,15 +96,13 @@ class PettingZooVectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]
 
     def _obs_rows(self, games: dict) -> Any:
         """The games' ``(games, agents, ...)`` observations as ``(rows, ...)`` (views)."""
-        rows = self.num_envs
-        return _tree(lambda x: x.reshape(rows, *x.shape[2:]), games["obs"])
+        return _tree(lambda x: x.reshape(self.num_envs, *x.shape[2:]), games["obs"])
 
     def _info_rows(self, games: dict, infos: dict) -> dict[str, Any]:
         """The infos of the rows: the masks and names, and the reports of the games that sent one."""
-        n = self.num_agents
-        row_infos: dict[str, Any] = {"active": games["active"].reshape(self.num_envs),
+        n, rows = self.num_agents, self.num_envs
+        row_infos: dict[str, Any] = {"active": games["active"].reshape(rows),
                                      "game_ended": np.repeat(games["ended"], n), **self._constant}
-        rows = self.num_envs
         for g in np.flatnonzero(infos.get("_agents", [])).tolist():
             report, first = infos["agents"][g], g * n
             for k, obs in report.final_obs.items():
@@ -190,7 +184,7 @@ def make(env_fn: Callable[[], Any], num_games: int, *, backend: str = "auto",
         if options.get(key, allowed[0]) not in allowed:
             raise ValueError(f"vecenv.pettingzoo.make: {key}={options[key]!r} is not supported for "
                              f"PettingZoo games (every game is stepped at once, a failure raises)")
-    game_fn = partial(GameEnv, env_fn, reset_when, _MODE_NAMES[mode])
+    game_fn = partial(GameEnv, env_fn, reset_when, mode.name.lower())
     games = vecenv.make(game_fn, num_games, backend=backend, autoreset_mode="disabled", **options)
     try:
         return PettingZooVectorEnv(games, mode, reset_when, seed)

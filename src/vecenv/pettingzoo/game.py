@@ -1,8 +1,5 @@
-"""One PettingZoo game as a gymnasium env (the "game env") that vecenv's workers run like any env.
-
-Its observation is a Dict of per-game arrays with one row per agent of ``possible_agents``
-(observations, rewards, flags, ``active``, ``ended``), which the workers' per-leaf buffers carry.
-It resets its own game by the rules of docs/pettingzoo.md; the engine's autoreset stays disabled.
+"""One PettingZoo game as a gymnasium env (the "game env") whose arrays hold a row per agent of
+``possible_agents``; it resets its own game (rules: docs/pettingzoo.md), the engine's autoreset off.
 """
 
 from __future__ import annotations
@@ -52,7 +49,7 @@ class GameEnv(gym.Env):
     Args:
         env_fn: makes the ParallelEnv (or AECEnv, converted) of this game.
         reset_when: ``"all"`` (the game ends when every agent is done) or ``"any"``.
-        autoreset_mode: ``"next_step"``, ``"same_step"`` or ``"disabled"`` (see the module).
+        autoreset_mode: ``"next_step"``, ``"same_step"`` or ``"disabled"`` (see docs/pettingzoo.md).
     """
 
     def __init__(self, env_fn: Callable[[], Any], reset_when: str = "all",
@@ -104,11 +101,9 @@ class GameEnv(gym.Env):
 
     # gymnasium's attribute look-ups (vecenv's get_attr/set_attr) reach the game's own env first
     def get_wrapper_attr(self, name: str) -> Any:
-        """``name`` of the PettingZoo env, else of this game env."""
         return getattr(self.par, name) if hasattr(self.par, name) else getattr(self, name)
 
     def set_wrapper_attr(self, name: str, value: Any, *, force: bool = True) -> bool:
-        """Set ``name`` on the PettingZoo env, unless only this game env has it."""
         setattr(self if hasattr(self, name) and not hasattr(self.par, name) else self.par, name, value)
         return True
 
@@ -169,7 +164,6 @@ class GameEnv(gym.Env):
             self._write_obs({a: o for a, o in obs.items() if not ended[self._index[a]]})
 
     def _reset_game(self, seed: int | None, options: dict | None, report: AgentReport) -> None:
-        """Reset the PettingZoo env: its observations, agents and infos to the rows."""
         obs, infos = self.par.reset(seed=seed, options=options)
         self._write_obs(obs)
         self._set_active(obs)
@@ -195,7 +189,6 @@ class GameEnv(gym.Env):
                 target[self._index[a]] = info
 
     def render(self) -> Any:
-        """The game's frame (its PettingZoo env's ``render``)."""
         return self.par.render()
 
     def close(self) -> None:

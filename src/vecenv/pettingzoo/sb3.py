@@ -112,13 +112,11 @@ _SKIP = _PLAIN_KEYS | {"final_obs", "final_info"}  # the keys that are not the a
 
 
 def _call(game: Any, name: str, args: tuple, kwargs: dict) -> Any:
-    """Call ``name`` on a game env's PettingZoo env (in its worker)."""
     return game.get_wrapper_attr(name)(*args, **kwargs)
 
 
 def _rows_of(infos: dict[str, Any], num_envs: int, skip: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    """Gymnasium's batched infos (dict of arrays with ``_key`` masks) as one dict per row,
-    leaving out the keys in ``skip``."""
+    """Gymnasium's batched infos (``_key`` masks) as one dict per row, without the keys ``skip``."""
     rows: list[dict[str, Any]] = [{} for _ in range(num_envs)]
     for key, value in infos.items():
         if key.startswith("_") or key in skip:

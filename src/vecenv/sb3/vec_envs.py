@@ -156,9 +156,7 @@ class VectorEnvAdapter(VecEnv):
     @env_errors
     def reset(self) -> VecEnvObs:
         """Reset all envs with the pending seeds and options (then forget them)."""
-        seeds: list[int | None] | None = list(self._seeds)
-        if all(s is None for s in seeds):  # type: ignore[union-attr]
-            seeds = None
+        seeds = None if all(s is None for s in self._seeds) else list(self._seeds)
         groups: list[tuple[dict, list[int]]] = []
         for i, opts in enumerate(self._options):
             found = [members for group_opts, members in groups if group_opts == opts]
@@ -242,11 +240,9 @@ class VectorEnvAdapter(VecEnv):
                 self.reset_infos[i] = infos[i]
                 infos[i] = _backend.unbatch_info(batched.get("final_info", {}), i)
                 finals.append((i, batched["final_obs"][i]))
-        terms = np.asarray(terms, dtype=bool)
-        truncs = np.asarray(truncs, dtype=bool)
-        time_limit = (truncs & ~terms).tolist()
-        for i in range(n):
-            infos[i]["TimeLimit.truncated"] = time_limit[i]
+        terms, truncs = np.asarray(terms, dtype=bool), np.asarray(truncs, dtype=bool)
+        for info, cut in zip(infos, (truncs & ~terms).tolist(), strict=True):
+            info["TimeLimit.truncated"] = cut
         for i, final_obs in finals:
             infos[i]["terminal_observation"] = copy_obs(final_obs)
         return obs, np.asarray(rewards, dtype=np.float32), terms | truncs, infos
