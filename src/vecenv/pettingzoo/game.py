@@ -79,9 +79,9 @@ class GameEnv(gym.Env):
                 more = f" (and {len(differ) - 3} more)" if len(differ) > 3 else ""
                 raise ValueError(
                     f"the agents' {kind} spaces differ: {agents[0]!r} has {first}{others}{more}. "
-                    f"vecenv.pettingzoo steps every agent as a row of one batch, so all agents need one "
-                    f"{kind} space: pad them to a common one first, e.g. with SuperSuit's {pad} "
-                    f"(supersuit.{pad}(env))")
+                    f"vecenv.pettingzoo steps every agent as a row of one batch, so all agents "
+                    f"need one {kind} space: pad them to a common one first, e.g. with SuperSuit's "
+                    f"{pad} (supersuit.{pad}(env))")
             found.append(first)
         self.agent_observation_space, self.agent_action_space = found
         self.reset_when, self.mode = reset_when, autoreset_mode
