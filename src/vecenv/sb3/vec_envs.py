@@ -313,6 +313,18 @@ class VectorEnvAdapter(VecEnv):
             return [None] * self.num_envs
         return self.env_method("render")
 
+    def _adopt(self, cls: Callable[..., Any], env_fns: list[Callable[[], gym.Env]],
+               **kwargs: Any) -> None:
+        """Adapt a new SAME_STEP vector env of ``cls`` (closed again if that fails); an env_fn's
+        exception leaves as itself."""
+        kwargs.setdefault("autoreset_mode", "same_step")
+        venv = env_errors(cls)([GymnasiumEnvFn(fn) for fn in env_fns], **kwargs)
+        try:
+            VectorEnvAdapter.__init__(self, venv)
+        except BaseException:
+            venv.close()
+            raise
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_envs={self.num_envs}, venv={self.venv!r})"
 
@@ -347,26 +359,21 @@ class DummyVecEnv(VectorEnvAdapter):
         env_fns = list(env_fns)
         if not env_fns:
             raise IndexValueError("list index out of range: DummyVecEnv needs at least one env_fn")
-        venv = _build(SerialVectorEnv, env_fns)
-        try:
-            ids = [id(env.unwrapped) for env in venv.envs]
-            if len(set(ids)) != len(ids):
-                raise ValueError(
-                    "You tried to create multiple environments, but the function to create them "
-                    "returned the same instance instead of creating different objects. Two env_fns "
-                    "returned the same environment instance; each must create a new env (e.g. "
-                    "`lambda: gym.make(id)`, not `lambda: env`)."
-                )
-            super().__init__(venv)
-        except BaseException:
-            venv.close()
-            raise
+        self._adopt(SerialVectorEnv, env_fns)
+        ids = [id(env.unwrapped) for env in self.envs]
+        if len(set(ids)) != len(ids):
+            self.close()
+            raise ValueError(
+                "You tried to create multiple environments, but the function to create them "
+                "returned the same instance instead of creating different objects. Two env_fns "
+                "returned the same environment instance; each must create a new env (e.g. "
+                "`lambda: gym.make(id)`, not `lambda: env`)."
+            )
 
     @property
     def envs(self) -> list[gym.Env]:
         """The sub-environments, in order."""
-        root = self.venv.unwrapped
-        return list(root.envs)
+        return list(self.venv.unwrapped.envs)
 
     # SB3's DummyVecEnv hands Dict observations out as an OrderedDict (its SubprocVecEnv: a dict)
     def reset(self) -> VecEnvObs:
@@ -379,13 +386,6 @@ class DummyVecEnv(VectorEnvAdapter):
 
 def _ordered(obs: Any) -> Any:
     return OrderedDict(obs) if type(obs) is dict else obs
-
-
-@env_errors
-def _build(cls: Callable[..., Any], env_fns: list[Callable[[], gym.Env]], **kwargs: Any) -> Any:
-    """A SAME_STEP vector env of ``cls``; an env_fn's exception leaves as itself."""
-    kwargs.setdefault("autoreset_mode", "same_step")
-    return cls([GymnasiumEnvFn(fn) for fn in env_fns], **kwargs)
 
 
 class SubprocVecEnv(VectorEnvAdapter):
@@ -429,12 +429,7 @@ class SubprocVecEnv(VectorEnvAdapter):
                 "not enough values to unpack (expected 2, got 0): SubprocVecEnv needs at least one "
                 "env_fn"
             )
-        venv = _build(ProcessVectorEnv, env_fns, context=start_method, **vecenv_kwargs)
-        try:
-            super().__init__(venv)
-        except BaseException:
-            venv.close()
-            raise
+        self._adopt(ProcessVectorEnv, env_fns, context=start_method, **vecenv_kwargs)
 
     @property
     def waiting(self) -> bool:
