@@ -42,9 +42,6 @@ class _LoaderProxy(importlib.abc.Loader):
     def __init__(self, loader: Any) -> None:
         self._loader = loader
 
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
     def exec_module(self, module: Any) -> None:
         self._loader.exec_module(module)
         register_if_loaded()

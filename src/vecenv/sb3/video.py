@@ -76,9 +76,8 @@ class VecVideoRecorder(VecEnvWrapper):
     def _start_video_recorder(self) -> None:
         if self.recording:
             self._stop_recording()
-        self.video_name = (
-            f"{self.name_prefix}-step-{self.step_id}-to-step-{self.step_id + self.video_length}.mp4"
-        )
+        start, end = self.step_id, self.step_id + self.video_length
+        self.video_name = f"{self.name_prefix}-step-{start}-to-step-{end}.mp4"
         self.video_path = os.path.join(self.video_folder, self.video_name)
         self.recording = True
         self._capture_frame()
