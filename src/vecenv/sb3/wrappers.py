@@ -284,14 +284,13 @@ class StackedObservations:
             subs = self.sub_stacked_observations
             return {key: subs[key].reset(obs) for key, obs in observation.items()}
         stack = np.zeros_like(self.stacked_obs)
-        self._older(stack, observation.shape[self.stack_dimension], newest=True)[...] = observation
+        self._newest(stack, observation.shape[self.stack_dimension])[...] = observation
         self.stacked_obs = stack
         return stack
 
-    def _older(self, stack: np.ndarray, width: int, newest: bool = False) -> np.ndarray:
-        """View of all but the newest ``width`` channels of a stack (or of just those)."""
-        part = slice(-width, None) if newest else slice(None, -width)
-        return stack[:, part] if self.channels_first else stack[..., part]
+    def _newest(self, stack: np.ndarray, width: int) -> np.ndarray:
+        """View of the newest ``width`` channels of a batched stack."""
+        return stack[:, -width:] if self.channels_first else stack[..., -width:]
 
     def update(self, observations: Any, dones: np.ndarray,
                infos: list[dict[str, Any]]) -> tuple[Any, list[dict[str, Any]]]:
@@ -313,7 +312,7 @@ class StackedObservations:
         for i in np.flatnonzero(dones):
             info = infos[i]
             if "terminal_observation" in info:
-                older = self._older(stack[i : i + 1], width)[0]
+                older = stack[i, :-width] if self.channels_first else stack[i, ..., :-width]
                 info["terminal_observation"] = np.concatenate(
                     (older, info["terminal_observation"]), axis=self.repeat_axis
                 )
@@ -323,7 +322,7 @@ class StackedObservations:
                     stacklevel=2,
                 )
             stack[i] = 0
-        self._older(stack, width, newest=True)[...] = observations
+        self._newest(stack, width)[...] = observations
         self.stacked_obs = stack  # a new array each call: earlier results stay intact
         return stack, infos
 
