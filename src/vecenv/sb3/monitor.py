@@ -68,13 +68,10 @@ class Monitor(gym.Wrapper):
         self.t_start = time.time()
         self.results_writer: ResultsWriter | None = None
         if filename is not None:
-            env_id = env.spec.id if env.spec is not None else None
-            self.results_writer = ResultsWriter(
-                filename,
-                header={"t_start": self.t_start, "env_id": str(env_id)},
-                extra_keys=reset_keywords + info_keywords,
-                override_existing=override_existing,
-            )
+            env_id = str(env.spec.id if env.spec is not None else None)
+            header: dict[str, float | str] = {"t_start": self.t_start, "env_id": env_id}
+            extra = reset_keywords + info_keywords
+            self.results_writer = ResultsWriter(filename, header, extra, override_existing)
         self.reset_keywords = reset_keywords
         self.info_keywords = info_keywords
         self.allow_early_resets = allow_early_resets

@@ -127,16 +127,14 @@ class VecNormalize(VecEnvWrapper):
                         "observation keys that should be normalized via the `norm_obs_keys` "
                         "parameter."
                     )
-        elif isinstance(space, spaces.Box):
-            if self.norm_obs_keys is not None:
-                raise ValueError(
-                    "`norm_obs_keys` param is applicable only with `gym.spaces.Dict` observation "
-                    "spaces"
-                )
-        else:
+        elif not isinstance(space, spaces.Box):
             raise ValueError(
                 "VecNormalize only supports `gym.spaces.Box` and `gym.spaces.Dict` observation "
                 f"spaces, not {space}"
+            )
+        elif self.norm_obs_keys is not None:
+            raise ValueError(
+                "`norm_obs_keys` param is applicable only with `gym.spaces.Dict` observation spaces"
             )
 
     # ----------------------------------------------------------------- pickling
