@@ -1,21 +1,5 @@
-"""One PettingZoo game as a gymnasium env (the "game env"), run by vecenv's workers like any env.
-
-Its observation is a Dict of per-game arrays, one row per agent of ``possible_agents``: the
-agents' stacked observations, rewards, terminations, truncations and which rows took part in
-this step (``active``), and whether the game ended. The worker's per-leaf shared-memory buffers
-carry every one of them, so the caller's side (:mod:`vecenv.pettingzoo.vector`) only reshapes
-whole arrays. The game env is stepped with vecenv's autoreset disabled: it resets its own game,
-by the rules below, and never reports an episode end of its own to the engine.
-
-Rules, per game:
-
-- an agent that leaves reports ``terminated`` (or ``truncated``) with its last reward on the step
-  it leaves; its row is then zeros (reward 0, ``active`` False) until the game resets;
-- the game ends when every agent is done (``reset_when="all"``) or any is
-  (``reset_when="any"``); on that step every agent still in it and not done is truncated;
-- ``next_step``: the step after the game ends only resets it (reward 0, flags False);
-  ``same_step``: the step that ends it resets it too, the last observations going to
-  ``final_obs``; ``disabled``: it waits (zero rows, all inactive) for the caller's reset.
+"""One PettingZoo game as a gymnasium env (the "game env") whose arrays hold a row per agent of
+``possible_agents``; it resets its own game (rules: docs/pettingzoo.md), the engine's autoreset off.
 """
 
 from __future__ import annotations
@@ -26,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import cloudpickle
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -34,10 +17,6 @@ from gymnasium.vector.utils import batch_space, concatenate
 
 #: how to install what this package needs
 INSTALL = "pip install 'vecenv[pettingzoo]'"
-#: the modes a game env knows (the engine's own autoreset stays disabled)
-MODES = ("next_step", "same_step", "disabled")
-#: the values of ``reset_when``
-RESET_WHEN = ("all", "any")
 
 
 def import_pettingzoo() -> Any:
@@ -47,31 +26,6 @@ def import_pettingzoo() -> Any:
     except ImportError as exc:
         raise ImportError(f"vecenv.pettingzoo needs PettingZoo, which cannot be imported ({exc}): "
                           f"{INSTALL}") from exc
-
-
-def as_parallel(env: Any) -> Any:
-    """``env`` as a PettingZoo ParallelEnv: an AEC env through PettingZoo's own
-    ``aec_to_parallel``; a TypeError for anything else."""
-    pz = import_pettingzoo()
-    if isinstance(env, pz.ParallelEnv):
-        return env
-    if isinstance(env, pz.AECEnv):
-        from pettingzoo.utils.conversions import aec_to_parallel
-
-        return aec_to_parallel(env)
-    raise TypeError(f"env_fn returned an object of type {type(env).__qualname__}, expected a "
-                    "PettingZoo ParallelEnv or AECEnv")
-
-
-class InstanceCopier:
-    """A factory of copies of one env instance (each call unpickles a fresh one), as SuperSuit
-    copies the env it is given; picklable, so each worker makes its own copies."""
-
-    def __init__(self, env: Any) -> None:
-        self.blob = cloudpickle.dumps(env)
-
-    def __call__(self) -> Any:
-        return cloudpickle.loads(self.blob)
 
 
 @dataclass
@@ -89,44 +43,47 @@ class AgentReport:
         return bool(self.infos or self.final_obs)
 
 
-def common_spaces(par: Any, agents: list[str]) -> tuple[spaces.Space, spaces.Space]:
-    """The observation and action space every agent shares; a ValueError naming the agents and
-    spaces that differ, and how to pad them, otherwise."""
-    if not agents:
-        raise ValueError("the env's possible_agents is empty: a game needs at least one agent")
-    found = []
-    for kind, space_of, pad in (("observation", par.observation_space, "pad_observations_v0"),
-                                ("action", par.action_space, "pad_action_space_v0")):
-        first = space_of(agents[0])
-        differ = [(a, s) for a in agents[1:] if (s := space_of(a)) != first]
-        if differ:
-            others = "".join(f", {a!r} has {s}" for a, s in differ[:3])
-            more = f" (and {len(differ) - 3} more)" if len(differ) > 3 else ""
-            raise ValueError(
-                f"the agents' {kind} spaces differ: {agents[0]!r} has {first}{others}{more}. "
-                f"vecenv.pettingzoo steps every agent as a row of one batch, so all agents need one "
-                f"{kind} space: pad them to a common one first, e.g. with SuperSuit's {pad} "
-                f"(supersuit.{pad}(env))")
-        found.append(first)
-    return found[0], found[1]
-
-
 class GameEnv(gym.Env):
     """A PettingZoo game as a gymnasium env whose arrays hold one row per possible agent.
 
     Args:
         env_fn: makes the ParallelEnv (or AECEnv, converted) of this game.
         reset_when: ``"all"`` (the game ends when every agent is done) or ``"any"``.
-        autoreset_mode: ``"next_step"``, ``"same_step"`` or ``"disabled"`` (see the module).
+        autoreset_mode: ``"next_step"``, ``"same_step"`` or ``"disabled"`` (see docs/pettingzoo.md).
     """
 
     def __init__(self, env_fn: Callable[[], Any], reset_when: str = "all",
                  autoreset_mode: str = "next_step") -> None:
-        self.par = par = as_parallel(env_fn())
-        self.possible_agents = list(par.possible_agents)
-        self._index = {a: k for k, a in enumerate(self.possible_agents)}
-        self.num_agents = n = len(self.possible_agents)
-        self.agent_observation_space, self.agent_action_space = common_spaces(par, self.possible_agents)
+        pz, par = import_pettingzoo(), env_fn()
+        if isinstance(par, pz.AECEnv):
+            from pettingzoo.utils.conversions import aec_to_parallel
+
+            par = aec_to_parallel(par)
+        elif not isinstance(par, pz.ParallelEnv):
+            raise TypeError(f"env_fn returned an object of type {type(par).__qualname__}, "
+                            "expected a PettingZoo ParallelEnv or AECEnv")
+        self.par = par
+        self.possible_agents = agents = list(par.possible_agents)
+        self._index = {a: k for k, a in enumerate(agents)}
+        self.num_agents = n = len(agents)
+        # every agent needs the same spaces: a ValueError naming those that differ otherwise
+        if not agents:
+            raise ValueError("the env's possible_agents is empty: a game needs at least one agent")
+        found = []
+        for kind, space_of, pad in (("observation", par.observation_space, "pad_observations_v0"),
+                                    ("action", par.action_space, "pad_action_space_v0")):
+            first = space_of(agents[0])
+            differ = [(a, s) for a in agents[1:] if (s := space_of(a)) != first]
+            if differ:
+                others = "".join(f", {a!r} has {s}" for a, s in differ[:3])
+                more = f" (and {len(differ) - 3} more)" if len(differ) > 3 else ""
+                raise ValueError(
+                    f"the agents' {kind} spaces differ: {agents[0]!r} has {first}{others}{more}. "
+                    f"vecenv.pettingzoo steps every agent as a row of one batch, so all agents "
+                    f"need one {kind} space: pad them to a common one first, e.g. with SuperSuit's "
+                    f"{pad} (supersuit.{pad}(env))")
+            found.append(first)
+        self.agent_observation_space, self.agent_action_space = found
         self.reset_when, self.mode = reset_when, autoreset_mode
         flags = spaces.Box(0, 1, (n,), np.bool_)  # type: ignore[arg-type]  # gymnasium takes bool
         self.observation_space = spaces.Dict({
@@ -144,11 +101,9 @@ class GameEnv(gym.Env):
 
     # gymnasium's attribute look-ups (vecenv's get_attr/set_attr) reach the game's own env first
     def get_wrapper_attr(self, name: str) -> Any:
-        """``name`` of the PettingZoo env, else of this game env."""
         return getattr(self.par, name) if hasattr(self.par, name) else getattr(self, name)
 
     def set_wrapper_attr(self, name: str, value: Any, *, force: bool = True) -> bool:
-        """Set ``name`` on the PettingZoo env, unless only this game env has it."""
         setattr(self if hasattr(self, name) and not hasattr(self.par, name) else self.par, name, value)
         return True
 
@@ -156,12 +111,9 @@ class GameEnv(gym.Env):
         """Reset the game (``seed`` and ``options`` go to the PettingZoo env's ``reset``)."""
         report = AgentReport()
         self._reset_game(seed, options, report)
-        out = self._out
-        out["reward"][:] = 0.0
-        out["terminated"][:] = False
-        out["truncated"][:] = False
-        out["ended"][()] = False
-        return out, self._info(report)
+        for key in ("reward", "terminated", "truncated", "ended"):
+            self._out[key][...] = 0
+        return self._out, {"agents": report} if report else {}
 
     def step(self, actions: Any) -> tuple[dict, float, bool, bool, dict]:
         """Step the game with one action per row (the rows of absent agents are ignored)."""
@@ -169,14 +121,18 @@ class GameEnv(gym.Env):
             if self.mode == "next_step":
                 obs, info = self.reset()
                 return obs, 0.0, False, False, info
-            return self._idle()
+            self._write_obs({})  # DISABLED: zero rows, all inactive, until the caller resets
+            for key in ("reward", "terminated", "truncated", "active", "ended"):
+                self._out[key][...] = 0
+            return self._out, 0.0, False, False, {}
         index, out = self._index, self._out
         obs, rewards, terms, truncs, infos = self.par.step(
             {a: actions[index[a]] for a in self.par.agents})
         reward, term, trunc = out["reward"], out["terminated"], out["truncated"]
-        _fill(reward, 0.0, rewards, index)
-        _fill(term, False, terms, index)
-        _fill(trunc, False, truncs, index)
+        for row, values in ((reward, rewards), (term, terms), (trunc, truncs)):
+            row[:] = 0
+            for a, v in values.items():
+                row[index[a]] = v
         active = self._set_active(obs)
         done = term | trunc
         going = [a for a in self.par.agents if not done[index[a]]]
@@ -191,7 +147,7 @@ class GameEnv(gym.Env):
             self._write_obs(obs)
             self._over = over
         out["ended"][()] = over
-        return out, 0.0, False, False, self._info(report)
+        return out, 0.0, False, False, {"agents": report} if report else {}
 
     def _same_step(self, obs: dict, report: AgentReport, ended: np.ndarray, over: bool) -> None:
         """SAME_STEP: each agent whose episode ended hands its observation and info over to
@@ -208,20 +164,11 @@ class GameEnv(gym.Env):
             self._write_obs({a: o for a, o in obs.items() if not ended[self._index[a]]})
 
     def _reset_game(self, seed: int | None, options: dict | None, report: AgentReport) -> None:
-        """Reset the PettingZoo env: its observations, agents and infos to the rows."""
         obs, infos = self.par.reset(seed=seed, options=options)
         self._write_obs(obs)
         self._set_active(obs)
         self._add_infos(report.infos, infos)
         self._over = False
-
-    def _idle(self) -> tuple[dict, float, bool, bool, dict]:
-        """DISABLED, stepped after the game ended: zero rows, all inactive, until a reset."""
-        out = self._out
-        self._write_obs({})
-        for key in ("reward", "terminated", "truncated", "active", "ended"):
-            out[key][...] = 0
-        return out, 0.0, False, False, {}
 
     def _write_obs(self, obs: dict) -> None:
         """Each agent's observation to its row; zeros in the rows of the others."""
@@ -241,23 +188,11 @@ class GameEnv(gym.Env):
             if info and a in self._index:
                 target[self._index[a]] = info
 
-    @staticmethod
-    def _info(report: AgentReport) -> dict:
-        return {"agents": report} if report else {}
-
     def render(self) -> Any:
-        """The game's frame (its PettingZoo env's ``render``)."""
         return self.par.render()
 
     def close(self) -> None:
         self.par.close()
-
-
-def _fill(row: np.ndarray, empty: Any, values: dict, index: dict[str, int]) -> None:
-    """``row`` set to ``empty``, then to each agent's value in its place."""
-    row[:] = empty
-    for a, v in values.items():
-        row[index[a]] = v
 
 
 def _zeros(space: spaces.Space) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from vecenv.pettingzoo.vector import PettingZooVectorEnv
+from vecenv.pettingzoo import PettingZooVectorEnv
 from vecenv.sb3.base import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
 
@@ -44,7 +44,7 @@ class PettingZooVecEnv(VecEnv):
             raise ValueError("set_options: every game of a PettingZooVecEnv is reset with the same "
                              "options; give one dict")
         obs, infos = self.venv.reset(seed=seed, options=dict(options) or None)
-        self.reset_infos = _agent_infos(infos, self.num_envs)
+        self.reset_infos = _rows_of(infos, self.num_envs, _SKIP)
         self._reset_seeds()
         self._reset_options()
         return obs
@@ -55,18 +55,26 @@ class PettingZooVecEnv(VecEnv):
     def step_wait(self) -> VecEnvStepReturn:
         actions, self._actions = self._actions, None
         obs, rewards, terms, truncs, infos = self.venv.step(actions)
-        dones = terms | truncs
-        time_limit = (truncs & ~terms).tolist()
-        active = infos["active"].tolist()
-        row_infos = [{"TimeLimit.truncated": t, "active": a} for t, a in zip(time_limit, active, strict=True)]
+        n = self.num_envs
+        time_limit, active = (truncs & ~terms).tolist(), infos["active"].tolist()
+        rows = [{"TimeLimit.truncated": t, "active": a} for t, a in zip(time_limit, active, strict=True)]
         if len(infos) > len(_PLAIN_KEYS):  # the agents' own infos, or episode ends
-            _merge_infos(row_infos, self.reset_infos, infos)
-        return obs, rewards.astype(np.float32), dones, row_infos
+            # A row whose episode ended gets its final info and ``terminal_observation``; its
+            # agent's next info (its game was reset) goes to ``reset_infos``.
+            ended = set(np.flatnonzero(infos.get("_final_obs", [])).tolist())
+            final_info = _rows_of(infos.get("final_info", {}), n)
+            for i, info in enumerate(_rows_of(infos, n, _SKIP)):
+                if i in ended:
+                    self.reset_infos[i] = info
+                    rows[i].update(final_info[i])
+                    rows[i]["terminal_observation"] = infos["final_obs"][i]
+                elif info:
+                    rows[i].update(info)
+        return obs, rewards.astype(np.float32), terms | truncs, rows
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.venv.close()
+        self.closed = True
+        self.venv.close()  # idempotent
 
     # ------------------------------------------------------------------ per-env calls
     def _per_row(self, indices: VecEnvIndices, run: Callable[[list[int]], list[Any]]) -> list[Any]:
@@ -100,16 +108,15 @@ class PettingZooVecEnv(VecEnv):
 
 #: the info keys every step has (see PettingZooVectorEnv._rows)
 _PLAIN_KEYS = frozenset({"active", "_active", "agent", "_agent", "game", "_game", "game_ended", "_game_ended"})
+_SKIP = _PLAIN_KEYS | {"final_obs", "final_info"}  # the keys that are not the agents' own infos
 
 
 def _call(game: Any, name: str, args: tuple, kwargs: dict) -> Any:
-    """Call ``name`` on a game env's PettingZoo env (in its worker)."""
     return game.get_wrapper_attr(name)(*args, **kwargs)
 
 
 def _rows_of(infos: dict[str, Any], num_envs: int, skip: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    """Gymnasium's batched infos (dict of arrays with ``_key`` masks) as one dict per row,
-    leaving out the keys in ``skip``."""
+    """Gymnasium's batched infos (``_key`` masks) as one dict per row, without the keys ``skip``."""
     rows: list[dict[str, Any]] = [{} for _ in range(num_envs)]
     for key, value in infos.items():
         if key.startswith("_") or key in skip:
@@ -119,28 +126,3 @@ def _rows_of(infos: dict[str, Any], num_envs: int, skip: frozenset[str] = frozen
         for i in np.flatnonzero(mask).tolist() if mask is not None else range(num_envs):
             rows[i][key] = values[i]
     return rows
-
-
-_SKIP = _PLAIN_KEYS | {"final_obs", "final_info"}
-
-
-def _agent_infos(infos: dict[str, Any], num_envs: int) -> list[dict[str, Any]]:
-    """The agents' own infos, one dict per row."""
-    return _rows_of(infos, num_envs, _SKIP)
-
-
-def _merge_infos(row_infos: list[dict], reset_infos: list[dict], infos: dict[str, Any]) -> None:
-    """Add the agents' infos to the rows. A row whose episode ended gets its final info and
-    ``terminal_observation`` (its agent's next info, if its game was reset, goes to
-    ``reset_infos``)."""
-    n = len(row_infos)
-    final_obs = infos.get("final_obs", ())
-    ended = set(np.flatnonzero(infos["_final_obs"]).tolist()) if "final_obs" in infos else set()
-    final_info = _rows_of(infos.get("final_info", {}), n)
-    for i, info in enumerate(_agent_infos(infos, n)):
-        if i in ended:
-            reset_infos[i] = info
-            row_infos[i].update(final_info[i])
-            row_infos[i]["terminal_observation"] = final_obs[i]
-        elif info:
-            row_infos[i].update(info)

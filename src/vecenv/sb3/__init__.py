@@ -19,21 +19,24 @@ from vecenv.sb3.base import (
     VecEnvWrapper,
     tile_images,
 )
-from vecenv.sb3.check_nan import VecCheckNan
-from vecenv.sb3.extract_dict_obs import VecExtractDictObs
-from vecenv.sb3.frame_stack import StackedObservations, VecFrameStack
-from vecenv.sb3.monitor import Monitor, ResultsWriter, VecMonitor
-from vecenv.sb3.normalize import RunningMeanStd, VecNormalize
-from vecenv.sb3.transpose import VecTransposeImage
-from vecenv.sb3.util import (
+from vecenv.sb3.monitor import Monitor, ResultsWriter, VecMonitor, make_vec_env
+from vecenv.sb3.normalize import (
+    RunningMeanStd,
+    VecNormalize,
     is_vecenv_wrapped,
-    make_vec_env,
     sync_envs_normalization,
     unwrap_vec_normalize,
     unwrap_vec_wrapper,
 )
 from vecenv.sb3.vec_envs import DummyVecEnv, SubprocVecEnv, VectorEnvAdapter, from_vector_env
 from vecenv.sb3.video import VecVideoRecorder
+from vecenv.sb3.wrappers import (
+    StackedObservations,
+    VecCheckNan,
+    VecExtractDictObs,
+    VecFrameStack,
+    VecTransposeImage,
+)
 
 from vecenv.sb3 import _compat  # isort: skip
 

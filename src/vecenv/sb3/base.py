@@ -1,10 +1,5 @@
-"""The Stable-Baselines3 vectorized-environment API: :class:`VecEnv` and :class:`VecEnvWrapper`.
-
-This is a numpy-only re-implementation of SB3's abstract API (4-tuple ``step``, ``reset`` that
-returns only observations, ``reset_infos``, seeds and options consumed by the next ``reset``).
-When SB3 is imported, these classes are registered as virtual subclasses of SB3's own, so SB3's
-algorithms and wrappers accept them unchanged (see :mod:`vecenv.sb3._compat`).
-"""
+"""Stable-Baselines3's vectorized-environment API: :class:`VecEnv` and :class:`VecEnvWrapper`, a
+numpy-only re-implementation of SB3's abstract API that SB3 recognises as its own when imported."""
 
 from __future__ import annotations
 
@@ -21,7 +16,6 @@ import numpy as np
 from gymnasium import spaces
 
 from vecenv.sb3 import _compat
-from vecenv.sb3._errors import AssertionValueError, IndexValueError
 
 #: Which sub-environments a call targets: ``None`` (all), one index, or several.
 VecEnvIndices = Union[None, int, Iterable[int]]  # noqa: UP007
@@ -29,6 +23,25 @@ VecEnvIndices = Union[None, int, Iterable[int]]  # noqa: UP007
 VecEnvObs = Union[np.ndarray, dict[str, np.ndarray], tuple[np.ndarray, ...]]  # noqa: UP007
 #: What ``step`` returns: observations, rewards (float32), dones (bool) and one info dict per env.
 VecEnvStepReturn = tuple[VecEnvObs, np.ndarray, np.ndarray, list[dict[str, Any]]]
+
+
+# SB3 reports many wrong inputs with ``assert`` or lets Python fail with an IndexError/TypeError;
+# vecenv raises classes that are both SB3's class and the one a check should raise, so
+# ``except AssertionError`` written for SB3 and ``except ValueError`` both work.
+class AssertionValueError(AssertionError, ValueError):
+    """A check SB3 makes with ``assert`` on a value."""
+
+
+class AssertionTypeError(AssertionError, TypeError):
+    """A check SB3 makes with ``assert`` on a type."""
+
+
+class IndexValueError(IndexError, ValueError):
+    """A count that does not match ``num_envs`` (SB3 fails with an ``IndexError`` there)."""
+
+
+class TypeValueError(TypeError, ValueError):
+    """Input of the wrong kind (SB3 fails with a ``TypeError`` there)."""
 
 
 def tile_images(images: Sequence[np.ndarray]) -> np.ndarray:
@@ -77,12 +90,9 @@ class VecEnv(ABC):
                 f"(got {list(render_modes)})"
             )
         self.render_mode: str | None = render_modes[0] if render_modes else None
-        if self.render_mode is None:
-            modes: list[str] = []
-        elif self.render_mode == "rgb_array":
-            modes = ["human", "rgb_array"]  # "human" shows the tiled rgb_array images
-        else:
-            modes = [self.render_mode]
+        # "human" over rgb_array envs shows the tiled rgb_array images
+        mode = self.render_mode
+        modes = {None: [], "rgb_array": ["human", "rgb_array"]}.get(mode, [mode])
         self.metadata: dict[str, Any] = {"render_modes": modes}
 
     # ----------------------------------------------------------------- abstract API
@@ -191,10 +201,8 @@ class VecEnv(ABC):
         return None
 
     def seed(self, seed: int | None = None) -> Sequence[int | None]:
-        """Set the seeds used by the next ``reset()``: env ``i`` gets ``seed + i``.
-
-        With ``seed=None`` a random base seed is drawn so the envs still differ.
-        """
+        """Set the seeds used by the next ``reset()``: env ``i`` gets ``seed + i`` (a random
+        ``seed`` when None, so that the envs still differ)."""
         if seed is None:
             seed = int(np.random.randint(0, np.iinfo(np.uint32).max, dtype=np.uint32))
         self._seeds = [seed + i for i in range(self.num_envs)]
@@ -202,10 +210,8 @@ class VecEnv(ABC):
 
     def set_options(self, options: list[dict] | dict | None = None) -> None:
         """Set the options passed to the next ``reset()``: one dict for all envs, or one per env."""
-        if options is None:
-            options = {}
-        if isinstance(options, dict):
-            self._options = [deepcopy(options) for _ in range(self.num_envs)]
+        if options is None or isinstance(options, dict):
+            self._options = [deepcopy(options or {}) for _ in range(self.num_envs)]
         else:
             if len(options) != self.num_envs:
                 raise IndexValueError(

@@ -1,9 +1,6 @@
-"""Episode statistics: :class:`VecMonitor` (vector level), :class:`Monitor` (per env, used by
-:func:`~vecenv.sb3.make_vec_env`) and :class:`ResultsWriter` (SB3's ``monitor.csv`` format).
-
-Both add ``info["episode"] = {"r": return, "l": length, "t": seconds since start}`` when an
-episode ends, and optionally write one CSV row per episode after a ``#{json header}`` line.
-"""
+"""Episode statistics: :class:`VecMonitor` (vector level), :class:`Monitor` (per env, which
+:func:`make_vec_env` applies) and :class:`ResultsWriter` (SB3's ``monitor.csv`` format). Both add
+``info["episode"] = {"r": return, "l": length, "t": seconds since start}`` when an episode ends."""
 
 from __future__ import annotations
 
@@ -12,12 +9,15 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Callable
+from functools import partial
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 
 from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
+from vecenv.sb3.vec_envs import DummyVecEnv, GymnasiumEnvFn
 
 MONITOR_EXT = "monitor.csv"
 
@@ -68,13 +68,10 @@ class Monitor(gym.Wrapper):
         self.t_start = time.time()
         self.results_writer: ResultsWriter | None = None
         if filename is not None:
-            env_id = env.spec.id if env.spec is not None else None
-            self.results_writer = ResultsWriter(
-                filename,
-                header={"t_start": self.t_start, "env_id": str(env_id)},
-                extra_keys=reset_keywords + info_keywords,
-                override_existing=override_existing,
-            )
+            env_id = str(env.spec.id if env.spec is not None else None)
+            header: dict[str, float | str] = {"t_start": self.t_start, "env_id": env_id}
+            extra = reset_keywords + info_keywords
+            self.results_writer = ResultsWriter(filename, header, extra, override_existing)
         self.reset_keywords = reset_keywords
         self.info_keywords = info_keywords
         self.allow_early_resets = allow_early_resets
@@ -111,11 +108,7 @@ class Monitor(gym.Wrapper):
             ep_return = sum(self.rewards)
             ep_length = len(self.rewards)
             elapsed = time.time() - self.t_start
-            ep_info: dict[str, Any] = {
-                "r": round(ep_return, 6),
-                "l": ep_length,
-                "t": round(elapsed, 6),
-            }
+            ep_info = {"r": round(ep_return, 6), "l": ep_length, "t": round(elapsed, 6)}
             for key in self.info_keywords:
                 ep_info[key] = info[key]
             ep_info.update(self.current_reset_info)
@@ -174,14 +167,9 @@ class VecMonitor(VecEnvWrapper):
             spec = getattr(venv, "spec", None)
         except Exception:  # noqa: BLE001 - a failing attribute lookup must not break construction
             spec = None
-        env_id = spec.id if spec is not None else None
-        self.results_writer: ResultsWriter | None = None
-        if filename:
-            self.results_writer = ResultsWriter(
-                filename,
-                header={"t_start": self.t_start, "env_id": str(env_id)},
-                extra_keys=info_keywords,
-            )
+        env_id = str(spec.id if spec is not None else None)
+        header: dict[str, float | str] = {"t_start": self.t_start, "env_id": env_id}
+        self.results_writer = ResultsWriter(filename, header, info_keywords) if filename else None
         self.info_keywords = info_keywords
         self.episode_returns = np.zeros(self.num_envs, dtype=np.float32)
         self.episode_lengths = np.zeros(self.num_envs, dtype=np.int32)
@@ -199,11 +187,8 @@ class VecMonitor(VecEnvWrapper):
         new_infos = list(infos)
         for i in np.flatnonzero(dones):
             info = dict(infos[i])
-            episode: dict[str, Any] = {
-                "r": self.episode_returns[i],
-                "l": self.episode_lengths[i],
-                "t": round(time.time() - self.t_start, 6),
-            }
+            elapsed = round(time.time() - self.t_start, 6)
+            episode = {"r": self.episode_returns[i], "l": self.episode_lengths[i], "t": elapsed}
             for key in self.info_keywords:
                 episode[key] = info[key]
             info["episode"] = episode
@@ -219,3 +204,47 @@ class VecMonitor(VecEnvWrapper):
         if self.results_writer is not None:
             self.results_writer.close()
         return self.venv.close()
+
+
+def make_vec_env(env_id: str | Callable[..., gym.Env], n_envs: int = 1, seed: int | None = None,
+                 start_index: int = 0, monitor_dir: str | None = None,
+                 wrapper_class: Callable[..., gym.Env] | None = None,
+                 env_kwargs: dict[str, Any] | None = None,
+                 vec_env_cls: Callable[..., VecEnv] | None = None,
+                 vec_env_kwargs: dict[str, Any] | None = None,
+                 monitor_kwargs: dict[str, Any] | None = None,
+                 wrapper_kwargs: dict[str, Any] | None = None) -> VecEnv:
+    """Create ``n_envs`` monitored envs in a VecEnv (default :class:`DummyVecEnv`), as SB3's.
+
+    Each env is made from ``env_id`` (a registered id, made with ``render_mode="rgb_array"``
+    when the env accepts it, or a callable taking ``env_kwargs``), wrapped in :class:`Monitor`
+    (logging to ``monitor_dir/<rank>.monitor.csv`` if given), then in ``wrapper_class``.
+    ``seed`` seeds env ``rank``'s action space with ``seed + rank`` now and its first reset
+    with ``seed + i`` (``vec_env.seed(seed)``).
+    """
+    env_kwargs = env_kwargs or {}
+
+    def make_env(rank: int) -> gym.Env:
+        if isinstance(env_id, str):
+            try:
+                env = gym.make(env_id, **{"render_mode": "rgb_array", **env_kwargs})
+            except TypeError:  # the env takes no render_mode
+                env = gym.make(env_id, **env_kwargs)
+        else:
+            env = GymnasiumEnvFn(lambda: env_id(**env_kwargs))()
+        if seed is not None:
+            env.action_space.seed(seed + rank)  # the env itself is seeded at the first reset
+        monitor_path = None
+        if monitor_dir is not None:
+            os.makedirs(monitor_dir, exist_ok=True)
+            monitor_path = os.path.join(monitor_dir, str(rank))
+        env = Monitor(env, filename=monitor_path, **(monitor_kwargs or {}))
+        if wrapper_class is not None:
+            env = wrapper_class(env, **(wrapper_kwargs or {}))
+        return env
+
+    ranks = range(start_index, start_index + n_envs)
+    env_fns: list[Callable[[], gym.Env]] = [partial(make_env, rank) for rank in ranks]
+    vec_env = (vec_env_cls or DummyVecEnv)(env_fns, **(vec_env_kwargs or {}))
+    vec_env.seed(seed)
+    return vec_env

@@ -1,18 +1,23 @@
-"""Running normalization of observations and rewards: :class:`VecNormalize` and its
-:class:`RunningMeanStd`."""
+"""Running normalization of observations and rewards (:class:`VecNormalize`), and look-ups of
+wrappers in a VecEnv's chain such as :func:`sync_envs_normalization`."""
 
 from __future__ import annotations
 
 import copy
 import pickle
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from gymnasium import spaces
 
-from vecenv.sb3._errors import AssertionValueError
-from vecenv.sb3._spaces import is_image_space
-from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
+from vecenv.sb3.base import (
+    AssertionValueError,
+    VecEnv,
+    VecEnvObs,
+    VecEnvStepReturn,
+    VecEnvWrapper,
+)
+from vecenv.sb3.wrappers import is_image_space
 
 
 class RunningMeanStd:
@@ -29,10 +34,10 @@ class RunningMeanStd:
         self.count = epsilon
 
     def copy(self) -> RunningMeanStd:
-        """An independent copy of these statistics."""
-        other = RunningMeanStd(shape=self.mean.shape)
-        other.mean = self.mean.copy()
-        other.var = self.var.copy()
+        """An independent copy of these statistics (of SB3's ``RunningMeanStd`` too)."""
+        other = RunningMeanStd(shape=np.shape(self.mean))
+        other.mean = np.array(self.mean, dtype=np.float64)
+        other.var = np.array(self.var, dtype=np.float64)
         other.count = float(self.count)
         return other
 
@@ -84,26 +89,19 @@ class VecNormalize(VecEnvWrapper):
         self.norm_obs_keys = norm_obs_keys
         if norm_obs:
             self._sanity_checks()
-            # Normalized images are floats in [-clip, clip]; say so, so that SB3 does not
-            # treat them as uint8 images (and so its image checks fail loudly).
-            if isinstance(self.observation_space, spaces.Dict):
-                self.observation_space = copy.deepcopy(self.observation_space)
-                self.obs_spaces = self.observation_space.spaces  # type: ignore[attr-defined]
+            space = self.observation_space
+            if isinstance(space, spaces.Dict):
+                self.observation_space = new = copy.deepcopy(space)
+                self.obs_spaces = new.spaces
                 self.obs_rms = {
-                    key: RunningMeanStd(shape=self.obs_spaces[key].shape)
+                    key: RunningMeanStd(shape=new[key].shape)  # type: ignore[arg-type]
                     for key in self.norm_obs_keys  # type: ignore[union-attr]
                 }
                 for key in self.obs_rms:
-                    if is_image_space(self.obs_spaces[key]):
-                        self.observation_space.spaces[key] = spaces.Box(  # type: ignore[attr-defined]
-                            -clip_obs, clip_obs, self.obs_spaces[key].shape, np.float32
-                        )
+                    new.spaces[key] = _float_if_image(new[key], clip_obs)
             else:
-                self.obs_rms = RunningMeanStd(shape=self.observation_space.shape)  # type: ignore[arg-type]
-                if is_image_space(self.observation_space):
-                    self.observation_space = spaces.Box(
-                        -clip_obs, clip_obs, self.observation_space.shape, np.float32
-                    )
+                self.obs_rms = RunningMeanStd(shape=space.shape)  # type: ignore[arg-type]
+                self.observation_space = _float_if_image(space, clip_obs)
         self.ret_rms = RunningMeanStd(shape=())
         self.clip_obs = clip_obs
         self.clip_reward = clip_reward
@@ -129,16 +127,14 @@ class VecNormalize(VecEnvWrapper):
                         "observation keys that should be normalized via the `norm_obs_keys` "
                         "parameter."
                     )
-        elif isinstance(space, spaces.Box):
-            if self.norm_obs_keys is not None:
-                raise ValueError(
-                    "`norm_obs_keys` param is applicable only with `gym.spaces.Dict` observation "
-                    "spaces"
-                )
-        else:
+        elif not isinstance(space, spaces.Box):
             raise ValueError(
                 "VecNormalize only supports `gym.spaces.Box` and `gym.spaces.Dict` observation "
                 f"spaces, not {space}"
+            )
+        elif self.norm_obs_keys is not None:
+            raise ValueError(
+                "`norm_obs_keys` param is applicable only with `gym.spaces.Dict` observation spaces"
             )
 
     # ----------------------------------------------------------------- pickling
@@ -159,9 +155,8 @@ class VecNormalize(VecEnvWrapper):
         """Attach a venv to an unpickled instance; its observation shapes must match."""
         if self.venv is not None:
             raise ValueError(
-                "Trying to set venv of already initialized VecNormalize wrapper. "
-                "(This VecNormalize "
-                "already wraps a venv.)"
+                "Trying to set venv of already initialized VecNormalize wrapper. (This "
+                "VecNormalize already wraps a venv.)"
             )
         self.venv = venv
         self.num_envs = venv.num_envs
@@ -182,11 +177,9 @@ class VecNormalize(VecEnvWrapper):
             self.returns = self.returns * self.gamma + rewards
             self.ret_rms.update(self.returns)
         rewards = self.normalize_reward(rewards)
-        for i in np.flatnonzero(dones):
-            if "terminal_observation" in infos[i]:
-                infos[i]["terminal_observation"] = self.normalize_obs(
-                    infos[i]["terminal_observation"]
-                )
+        for info in (infos[i] for i in np.flatnonzero(dones)):
+            if "terminal_observation" in info:
+                info["terminal_observation"] = self.normalize_obs(info["terminal_observation"])
         self.returns[dones] = 0
         return obs, rewards, dones, infos
 
@@ -199,11 +192,7 @@ class VecNormalize(VecEnvWrapper):
         return self.normalize_obs(obs)
 
     def _update_obs_rms(self, obs: Any) -> None:
-        if isinstance(self.obs_rms, dict):
-            for key, rms in self.obs_rms.items():
-                rms.update(obs[key])
-        else:
-            self.obs_rms.update(obs)
+        self._per_key(obs, lambda x, rms: rms.update(x))
 
     # ----------------------------------------------------------------- transforms
     def _per_key(self, obs: VecEnvObs, fn: Any) -> VecEnvObs:
@@ -291,14 +280,6 @@ def _check_same_shapes(expected: spaces.Space, actual: spaces.Space) -> None:
         )
 
 
-def _convert_rms(rms: Any) -> RunningMeanStd:
-    out = RunningMeanStd(shape=np.shape(rms.mean))
-    out.mean = np.array(rms.mean, dtype=np.float64)
-    out.var = np.array(rms.var, dtype=np.float64)
-    out.count = float(rms.count)
-    return out
-
-
 def _from_foreign(obj: Any) -> VecNormalize:
     """Turn an unpickled SB3 ``VecNormalize`` into ours (same attribute names)."""
     if type(obj).__name__ != "VecNormalize" or not hasattr(obj, "ret_rms"):
@@ -306,10 +287,74 @@ def _from_foreign(obj: Any) -> VecNormalize:
     state = {key: value for key, value in obj.__dict__.items() if key not in _NOT_SAVED}
     rms = state.get("obs_rms")
     if isinstance(rms, dict):
-        state["obs_rms"] = {key: _convert_rms(value) for key, value in rms.items()}
+        state["obs_rms"] = {key: RunningMeanStd.copy(value) for key, value in rms.items()}
     elif rms is not None:
-        state["obs_rms"] = _convert_rms(rms)
-    state["ret_rms"] = _convert_rms(state["ret_rms"])
+        state["obs_rms"] = RunningMeanStd.copy(rms)
+    state["ret_rms"] = RunningMeanStd.copy(state["ret_rms"])
     ours = VecNormalize.__new__(VecNormalize)
     ours.__setstate__(state)
     return ours
+
+
+def _float_if_image(space: spaces.Space, clip_obs: float) -> spaces.Space:
+    """Normalized images are floats in [-clip, clip]; say so, so that SB3 does not treat them as
+    uint8 images (and so its image checks fail loudly)."""
+    if not is_image_space(space):
+        return space
+    return spaces.Box(-clip_obs, clip_obs, space.shape, np.float32)  # type: ignore[arg-type]
+
+
+W = TypeVar("W")
+
+
+def unwrap_vec_wrapper(env: VecEnv, vec_wrapper_class: type[W]) -> W | None:
+    """The first :class:`VecEnvWrapper` of type ``vec_wrapper_class`` around ``env``, or None."""
+    while env is not None:
+        if isinstance(env, vec_wrapper_class):
+            return env
+        env = getattr(env, "venv", None) if _is_vec_wrapper(env) else None  # type: ignore[assignment]
+    return None
+
+
+def _is_vec_wrapper(env: Any) -> bool:
+    # Our wrappers, and SB3's (which have ``venv`` and ``getattr_recursive``) when mixed in.
+    return isinstance(env, VecEnvWrapper) or (
+        "venv" in getattr(env, "__dict__", {}) and hasattr(type(env), "getattr_recursive")
+    )
+
+
+def unwrap_vec_normalize(env: VecEnv) -> VecNormalize | None:
+    """The :class:`VecNormalize` around ``env``, if any."""
+    return unwrap_vec_wrapper(env, VecNormalize)
+
+
+def is_vecenv_wrapped(env: VecEnv, vec_wrapper_class: type[VecEnvWrapper]) -> bool:
+    """Whether ``env`` is (somewhere) wrapped in ``vec_wrapper_class``."""
+    return unwrap_vec_wrapper(env, vec_wrapper_class) is not None
+
+
+def sync_envs_normalization(env: VecEnv, eval_env: VecEnv) -> None:
+    """Copy the VecNormalize statistics of a training env to an identically wrapped eval env."""
+    train, evaluate = env, eval_env
+    while _is_vec_wrapper(train):
+        if not _is_vec_wrapper(evaluate):
+            raise AssertionValueError(
+                "Error while synchronizing normalization stats: expected the eval env to be a "
+                f"VecEnvWrapper but got {evaluate} instead. This is probably due to the training "
+                "env not being wrapped the same way as the evaluation env. Training env type: "
+                f"{train}."
+            )
+        if isinstance(train, VecNormalize):
+            if not isinstance(evaluate, VecNormalize):
+                raise AssertionValueError(
+                    "Error while synchronizing normalization stats: expected the eval env to be a "
+                    f"VecNormalize but got {evaluate} instead. This is probably due to the "
+                    "training env not being wrapped the same way as the evaluation env. Training "
+                    f"env type: {train}."
+                )
+            if hasattr(train, "obs_rms"):
+                evaluate.obs_rms = copy.deepcopy(train.obs_rms)
+            evaluate.ret_rms = copy.deepcopy(train.ret_rms)
+        train, evaluate = train.venv, evaluate.venv  # type: ignore[attr-defined]
+
+

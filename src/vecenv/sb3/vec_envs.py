@@ -1,36 +1,93 @@
 """SB3's concrete vector envs over vecenv's engine: :class:`DummyVecEnv`, :class:`SubprocVecEnv`,
-and :func:`from_vector_env`, which adapts any gymnasium-API vector env to SB3's API.
-
-The gymnasium-API env must auto-reset in SAME_STEP mode, which is SB3's convention: the step
-that ends an episode already returns the first observation of the next one, with the last
-observation in ``infos[i]["terminal_observation"]`` and the reset info in ``reset_infos[i]``.
-"""
+and :func:`from_vector_env`, which adapts any gymnasium-API vector env in SAME_STEP autoreset mode
+(SB3's convention) to SB3's API."""
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
 
 from vecenv.backends import ProcessVectorEnv, SerialVectorEnv
 from vecenv.engine import VectorEnv
 from vecenv.engine.modes import is_same_step
+from vecenv.errors import EnvError
 from vecenv.infos import per_env_infos
 from vecenv.sb3 import _backend
-from vecenv.sb3._errors import IndexValueError, env_errors
-from vecenv.sb3._spaces import (
-    GymnasiumEnvFn,
-    assign_rows,
-    batch_actions,
-    check_for_nested_spaces,
-    copy_obs,
-)
-from vecenv.sb3.base import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
+from vecenv.sb3.base import IndexValueError, VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def env_errors(method: F) -> F:
+    """Decorator: a sub-env's exception leaves ``method`` as the env's own exception (as with
+    SB3's ``DummyVecEnv``), with a note naming the env, its worker and, when it crossed a
+    process, the original traceback."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except EnvError as err:
+            failed = err
+        original = failed.original
+        if not isinstance(original, Exception):
+            if str(failed.exc_type).rsplit(".", 1)[-1] == "AttributeError":
+                raise AttributeError(str(failed)) from failed  # SB3: as an AttributeError
+            raise failed
+        where = f"env {failed.env_index} (worker {failed.worker}) in {failed.method}"
+        note = f"(vecenv) raised by {where}"
+        if original.__traceback__ is None and failed.remote_traceback:
+            note += "\n--- original traceback ---\n" + failed.remote_traceback.rstrip()
+        notes = getattr(original, "__notes__", [])
+        if note not in notes:  # Python 3.10 has no add_note: the note is kept, not printed
+            original.__notes__ = [*notes, note]  # type: ignore[attr-defined]
+        raise original  # outside an ``except`` block: the env's own cause and context are kept
+
+    return wrapper  # type: ignore[return-value]
+
+
+class GymnasiumEnvFn:
+    """An env_fn that refuses, in SB3's words, to build anything but a gymnasium Env
+    (module-level, holding only ``fn``, so that it pickles for spawn/forkserver workers)."""
+
+    def __init__(self, fn: Callable[[], gym.Env]) -> None:
+        self.fn = fn
+
+    def __call__(self) -> gym.Env:
+        env = self.fn()
+        if not isinstance(env, gym.Env):
+            raise ValueError(
+                f"The environment is of type {type(env)}, not a Gymnasium environment. In this "
+                "case, we expect OpenAI Gym to be installed and the environment to be an OpenAI "
+                "Gym environment. (vecenv runs gymnasium envs only: wrap old gym envs with shimmy.)"
+            )
+        return env
+
+
+def copy_obs(obs: Any) -> Any:
+    """Copy an observation (array, dict or tuple of arrays) so later writes cannot alias it."""
+    if isinstance(obs, dict):
+        return {key: copy_obs(value) for key, value in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(copy_obs(value) for value in obs)
+    return obs.copy() if isinstance(obs, np.ndarray) else obs
+
+
+def _assign_rows(dst: Any, src: Any, mask: np.ndarray) -> None:
+    """``dst[mask] = src[mask]`` leaf by leaf for batched array / dict / tuple observations."""
+    if isinstance(dst, (dict, tuple)):
+        for key in dst if isinstance(dst, dict) else range(len(dst)):
+            _assign_rows(dst[key], src[key], mask)
+    else:
+        dst[mask] = src[mask]
 
 
 class VectorEnvAdapter(VecEnv):
@@ -41,6 +98,9 @@ class VectorEnvAdapter(VecEnv):
     the first ``reset()`` is left to the envs to allow or refuse; and an exception inside a
     sub-env reaches the caller as that exception (with a note naming the env).
     """
+
+    #: take ``metadata`` from env 0 (SB3's DummyVecEnv) rather than VecEnv's ``render_modes``
+    _metadata_from_env = True
 
     def __init__(self, venv: Any) -> None:
         mode = getattr(venv, "metadata", {}).get("autoreset_mode")
@@ -58,44 +118,50 @@ class VectorEnvAdapter(VecEnv):
                 "batch_size=None or batch_size=num_envs."
             )
         self.venv = venv
-        self._access = _backend.SubEnvAccess(venv)
         root = getattr(venv, "unwrapped", venv)
         self._engine = root if isinstance(root, VectorEnv) else None
+        # Per-env requests run as one ``apply`` on vecenv's engine, or directly on an in-process
+        # ``envs`` list (gymnasium's SyncVectorEnv); None: through the vector API, to every env.
+        self._apply: Callable[[Callable, list[int], tuple], list] | None = None
+        if callable(getattr(type(root), "apply", None)):
+            self._apply = functools.partial(_backend.apply_in_order, root.apply)
+        elif isinstance(getattr(root, "envs", None), (list, tuple)):
+            self._apply = lambda fn, indices, args: [fn(root.envs[i], *args) for i in indices]
         # Fast path: vecenv's engine reports raw per-env infos, so nothing is batched and undone.
-        self._fast = getattr(venv, "unwrapped", None) is venv and callable(
-            getattr(type(venv), "step_entries", None)
-        )
+        entries = callable(getattr(type(venv), "step_entries", None))
+        self._fast = entries and getattr(venv, "unwrapped", None) is venv
         self._actions: Any = None
         self.actions: Any = None  # the last actions given, as SB3's DummyVecEnv keeps them
         self._waiting = False
         self._has_reset = False
         self.closed = False
         super().__init__(venv.num_envs, venv.single_observation_space, venv.single_action_space)
-        check_for_nested_spaces(self.observation_space)
+        space = self.observation_space
+        if isinstance(space, (spaces.Dict, spaces.Tuple)):
+            subspaces = space.spaces.values() if isinstance(space, spaces.Dict) else space.spaces
+            if any(isinstance(sub, (spaces.Dict, spaces.Tuple)) for sub in subspaces):
+                raise NotImplementedError(
+                    "Nested observation spaces are not supported (Tuple/Dict space inside "
+                    f"Tuple/Dict space): {space}"
+                )
         if self._metadata_from_env:
             try:
-                sub_metadata = self._access.get_attr("metadata", [0])[0]
+                sub_metadata = self.get_attr("metadata", [0])[0]
             except Exception:  # noqa: BLE001 - metadata is optional for exotic envs
                 sub_metadata = None
             if isinstance(sub_metadata, dict):
                 self.metadata = sub_metadata
 
-    #: take ``metadata`` from env 0 (SB3's DummyVecEnv) rather than VecEnv's ``render_modes``
-    _metadata_from_env = True
-
     # ----------------------------------------------------------------- reset / step
     @env_errors
     def reset(self) -> VecEnvObs:
         """Reset all envs with the pending seeds and options (then forget them)."""
-        seeds: list[int | None] | None = list(self._seeds)
-        if all(s is None for s in seeds):  # type: ignore[union-attr]
-            seeds = None
+        seeds = None if all(s is None for s in self._seeds) else list(self._seeds)
         groups: list[tuple[dict, list[int]]] = []
         for i, opts in enumerate(self._options):
-            for group_opts, members in groups:
-                if group_opts == opts:
-                    members.append(i)
-                    break
+            found = [members for group_opts, members in groups if group_opts == opts]
+            if found:
+                found[0].append(i)
             else:
                 groups.append((opts, [i]))
         # Different options per env: one masked reset per distinct options dict, so each env is
@@ -112,7 +178,7 @@ class VectorEnvAdapter(VecEnv):
             if obs is None or mask is None:  # the first group
                 obs = part if len(groups) == 1 else copy_obs(part)
             else:
-                assign_rows(obs, part, mask)
+                _assign_rows(obs, part, mask)
             for i in members:
                 reset_infos[i] = infos[i]
         self.reset_infos = reset_infos
@@ -129,20 +195,17 @@ class VectorEnvAdapter(VecEnv):
         if self._fast:
             ids = None if mask is None else np.flatnonzero(mask)
             obs, parts = self.venv.reset_entries(seed=seeds, options=options, env_ids=ids)
-            infos, _ = per_env_infos(parts, self.num_envs)
-            return obs, infos
+            return obs, per_env_infos(parts, self.num_envs)[0]
         if mask is not None:  # gymnasium's vector envs: masked envs get the options minus the mask
             options = {**(options or {}), "reset_mask": mask}
         obs, batched = self.venv.reset(seed=seeds, options=options)
-        per_env, _ = _backend.unbatch_step_infos(
-            batched, self.num_envs, np.zeros(self.num_envs, dtype=bool)
-        )
-        return obs, per_env
+        skip = _backend.FINAL_KEYS
+        return obs, [_backend.unbatch_info(batched, i, skip) for i in range(self.num_envs)]
 
     def step_async(self, actions: np.ndarray) -> None:
         """Take one action per env: a batch array, or a list of ints, arrays, dicts (Dict action
         spaces) or tuples (Tuple action spaces), as SB3's vector envs do."""
-        self._actions = batch_actions(actions, self.action_space, self.num_envs)
+        self._actions = _backend.batch_actions(actions, self.action_space, self.num_envs)
         self.actions = actions
         self._waiting = True
 
@@ -157,61 +220,87 @@ class VectorEnvAdapter(VecEnv):
             # SB3 leaves stepping before the first reset to the envs; vecenv's gymnasium API
             # refuses it, so lift that refusal for the engine this adapter owns.
             self._engine.require_reset = False
+        finals = []
         if self._fast:
             obs, rewards, terms, truncs, parts = self.venv.step_entries(actions)
             infos, ended = per_env_infos(parts, n)
-            finals = []
             for entry in ended:
                 infos[entry.index] = dict(entry.final_info or {})
                 self.reset_infos[entry.index] = dict(entry.info or {})
                 finals.append((entry.index, entry.final_obs))
         else:
             obs, rewards, terms, truncs, batched = self.venv.step(actions)
-            ended = np.logical_or(terms, truncs)
-            infos, final_list = _backend.unbatch_step_infos(batched, n, ended)
-            finals = []
-            for i, final_obs, final_info in final_list:
+            infos = [_backend.unbatch_info(batched, i, _backend.FINAL_KEYS) for i in range(n)]
+            for i in np.flatnonzero(np.logical_or(terms, truncs)).tolist():
+                if "final_obs" not in batched:
+                    raise RuntimeError(
+                        "An episode ended but the vector env reported no 'final_obs' info; "
+                        "is it really in SAME_STEP autoreset mode?"
+                    )
                 self.reset_infos[i] = infos[i]
-                infos[i] = final_info
-                finals.append((i, final_obs))
-        terms = np.asarray(terms, dtype=bool)
-        truncs = np.asarray(truncs, dtype=bool)
-        dones = terms | truncs
-        time_limit = (truncs & ~terms).tolist()
-        for i in range(n):
-            infos[i]["TimeLimit.truncated"] = time_limit[i]
+                infos[i] = _backend.unbatch_info(batched.get("final_info", {}), i)
+                finals.append((i, batched["final_obs"][i]))
+        terms, truncs = np.asarray(terms, dtype=bool), np.asarray(truncs, dtype=bool)
+        for info, cut in zip(infos, (truncs & ~terms).tolist(), strict=True):
+            info["TimeLimit.truncated"] = cut
         for i, final_obs in finals:
             infos[i]["terminal_observation"] = copy_obs(final_obs)
-        return obs, np.asarray(rewards, dtype=np.float32), dones, infos
+        return obs, np.asarray(rewards, dtype=np.float32), terms | truncs, infos
 
     def close(self) -> None:
         self.closed = True
         self.venv.close()  # idempotent, and finishes a close() that an interruption cut short
 
     # ----------------------------------------------------------------- per-env requests
+    def _whole(self, what: str, indices: list[int]) -> None:
+        """Without per-env access, a request must address every env."""
+        if sorted(indices) != list(range(self.num_envs)):
+            raise NotImplementedError(
+                f"{what} on a subset of envs is not available for {type(self.venv).__name__}"
+            )
+
     @env_errors
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
-        return self._access.get_attr(attr_name, self._get_indices(indices))
+        chosen = self._get_indices(indices)
+        if self._apply is not None:
+            return self._apply(_backend.get_wrapper_attr, chosen, (attr_name,))
+        values = list(self.venv.get_attr(attr_name))  # note: gymnasium calls callable attributes
+        return [values[i] for i in chosen]
 
     @env_errors
     def has_attr(self, attr_name: str) -> bool:
-        return self._access.has_attr(attr_name)
+        if self._apply is not None:
+            everyone = list(range(self.num_envs))
+            return all(self._apply(_backend.has_wrapper_attr, everyone, (attr_name,)))
+        return super().has_attr(attr_name)
 
     @env_errors
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-        self._access.set_attr(attr_name, value, self._get_indices(indices))
+        chosen = self._get_indices(indices)
+        if self._apply is not None:
+            self._apply(_backend.set_wrapper_attr, chosen, (attr_name, value))
+        else:
+            self._whole("set_attr", chosen)
+            self.venv.set_attr(attr_name, [value] * self.num_envs)
 
     @env_errors
     def env_method(self, method_name: str, *method_args: Any, indices: VecEnvIndices = None,
                    **method_kwargs: Any) -> list[Any]:
-        return self._access.call(
-            method_name, self._get_indices(indices), method_args, method_kwargs
-        )
+        chosen = self._get_indices(indices)
+        if self._apply is not None:
+            args = (method_name, method_args, method_kwargs)
+            return self._apply(_backend.call_wrapper_method, chosen, args)
+        self._whole("env_method", chosen)
+        results = list(self.venv.call(method_name, *method_args, **method_kwargs))
+        return [results[i] for i in chosen]
 
     @env_errors
     def env_is_wrapped(self, wrapper_class: type[gym.Wrapper],
                        indices: VecEnvIndices = None) -> list[bool]:
-        return self._access.is_wrapped(wrapper_class, self._get_indices(indices))
+        chosen = self._get_indices(indices)
+        if self._apply is None:
+            return [False] * len(chosen)  # the wrapper chain cannot be inspected
+        return self._apply(_backend.is_wrapped, chosen, (_backend.class_ref(wrapper_class),))
 
     @env_errors
     def get_images(self) -> Sequence[np.ndarray | None]:
@@ -223,6 +312,18 @@ class VectorEnvAdapter(VecEnv):
             )
             return [None] * self.num_envs
         return self.env_method("render")
+
+    def _adopt(self, cls: Callable[..., Any], env_fns: list[Callable[[], gym.Env]],
+               **kwargs: Any) -> None:
+        """Adapt a new SAME_STEP vector env of ``cls`` (closed again if that fails); an env_fn's
+        exception leaves as itself."""
+        kwargs.setdefault("autoreset_mode", "same_step")
+        venv = env_errors(cls)([GymnasiumEnvFn(fn) for fn in env_fns], **kwargs)
+        try:
+            VectorEnvAdapter.__init__(self, venv)
+        except BaseException:
+            venv.close()
+            raise
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(num_envs={self.num_envs}, venv={self.venv!r})"
@@ -258,28 +359,21 @@ class DummyVecEnv(VectorEnvAdapter):
         env_fns = list(env_fns)
         if not env_fns:
             raise IndexValueError("list index out of range: DummyVecEnv needs at least one env_fn")
-        venv = _build(SerialVectorEnv, env_fns)
-        try:
-            ids = _backend.SubEnvAccess(venv).apply(
-                _backend.unwrapped_id, list(range(venv.num_envs))
+        self._adopt(SerialVectorEnv, env_fns)
+        ids = [id(env.unwrapped) for env in self.envs]
+        if len(set(ids)) != len(ids):
+            self.close()
+            raise ValueError(
+                "You tried to create multiple environments, but the function to create them "
+                "returned the same instance instead of creating different objects. Two env_fns "
+                "returned the same environment instance; each must create a new env (e.g. "
+                "`lambda: gym.make(id)`, not `lambda: env`)."
             )
-            if len(set(ids)) != len(ids):
-                raise ValueError(
-                    "You tried to create multiple environments, but the function to create them "
-                    "returned the same instance instead of creating different objects. Two env_fns "
-                    "returned the same environment instance; each must create a new env (e.g. "
-                    "`lambda: gym.make(id)`, not `lambda: env`)."
-                )
-            super().__init__(venv)
-        except BaseException:
-            venv.close()
-            raise
 
     @property
     def envs(self) -> list[gym.Env]:
         """The sub-environments, in order."""
-        root = self.venv.unwrapped
-        return list(root.envs)
+        return list(self.venv.unwrapped.envs)
 
     # SB3's DummyVecEnv hands Dict observations out as an OrderedDict (its SubprocVecEnv: a dict)
     def reset(self) -> VecEnvObs:
@@ -292,13 +386,6 @@ class DummyVecEnv(VectorEnvAdapter):
 
 def _ordered(obs: Any) -> Any:
     return OrderedDict(obs) if type(obs) is dict else obs
-
-
-@env_errors
-def _build(cls: Callable[..., Any], env_fns: list[Callable[[], gym.Env]], **kwargs: Any) -> Any:
-    """A SAME_STEP vector env of ``cls``; an env_fn's exception leaves as itself."""
-    kwargs.setdefault("autoreset_mode", "same_step")
-    return cls([GymnasiumEnvFn(fn) for fn in env_fns], **kwargs)
 
 
 class SubprocVecEnv(VectorEnvAdapter):
@@ -342,12 +429,7 @@ class SubprocVecEnv(VectorEnvAdapter):
                 "not enough values to unpack (expected 2, got 0): SubprocVecEnv needs at least one "
                 "env_fn"
             )
-        venv = _build(ProcessVectorEnv, env_fns, context=start_method, **vecenv_kwargs)
-        try:
-            super().__init__(venv)
-        except BaseException:
-            venv.close()
-            raise
+        self._adopt(ProcessVectorEnv, env_fns, context=start_method, **vecenv_kwargs)
 
     @property
     def waiting(self) -> bool:

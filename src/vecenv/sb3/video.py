@@ -8,28 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from gymnasium.error import DependencyNotInstalled
 
-from vecenv.sb3._errors import AssertionValueError, VideoDependencyNotInstalled
-from vecenv.sb3.base import VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
-
-_INSTALL_HINT = "VecVideoRecorder needs imageio with ffmpeg: pip install 'vecenv[video]'"
+from vecenv.sb3.base import AssertionValueError, VecEnv, VecEnvObs, VecEnvStepReturn, VecEnvWrapper
 
 
-def _writer_module() -> Any:
-    try:
-        import imageio.v2 as imageio
-        import imageio_ffmpeg  # noqa: F401 - the mp4 backend imageio uses
-    except ImportError as exc:
-        raise VideoDependencyNotInstalled(_INSTALL_HINT) from exc
-    return imageio
-
-
-def _even_sized(frame: np.ndarray) -> np.ndarray:
-    """Pad with black to even height and width, which H.264 (yuv420p) needs; pixels stay exact."""
-    pad_h, pad_w = frame.shape[0] % 2, frame.shape[1] % 2
-    if pad_h or pad_w:
-        frame = np.pad(frame, ((0, pad_h), (0, pad_w), (0, 0)))
-    return frame
+class VideoDependencyNotInstalled(DependencyNotInstalled, ImportError):
+    """The video extra is missing (SB3 raises gymnasium's ``DependencyNotInstalled``)."""
 
 
 class VecVideoRecorder(VecEnvWrapper):
@@ -52,7 +37,14 @@ class VecVideoRecorder(VecEnvWrapper):
             raise AssertionValueError(
                 f"The render_mode must be 'rgb_array', not {self.env.render_mode}"
             )
-        self._imageio = _writer_module()
+        try:
+            import imageio.v2 as imageio
+            import imageio_ffmpeg  # noqa: F401 - the mp4 backend imageio uses
+        except ImportError as exc:
+            raise VideoDependencyNotInstalled(
+                "VecVideoRecorder needs imageio with ffmpeg: pip install 'vecenv[video]'"
+            ) from exc
+        self._imageio: Any = imageio
         metadata = getattr(venv.unwrapped, "metadata", None) or {}
         self.frames_per_sec = metadata.get("render_fps", 30)
         self.record_video_trigger = record_video_trigger
@@ -84,9 +76,8 @@ class VecVideoRecorder(VecEnvWrapper):
     def _start_video_recorder(self) -> None:
         if self.recording:
             self._stop_recording()
-        self.video_name = (
-            f"{self.name_prefix}-step-{self.step_id}-to-step-{self.step_id + self.video_length}.mp4"
-        )
+        start, end = self.step_id, self.step_id + self.video_length
+        self.video_name = f"{self.name_prefix}-step-{start}-to-step-{end}.mp4"
         self.video_path = os.path.join(self.video_folder, self.video_name)
         self.recording = True
         self._capture_frame()
@@ -112,7 +103,9 @@ class VecVideoRecorder(VecEnvWrapper):
             self.video_path, fps=self.frames_per_sec, macro_block_size=1
         ) as writer:
             for frame in frames:
-                writer.append_data(_even_sized(np.asarray(frame, dtype=np.uint8)))
+                height, width = np.shape(frame)[:2]  # padded with black to even sizes for H.264
+                pad = ((0, height % 2), (0, width % 2), (0, 0))
+                writer.append_data(np.pad(np.asarray(frame, dtype=np.uint8), pad))
 
     def close(self) -> None:
         """Close the envs, then write the clip being recorded, if any."""
