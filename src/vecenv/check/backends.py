@@ -1,22 +1,122 @@
-"""The backend checks of ``vecenv check``: run the env through each vecenv backend, measure its
-throughput, and compare its observations with the first backend's under the same seed and actions."""
+"""The checks of ``vecenv check`` that run the env elsewhere: whether its factory reaches a
+spawned process, each vecenv backend (throughput, and observations against the first backend's
+under the same seed and actions), the machine calibration, and the backend it recommends."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import multiprocessing
+import pickle
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import cloudpickle
+import gymnasium as gym
 
 import vecenv
 from vecenv.bench.contenders import action_pool, first_line
-from vecenv.check.report import CheckReport
-from vecenv.check.values import digest
+from vecenv.check.values import digest, size_text
+from vecenv.layout import EnvProbe, decide, describe_costs, machine_costs
+from vecenv.make import usable_cores
 
+if TYPE_CHECKING:
+    from vecenv.check import CheckReport
+
+#: seconds the spawned-process probe may take
+SPAWN_TIMEOUT = 60.0
 #: seconds one backend may spend stepping in a check
 BACKEND_SECONDS = 3.0
+#: a threaded run this much faster than serial means the step releases the GIL
+THREAD_SPEEDUP = 1.3
+#: a measured backend this much faster than the rule's choice overrides the rule
+MEASURED_LEAD = 1.5
 
 
+# ==================================================================== pickling
+def _spawn_probe(payload: bytes, conn: Any) -> None:
+    """Run in a spawned process: rebuild the factory, make the env, reset it, report back."""
+    try:
+        env = cloudpickle.loads(payload)()
+        try:
+            env.reset(seed=0)
+            conn.send(("ok", str(env.observation_space)))
+        finally:
+            env.close()
+    except BaseException as exc:  # report anything, including SystemExit from the env
+        conn.send(("error", first_line(exc)))
+    finally:
+        conn.close()
+
+
+def spawn_probe(env_fn: Callable[[], gym.Env], timeout: float = SPAWN_TIMEOUT) -> str | None:
+    """Build and reset the env in a freshly spawned process; the error in words, or None."""
+    payload = cloudpickle.dumps(env_fn)
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_spawn_probe, args=(payload, child), daemon=True, name="vecenv-check-spawn")
+    try:
+        proc.start()
+        child.close()
+        if not parent.poll(timeout):
+            return f"the spawned process gave no answer within {timeout:g} s"
+        try:
+            status, detail = parent.recv()
+        except EOFError:
+            proc.join(5)
+            return f"the spawned process died (exit code {proc.exitcode})"
+        return None if status == "ok" else detail
+    finally:
+        parent.close()
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+
+
+def check_pickle(report: CheckReport, env_fn: Callable, spawn: bool) -> None:
+    """Add the ``pickle`` findings: the factory pickles, and (with ``spawn``) works when spawned."""
+    plain_error = cloud_error = None
+    try:
+        pickle.dumps(env_fn)
+    except Exception as exc:
+        plain_error = first_line(exc)
+    try:
+        cloudpickle.dumps(env_fn)
+    except Exception as exc:
+        cloud_error = first_line(exc)
+    if cloud_error is not None:
+        report.add(
+            "problem", "pickle",
+            f"the env factory cannot be pickled, so it cannot reach spawned or forkserver worker "
+            "processes (the default start method on macOS and Windows, and on Linux from Python 3.14) "
+            f"(pickle: {plain_error}; cloudpickle: {cloud_error}). Make it a module-level function "
+            "or class that holds no locks, open files, sockets or live envs.",
+        )
+        return
+    if plain_error is not None:
+        report.add(
+            "warning", "pickle",
+            f"the env factory pickles only with cloudpickle (pickle: {plain_error}); vecenv and "
+            "gymnasium use cloudpickle, but code passing it to multiprocessing directly will fail",
+        )
+    if not spawn:
+        report.add("ok", "pickle", "the env factory pickles" + (" with cloudpickle" if plain_error else ""))
+        return
+    error = spawn_probe(env_fn)
+    if error is not None:
+        report.add(
+            "problem", "pickle",
+            f"the env factory pickles but fails in a freshly spawned process: {error}. Spawned "
+            "workers (the default on macOS and Windows) start from a clean interpreter: register "
+            "the env and import what it needs at module level of an importable module.",
+        )
+    else:
+        report.add("ok", "pickle", "the env factory pickles and builds the env in a spawned process")
+
+
+# ==================================================================== backends
 def check_backends(report: CheckReport, env_fn: Callable, names: Sequence[str], n: int, steps: int,
                    seed: int) -> None:
     """Run ``n`` copies through each backend in ``names``, filling ``report.backends``."""
@@ -39,21 +139,25 @@ def check_backends(report: CheckReport, env_fn: Callable, names: Sequence[str], 
         )
         if reference is None:
             reference, reference_name = digests, backend
-        else:
-            _compare(report, backend, digests, reference_name, reference)
+            continue
+        pairs = enumerate(zip(reference, digests, strict=False))
+        mismatch = next((i for i, (a, b) in pairs if a != b), None)
+        if mismatch is not None:
+            when = "after reset" if mismatch == 0 else f"at step {mismatch - 1}"
+            report.add(
+                "problem", f"backend:{backend}",
+                f"backend {backend!r} gave different observations from {reference_name!r} {when} "
+                "under the same seed and actions: the env's results depend on where it runs",
+            )
 
 
 def _run_backend(entry: dict[str, Any], env_fn: Callable, backend: str, n: int, steps: int,
                  seed: int) -> tuple[int, list[bytes]]:
-    """Reset and step ``n`` copies on ``backend`` (within :data:`BACKEND_SECONDS`).
-
-    Fills ``num_workers`` and ``steps_per_s`` of ``entry``; returns the vector steps done and the
-    digest of the observations after the reset and after each step.
-    """
+    """Reset and step ``n`` copies on ``backend`` (within :data:`BACKEND_SECONDS`), filling
+    ``entry``; the vector steps done and the digests of the observations after reset and steps."""
     digests: list[bytes] = []
-    envs = None
+    envs = vecenv.make(env_fn, n, backend=backend)
     try:
-        envs = vecenv.make(env_fn, n, backend=backend)
         entry["num_workers"] = getattr(envs, "num_workers", None)
         obs, _ = envs.reset(seed=seed)
         digests.append(digest(obs).digest())
@@ -69,22 +173,66 @@ def _run_backend(entry: dict[str, Any], env_fn: Callable, backend: str, n: int, 
         entry["steps_per_s"] = done * n / elapsed if elapsed > 0 else math.inf
         return done, digests
     finally:
-        if envs is not None:
-            try:
-                envs.close()
-            except Exception:
-                pass
+        with contextlib.suppress(Exception):
+            envs.close()
 
 
-def _compare(report: CheckReport, backend: str, digests: list[bytes], reference_name: str,
-             reference: list[bytes]) -> None:
-    """Add a problem if ``backend``'s observations differ from the reference backend's."""
-    k = min(len(reference), len(digests))
-    mismatch = next((i for i in range(k) if reference[i] != digests[i]), None)
-    if mismatch is not None:
-        when = "after reset" if mismatch == 0 else f"at step {mismatch - 1}"
+# ==================================================================== calibration and recommendation
+def check_calibration(report: CheckReport, refresh: bool = False) -> None:
+    """Add the calibration as an ``info`` finding (a ``warning`` too when it is contended);
+    ``refresh`` measures the machine again first (``vecenv check --recalibrate``)."""
+    try:
+        costs = machine_costs(refresh=refresh)
+    except Exception as exc:  # the check goes on; the recommendation reports its own failure
+        report.add("warning", "calibration", f"the machine could not be calibrated ({type(exc).__name__}: {exc})")
+        return
+    report.add(
+        "info", "calibration",
+        f"machine calibration: crossing {costs.process_us[0]:.1f} µs (process), "
+        f"{costs.inline_us[0]:.1f} µs (inline, 2 groups); {describe_costs(costs)}",
+    )
+    if costs.contended:
         report.add(
-            "problem", f"backend:{backend}",
-            f"backend {backend!r} gave different observations from {reference_name!r} {when} "
-            "under the same seed and actions: the env's results depend on where it runs",
+            "warning", "calibration",
+            "the machine calibration was measured while other work ran or its trials disagreed, "
+            "so its crossings may read slow and the recommendation lean to serial; it is not saved: "
+            "the next run measures again (or run with --recalibrate on a quiet machine)",
         )
+
+
+def recommend_backend(report: CheckReport) -> None:
+    """Set ``report.recommendation`` and ``report.reason`` from the step cost and the backends."""
+    ran = {b: e["steps_per_s"] for b, e in report.backends.items() if e["steps_per_s"]}
+    if not ran:
+        report.recommendation, report.reason = None, "no backend ran the env"
+        return
+    cores = usable_cores()
+    measured = " (measured here: " + ", ".join(f"{b} {r:,.0f}" for b, r in ran.items()) + " env steps/s)"
+    serial, thread = ran.get("serial"), ran.get("thread")
+    if serial and thread and thread > THREAD_SPEEDUP * serial:
+        report.recommendation = "thread"
+        report.reason = (
+            f"threads ran {thread / serial:.1f}× faster than serial, so the step releases the "
+            f"GIL; threads share the cores without copying observations between processes{measured}"
+        )
+        return
+    if report.step_us is None:
+        best = max(ran, key=ran.__getitem__)
+        report.recommendation, report.reason = best, f"it ran fastest here{measured}"
+        return
+    probe = EnvProbe(report.step_us, 1.0, report.obs_bytes or 0)
+    layout = decide(probe, machine_costs(), report.num_envs, cores)
+    choice = layout.backend
+    best = max(ran, key=ran.__getitem__)
+    if choice in ran and best != choice and ran[best] > MEASURED_LEAD * ran[choice]:
+        report.recommendation = best
+        report.reason = (
+            f"the rule picks {layout.name} ({layout.reason}), but {best} ran "
+            f"{ran[best] / ran[choice]:.1f}× faster here{measured}"
+        )
+        return
+    report.recommendation = choice
+    options = ", ".join(f"{k}={v!r}" for k, v in layout.kwargs().items())
+    how = f"backend={choice!r}" + (f", {options}" if options else "")
+    obs = size_text(report.obs_bytes or 0)
+    report.reason = f"{how} — {layout.reason}; observation {obs}; the rule vecenv.make's backend='auto' follows{measured}"

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from vecenv.bench.contenders import first_line
-from vecenv.check.report import CheckReport
+from vecenv.check import CheckReport
 from vecenv.check.values import InfoTypes, describe, nbytes, same, size_text, why_outside
 
 
@@ -84,12 +84,33 @@ def check_rollout(report: CheckReport, a: gym.Env, b: gym.Env | None, steps: int
     if run is None:
         return
     _step_lockstep(report, run, a, b, steps, seed)
+    if run.outside is not None:
+        report.add(
+            "problem", "observation",
+            f"an observation is outside the declared observation space {run.outside}. Batch buffers "
+            "are built from the space, so values get cast or clipped silently, and SB3 and "
+            "gymnasium's checks reject it.",
+        )
+    else:
+        report.add("ok", "observation", f"observations stay inside the observation space (reset and {steps} steps)")
+    if run.diverged is not None:
+        report.add(
+            "problem", "determinism",
+            f"two copies seeded alike and given the same actions diverged at step {run.diverged}: "
+            "transitions depend on something other than the seed and the actions, so runs "
+            "cannot be reproduced",
+        )
+    elif run.reset_same and run.copies_same:
+        both = ", and two copies given the same seed and actions stay identical"
+        report.add("ok", "determinism", f"reset(seed={seed}) repeats" + (both if b is not None else ""))
+    _report_infos(report, run.infos)
     if run.step_times:  # the median: robust to the odd preemption on a busy machine
         report.step_us = float(np.median(run.step_times)) * 1e6
-    _report_observations(report, run, steps)
-    _report_determinism(report, run, seed, compared=b is not None)
-    _report_infos(report, run.infos)
-    _report_cost(report, run.first_obs)
+        report.add(
+            "info", "cost",
+            f"a step costs {report.step_us:,.1f} µs (median); an observation is "
+            f"{size_text(report.obs_bytes or 0)} ({describe(run.first_obs)})",
+        )
 
 
 def _reset_twice(report: CheckReport, a: gym.Env, b: gym.Env | None, seed: int) -> _Rollout | None:
@@ -153,35 +174,6 @@ def _step_lockstep(report: CheckReport, run: _Rollout, a: gym.Env, b: gym.Env | 
             run.note_obs(space, obs_a, f"after an autoreset at step {t}")
 
 
-def _report_observations(report: CheckReport, run: _Rollout, steps: int) -> None:
-    if run.outside is not None:
-        report.add(
-            "problem", "observation",
-            f"an observation is outside the declared observation space {run.outside}. Batch buffers "
-            "are built from the space, so values get cast or clipped silently, and SB3 and "
-            "gymnasium's checks reject it.",
-        )
-    else:
-        report.add("ok", "observation", f"observations stay inside the observation space (reset and {steps} steps)")
-
-
-def _report_determinism(report: CheckReport, run: _Rollout, seed: int, compared: bool) -> None:
-    if run.diverged is not None:
-        report.add(
-            "problem", "determinism",
-            f"two copies seeded alike and given the same actions diverged at step {run.diverged}: "
-            "transitions depend on something other than the seed and the actions, so runs "
-            "cannot be reproduced",
-        )
-    elif run.reset_same and run.copies_same:
-        report.add(
-            "ok", "determinism",
-            f"reset(seed={seed}) repeats" + (
-                ", and two copies given the same seed and actions stay identical" if compared else ""
-            ),
-        )
-
-
 def _report_infos(report: CheckReport, infos: InfoTypes) -> None:
     if infos.changes:
         parts = [
@@ -205,12 +197,3 @@ def _report_infos(report: CheckReport, infos: InfoTypes) -> None:
     elif infos.seen_any:
         report.add("ok", "infos", "the infos stay in shared memory on the process backend (no "
                    "message per step)")
-
-
-def _report_cost(report: CheckReport, obs: Any) -> None:
-    if report.step_us is not None:
-        report.add(
-            "info", "cost",
-            f"a step costs {report.step_us:,.1f} µs (median); an observation is {size_text(report.obs_bytes or 0)} "
-            f"({describe(obs)})",
-        )

@@ -62,11 +62,9 @@ def describe(value: Any) -> str:
 
 def size_text(n: int) -> str:
     """A byte count in B, KB or MB."""
-    for unit in ("B", "KB", "MB"):
-        if n < 1024 or unit == "MB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
+    if n < 1024:
+        return f"{n:.0f} B"
+    return f"{n / 1024:.1f} KB" if n < 1024**2 else f"{n / 1024**2:.1f} MB"
 
 
 def why_outside(space: gym.Space, obs: Any, path: str = "observation") -> str:

@@ -1,14 +1,8 @@
 """EnvPool's Atari ids (``"Pong-v5"``): its Atari preprocessing as a gymnasium env over ale_py.
 
-:class:`AtariEnv` drives the ALE directly (no gymnasium wrappers, preallocated frame buffers,
-``cv2.resize``) and follows EnvPool's documented Atari semantics and defaults: no-op starts,
-fire reset, frame skip with a max over the last two frames, resize, channel-first frame
-stacking, optional episodic life and reward clipping, and the infos ``lives``, ``reward``
-(unclipped), ``terminated`` (the ALE game is over) and ``ram``. Values are not bit-identical to
-EnvPool's C++ (another resize implementation and RNG); shapes, dtypes, keys and semantics are.
-
-:func:`atari_game` recognises an id and :func:`check_atari_options` checks make's keywords, both
-in the calling process before any worker starts.
+:class:`AtariEnv` drives the ALE directly and follows EnvPool's documented Atari semantics and
+defaults (docs/envpool.md); values are not bit-identical to EnvPool's C++ (another resize and
+RNG), shapes, dtypes, keys and semantics are. Ids and options are checked in the calling process.
 """
 
 from __future__ import annotations
@@ -22,7 +16,6 @@ import numpy as np
 from gymnasium import spaces
 
 from vecenv.engine.checks import check_count
-from vecenv.envpool.checks import is_int
 
 #: EnvPool's Atari task options and their defaults, in EnvPool's config order
 ATARI_DEFAULTS: dict[str, Any] = {
@@ -40,6 +33,11 @@ _OTHER = ("render_mode",)  # keywords an Atari id takes beyond EnvPool's task op
 _ID = re.compile(r"([A-Z][A-Za-z0-9]*)-v5")
 _EXTRA = 'pip install "vecenv[sims]"'
 _FIRE = 1  # ALE's action FIRE
+
+
+def is_int(value: Any) -> bool:
+    """An integral number (a numpy integer too), never a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 def _ale() -> Any:
@@ -88,11 +86,8 @@ def atari_game(task_id: str) -> str | None:
 
 
 def check_atari_options(game: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """make's keywords for an Atari id, checked: every option with its value (defaults filled).
-
-    Unknown keywords, wrong types and out-of-range values raise ValueError / TypeError naming
-    the option, what was expected and what came.
-    """
+    """make's keywords for an Atari id, checked (ValueError / TypeError naming the option): every
+    option with its value, defaults filled; ``mode`` and ``difficulty`` -1 or one the ROM has."""
     unknown = [key for key in kwargs if key not in ATARI_DEFAULTS and key not in _OTHER]
     if unknown:
         raise ValueError(f"{unknown[0]!r}: not an option of EnvPool's Atari envs; accepted: "
@@ -109,7 +104,21 @@ def check_atari_options(game: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     if isinstance(p, (bool, np.bool_)) or not isinstance(p, numbers.Real) or not 0.0 <= float(p) <= 1.0:
         raise ValueError(f"repeat_action_probability: expected a number in [0, 1], got {p!r}")
     options["repeat_action_probability"] = float(p)
-    _check_mode(game, options)
+    for key in ("mode", "difficulty"):
+        value = options[key]
+        if not is_int(value) or value < -1:
+            raise ValueError(f"{key}: expected -1 (the game's default) or an int >= 0, got {value!r}")
+        options[key] = int(value)
+    if options["mode"] != -1 or options["difficulty"] != -1:
+        ale_py = _ale()
+        ale = ale_py.ALEInterface()
+        ale.loadROM(ale_py.roms.get_rom_path(game))
+        offered = {"mode": ale.getAvailableModes(), "difficulty": ale.getAvailableDifficulties()}
+        for key, values in offered.items():
+            available = sorted(int(v) for v in values)
+            if options[key] != -1 and options[key] not in available:
+                raise ValueError(f"{key}: {game} offers {available} (or -1 for its default), "
+                                 f"got {options[key]}")
     if options.get("render_mode") not in (None, "rgb_array"):
         raise ValueError(f"render_mode: expected None or 'rgb_array' for an Atari id, "
                          f"got {options['render_mode']!r}")
@@ -124,28 +133,10 @@ def atari_config(game: str, options: dict[str, Any]) -> dict[str, Any]:
     return {**{k: options[k] for k in keys[:at]}, "task": game, **{k: options[k] for k in keys[at:]}}
 
 
-def _check_mode(game: str, options: dict[str, Any]) -> None:
-    """``mode`` / ``difficulty``: -1 (the game's default) or one the ROM offers."""
-    for key in ("mode", "difficulty"):
-        value = options[key]
-        if not is_int(value) or value < -1:
-            raise ValueError(f"{key}: expected -1 (the game's default) or an int >= 0, got {value!r}")
-        options[key] = int(value)
-    if options["mode"] == -1 and options["difficulty"] == -1:
-        return
-    ale_py = _ale()
-    ale = ale_py.ALEInterface()
-    ale.loadROM(ale_py.roms.get_rom_path(game))
-    offered = {"mode": ale.getAvailableModes(), "difficulty": ale.getAvailableDifficulties()}
-    for key, values in offered.items():
-        available = sorted(int(v) for v in values)
-        if options[key] != -1 and options[key] not in available:
-            raise ValueError(f"{key}: {game} offers {available} (or -1 for its default), "
-                             f"got {options[key]}")
-
-
 class AtariEnv(gym.Env):
-    """One ALE game with EnvPool's Atari preprocessing (see the module docstring).
+    """One ALE game with EnvPool's Atari preprocessing: no-op starts, fire reset, frame skip with
+    a max over the last two frames, resize, channel-first frame stacking, optional episodic life
+    and reward clipping.
 
     Observations are uint8 ``(stack_num * channels, img_height, img_width)``, oldest frame first;
     infos always hold ``lives`` (int32), ``reward`` (float32, unclipped), ``terminated`` (int32,
