@@ -297,7 +297,7 @@ def _checked(step_us, **rates):
 @pytest.fixture
 def rule(monkeypatch):
     """Stub the layout rule: ``rule["layout"]`` is what it picks; the probe it saw is recorded."""
-    from vecenv.check import backends as check_recommend
+    import vecenv.check as check_recommend
 
     seen: dict = {}
 
@@ -311,7 +311,7 @@ def rule(monkeypatch):
 
 
 def _recommend(report):
-    from vecenv.check.backends import recommend_backend
+    from vecenv.check import recommend_backend
 
     recommend_backend(report)
     return report.recommendation, report.reason

@@ -125,18 +125,6 @@ def make_progress(quiet: bool = False) -> Any:
 
 
 # ==================================================================== table
-def _ratio(x: float | None) -> str:
-    return "" if x is None else f"{x:.2f}×"
-
-
-def _spread(r: Result) -> str:
-    m = r.median
-    if not m or len(r.rounds) < 2:
-        return ""
-    rates = [x.steps_per_s for x in r.rounds]
-    return f"±{(max(rates) - min(rates)) / 2 / m:.0%}"
-
-
 def table_rows(run: BenchRun) -> list[tuple[list[str], str]]:
     """Each result as table cells, plus a note (failure or skip reason; '' when none)."""
     rows = []
@@ -149,9 +137,11 @@ def table_rows(run: BenchRun) -> list[tuple[list[str], str]]:
             rate, note = "not run", "interrupted"
         else:
             rate, note = f"{r.median:,.0f}" if r.median is not None else "", ""
+        rates, m = [x.steps_per_s for x in r.rounds], r.median
+        spread = f"±{(max(rates) - min(rates)) / 2 / m:.0%}" if m and len(rates) > 1 else ""
         workers = "" if r.num_workers is None else str(r.num_workers)
-        cells = [r.env, str(r.num_envs), r.contender.name, workers, rate, _spread(r),
-                 _ratio(r.vs_gym_sync), _ratio(r.vs_gym_async)]
+        ratios = ("" if x is None else f"{x:.2f}×" for x in (r.vs_gym_sync, r.vs_gym_async))
+        cells = [r.env, str(r.num_envs), r.contender.name, workers, rate, spread, *ratios]
         rows.append((cells, note))
     return rows
 
@@ -303,7 +293,8 @@ def require_matplotlib() -> None:
 
 
 def write_plot(run: BenchRun, path: str | os.PathLike) -> Path:
-    """Throughput vs num_envs, one panel per env, one line per contender; usable cores marked."""
+    """Throughput vs num_envs, one panel per env, one line per contender, usable cores marked (a
+    bar per contender for an env measured at one num_envs)."""
     require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -315,10 +306,21 @@ def write_plot(run: BenchRun, path: str | os.PathLike) -> Path:
     cores = usable_cores()
     for ax, env in zip(axes, envs, strict=True):
         results = [r for r in run.results if r.env == env and r.median]
-        if len({r.num_envs for r in run.results if r.env == env}) == 1:
-            _bars(ax, env, results, cores)
+        ns = sorted({r.num_envs for r in run.results if r.env == env})
+        names = list(dict.fromkeys(r.contender.name for r in results))
+        if len(ns) == 1:
+            rates = [r.median for r in results]
+            colors = ["tab:blue" if name.startswith("vecenv/") else "tab:grey" for name in names]
+            ax.barh(names, rates, color=colors)
+            ax.invert_yaxis()
+            for y, rate in enumerate(rates):
+                ax.annotate(f"{rate:,.0f}", (rate, y), xytext=(3, 0), textcoords="offset points",
+                            va="center", fontsize=8)
+            ax.set(xlabel="env steps / s (median)", title=f"{env}, num_envs={ns[0]} ({cores} usable cores)")
+            ax.grid(True, axis="x", alpha=0.3)
+            ax.margins(x=0.15)
             continue
-        for name in dict.fromkeys(r.contender.name for r in results):
+        for name in names:
             pts = sorted((r.num_envs, r.median) for r in results if r.contender.name == name)
             style = "-" if name.startswith("vecenv/") else "--"
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=name)
@@ -327,9 +329,9 @@ def write_plot(run: BenchRun, path: str | os.PathLike) -> Path:
             f"{cores} usable cores", (cores, 1), xycoords=("data", "axes fraction"),
             xytext=(3, -12), textcoords="offset points", color="grey", fontsize=8,
         )
-        ns = sorted({r.num_envs for r in run.results if r.env == env} | {cores})
+        ticks = sorted({*ns, cores})
         ax.set_xscale("log", base=2)
-        ax.set_xticks(ns, [str(n) for n in ns])
+        ax.set_xticks(ticks, [str(n) for n in ticks])
         ax.set(xlabel="num_envs", ylabel="env steps / s (median)", title=env)
         ax.grid(True, which="both", alpha=0.3)
         if results:
@@ -340,19 +342,3 @@ def write_plot(run: BenchRun, path: str | os.PathLike) -> Path:
     path = Path(path)
     fig.savefig(path, format="png", dpi=110)
     return path
-
-
-def _bars(ax: Any, env: str, results: list[Result], cores: int) -> None:
-    """One num_envs only: a horizontal bar per contender instead of a line plot."""
-    n = next(iter({r.num_envs for r in results}), None)
-    names = [r.contender.name for r in results]
-    rates = [r.median for r in results]
-    colors = ["tab:blue" if name.startswith("vecenv/") else "tab:grey" for name in names]
-    ax.barh(names, rates, color=colors)
-    ax.invert_yaxis()
-    for y, rate in enumerate(rates):
-        ax.annotate(f"{rate:,.0f}", (rate, y), xytext=(3, 0), textcoords="offset points",
-                    va="center", fontsize=8)
-    ax.set(xlabel="env steps / s (median)", title=f"{env}, num_envs={n} ({cores} usable cores)")
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.margins(x=0.15)

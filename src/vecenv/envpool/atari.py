@@ -254,10 +254,8 @@ class AtariEnv(gym.Env):
     # ================================================================ internals
     def _grab(self, slot: int) -> None:
         """Copy the screen into frame buffer ``slot`` (0: the last frame, 1: the one before)."""
-        if self._gray:
-            self.ale.getScreenGrayscale(self._frames[slot])
-        else:
-            self.ale.getScreenRGB(self._frames[slot])
+        grab = self.ale.getScreenGrayscale if self._gray else self.ale.getScreenRGB
+        grab(self._frames[slot])
 
     def _push(self, frame: np.ndarray, whole: bool) -> None:
         """Resize ``frame`` and push it on the stack (``whole``: into every slot)."""

@@ -105,36 +105,29 @@ def make(task_id: Task, env_type: str = "gymnasium", *, num_envs: int = 1,
     """Make ``num_envs`` copies of a gymnasium env behind EnvPool's API.
 
     Args:
-        task_id: a registered gymnasium id (``"CartPole-v1"``; ``"module:EnvId"`` imports the
-            module that registers it first), EnvPool's Atari id (``"Pong-v5"``, with EnvPool's
-            preprocessing; needs ``vecenv[sims]``) or a callable returning an env.
+        task_id: a gymnasium id (``"CartPole-v1"``, ``"module:EnvId"``), EnvPool's Atari id
+            (``"Pong-v5"``: EnvPool's preprocessing, needs ``vecenv[sims]``) or an env factory.
         env_type: ``"gymnasium"`` (5-tuples) or ``"gym"`` (old gym's 4-tuples); ``"dm"`` is refused.
         num_envs: envs in the pool.
-        batch_size: ``recv()`` returns the first ``batch_size`` envs ready (async mode when
-            below ``num_envs``); ``None`` or 0: ``num_envs``.
-        num_threads: the backend's worker count (default: the backend's, one process per
-            usable core for ``"process"``).
+        batch_size: ``recv()`` returns the first ``batch_size`` envs ready (async below
+            ``num_envs``); ``None`` or 0: ``num_envs``.
+        num_threads: the backend's worker count (default: the backend's).
         num_workers: a synonym of ``num_threads``.
         seed: env ``i`` is seeded ``seed + i`` on its first reset (or ``seed[i]``); ``None``: unseeded.
-        max_episode_steps: truncate episodes after this many steps (default: the id's own limit;
-            27000 for an Atari id).
+        max_episode_steps: truncate episodes after this many steps (default: the id's; Atari 27000).
         gym_reset_return_info: ``env_type="gym"`` only: ``reset()`` returns ``(obs, info)``.
         reward_threshold: recorded in ``config`` / ``spec`` (default: the id's own).
         render_env_id: the env ``render()`` draws by default.
         max_num_players: EnvPool's; only 1 player.
-        thread_affinity_offset: EnvPool's: ``>= 0`` with ``backend="process"`` pins worker ``i``
-            to the ``offset + i``-th usable core (``affinity=`` of the process backend, Linux);
-            else no effect.
+        thread_affinity_offset: ``>= 0`` with ``backend="process"`` pins worker ``i`` to the
+            ``offset + i``-th usable core (Linux); else no effect.
         backend: ``"serial"``, ``"thread"``, ``"process"``, ``"ray"`` or ``"auto"``.
         wrappers: applied in order to each env after it is made.
         backend_kwargs: passed to vecenv's backend (``context``, ``on_error``, ``step_timeout``, ...).
-        **kwargs: the env's own keywords (to ``gymnasium.make`` or the callable), as EnvPool takes
-            task options (``render_mode`` included); for an Atari id, EnvPool's Atari options
-            (``stack_num``, ``frame_skip``, ``episodic_life``, ...; see docs/envpool.md).
+        **kwargs: the env's own keywords (``render_mode`` included); for an Atari id, EnvPool's
+            Atari options (``stack_num``, ``frame_skip``, ...; see docs/envpool.md).
 
     Examples:
-        A synchronous pool (``batch_size`` left at ``num_envs``), EnvPool's ``reset`` / ``step``:
-
         >>> import numpy as np
         >>> from vecenv import envpool
         >>> envs = envpool.make("CartPole-v1", env_type="gymnasium", num_envs=3, seed=0,
