@@ -109,12 +109,10 @@ def _env_fn(env: Any, env_kwargs: dict[str, Any] | None) -> tuple[Callable[[], g
     if isinstance(env, str):
         env = resolve_env(env, env_kwargs)
     if isinstance(env, EnvTarget):
-        if env.kind == "factory":
-            factory = named_factory(env.name)
-            if env.kwargs:
-                return partial(factory, **env.kwargs), env.name  # type: ignore[misc, arg-type]
-            return factory, env.name  # type: ignore[return-value]
-        return env.env_fn, env.name
+        if env.kind != "factory":
+            return env.env_fn, env.name
+        factory: Any = named_factory(env.name)
+        return (partial(factory, **env.kwargs) if env.kwargs else factory), env.name
     if callable(env):
         label = getattr(env, "__qualname__", None) or type(env).__name__
         module = getattr(env, "__module__", None)

@@ -302,20 +302,13 @@ class EnvPool(gym.Env):
         """EnvPool's infos: the env's keys without gymnasium's ``_key`` masks, every key seen so
         far, and EnvPool's own keys (over any the env set), counting each env's steps since its
         reset (or taking the env's own count, ``env_elapsed``)."""
-        if ids is self._all:  # a full batch: whole arrays, no gathers
-            elapsed = self._elapsed + 1
-            elapsed[self._fresh | self._ended] = 0  # a reset, or the step after an episode ended
-            self._elapsed[...] = elapsed
-            self._fresh[...] = False
-            np.logical_or(terminated, truncated, out=self._ended)
-            env_id = self._all_env_ids.copy()
-        else:
-            elapsed = self._elapsed[ids] + 1
-            elapsed[self._fresh[ids] | self._ended[ids]] = 0
-            self._elapsed[ids] = elapsed
-            self._fresh[ids] = False
-            self._ended[ids] = terminated | truncated
-            env_id = ids.astype(np.int32)
+        rows = slice(None) if ids is self._all else ids  # a full batch: whole arrays, no gathers
+        elapsed = self._elapsed[rows] + 1
+        elapsed[self._fresh[rows] | self._ended[rows]] = 0  # a reset, or the step after an end
+        self._elapsed[rows] = elapsed
+        self._fresh[rows] = False
+        self._ended[rows] = terminated | truncated
+        env_id = ids.astype(np.int32)
         self._last_ids = ids
         infos = _without_masks(infos)
         own = infos.pop("elapsed_step", None)
