@@ -1,8 +1,5 @@
-"""The standard benchmark envs, and turning an env argument into a picklable env factory.
-
-Importing this module registers ``vecenv/Busy-v0`` and ``vecenv/VariableBusy-v0`` with gymnasium
-(keyword arguments pass through ``gym.make``).
-"""
+"""The standard benchmark envs (importing this module registers ``vecenv/Busy-v0`` and
+``vecenv/VariableBusy-v0``), and turning an env argument into a picklable env factory."""
 
 from __future__ import annotations
 

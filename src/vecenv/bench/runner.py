@@ -1,8 +1,5 @@
-"""Measuring: build each contender, step it for a budget, and keep every round.
-
-Contenders are interleaved round-robin (every contender of a cell once per round, the starting
-contender rotating) and summarised by the median of the rounds, since machines are noisy.
-"""
+"""Measuring: build each contender, step it for a budget, and keep every round; contenders are
+interleaved round-robin (the first rotating) and summarised by their median, as machines are noisy."""
 
 from __future__ import annotations
 
@@ -147,9 +144,7 @@ def measure(contender: Contender, target: EnvTarget, num_envs: int, *, steps: in
             seconds: float | None = 1.0, seed: int = 0,
             warmup: int = 5) -> tuple[Round, int | None]:
     """Build, reset(seed), warm up, then time stepping with pre-generated actions; always close.
-
-    Returns the round and the number of workers the vector env used.
-    """
+    Returns the round and the number of workers the vector env used."""
     t_build = time.perf_counter()
     driver = contender.build(target, num_envs, seed)
     try:

@@ -1,9 +1,7 @@
 """The ``vecenv`` command: ``vecenv bench`` (throughput side by side) and ``vecenv check`` (env doctor).
 
-Exit codes: 0 success; 1 ``check`` found problems; 2 bad usage (the message, on stderr, names
-the option and what was expected); 130 interrupted. Every option is parsed and checked before
-anything runs.
-"""
+Exit codes: 0 success; 1 ``check`` found problems; 2 bad usage (checked before anything runs;
+the message names the option and what was expected); 130 interrupted."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""EnvPool's Atari ids (``"Pong-v5"``): its Atari preprocessing as a gymnasium env over ale_py.
-
-:class:`AtariEnv` drives the ALE directly and follows EnvPool's documented Atari semantics and
-defaults (docs/envpool.md); values are not bit-identical to EnvPool's C++ (another resize and
-RNG), shapes, dtypes, keys and semantics are. Ids and options are checked in the calling process.
-"""
+"""EnvPool's Atari ids (``"Pong-v5"``): :class:`AtariEnv` drives the ALE with EnvPool's Atari
+preprocessing and defaults (docs/envpool.md); ids and options are checked in the calling process."""
 
 from __future__ import annotations
 
@@ -70,10 +66,8 @@ def atari_ids() -> list[str]:
 
 
 def atari_game(task_id: str) -> str | None:
-    """The ROM id ``task_id`` names in EnvPool's form (``"Pong-v5"`` -> ``"pong"``), else None.
-
-    An id of that form with ale_py or opencv missing raises ImportError naming the extra.
-    """
+    """The ROM id ``task_id`` names in EnvPool's form (``"Pong-v5"`` -> ``"pong"``), else None;
+    an ImportError naming the extra where ale_py or opencv is missing."""
     match = _ID.fullmatch(task_id)
     if match is None:
         return None
@@ -134,14 +128,13 @@ def atari_config(game: str, options: dict[str, Any]) -> dict[str, Any]:
 
 
 class AtariEnv(gym.Env):
-    """One ALE game with EnvPool's Atari preprocessing: no-op starts, fire reset, frame skip with
-    a max over the last two frames, resize, channel-first frame stacking, optional episodic life
-    and reward clipping.
+    """One ALE game with EnvPool's Atari preprocessing (no-op starts, fire reset, frame skip with a
+    max over the last two frames, resize, channel-first frame stacking, optional episodic life and
+    reward clipping): EnvPool's shapes, dtypes, keys and semantics, not its exact values.
 
-    Observations are uint8 ``(stack_num * channels, img_height, img_width)``, oldest frame first;
-    infos always hold ``lives`` (int32), ``reward`` (float32, unclipped), ``terminated`` (int32,
-    1 when the ALE game is over), ``ram`` (uint8 ``(128,)``) and ``elapsed_step`` (int32, this
-    env's step count, which an episodic-life reset does not zero).
+    Observations: uint8 ``(stack_num * channels, img_height, img_width)``, oldest frame first.
+    Infos: ``lives`` (int32), ``reward`` (float32, unclipped), ``terminated`` (int32, the game is
+    over), ``ram`` (uint8 ``(128,)``), ``elapsed_step`` (int32, kept by an episodic-life reset).
     """
 
     metadata = {"render_modes": ["rgb_array"]}
