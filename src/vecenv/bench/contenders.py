@@ -245,12 +245,6 @@ def _build_vecenv(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
         return cls(envs, actions, rows, getattr(envs, "num_workers", None))
 
 
-def sb3_start_method() -> str:
-    """The start method for SB3's SubprocVecEnv: the one gymnasium's AsyncVectorEnv gets (SB3
-    would pick forkserver, whose workers each re-import torch)."""
-    return multiprocessing.get_start_method()
-
-
 def _sb3(name: str) -> Any:
     return getattr(importlib.import_module("stable_baselines3.common.vec_env"), name)
 
@@ -269,8 +263,8 @@ _PLAIN_PEERS: dict[str, _Peer] = {
     "gym-async": (lambda t, n, s: gym.vector.AsyncVectorEnv([t.env_fn] * n), _gym_reset,
                   lambda n: n),
     "sb3-dummy": (lambda t, n, s: _sb3("DummyVecEnv")([t.env_fn] * n), _sb3_reset, lambda n: 1),
-    "sb3-subproc": (
-        lambda t, n, s: _sb3("SubprocVecEnv")([t.env_fn] * n, start_method=sb3_start_method()),
+    "sb3-subproc": (  # the start method AsyncVectorEnv gets (SB3's forkserver re-imports torch)
+        lambda t, n, s: _sb3("SubprocVecEnv")([t.env_fn] * n, start_method=multiprocessing.get_start_method()),
         _sb3_reset, lambda n: n,
     ),
     "envpool": (

@@ -9,7 +9,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -235,21 +235,12 @@ def resolve_envs(names: Sequence[str], kwargs: dict[str, Any], imports: Sequence
         raise UsageError(f"{option}: {exc}") from None
 
 
-def name_choice(option: str, text: str | None, default: Callable[[], list[str]], expected: str,
-                check: Callable[[str], None]) -> list[str]:
-    """The names given to a comma-separated ``option``: ``default()`` when it is not given, no
-    names for ``none``, else each name passed to ``check`` (which raises :class:`UsageError`),
-    without duplicates; ``expected`` ends the error for an empty list."""
-    if text is None:
-        return default()
+def _names(option: str, text: str, expected: str) -> list[str]:
+    """The names in a comma-separated ``option``, without duplicates (none for ``none``)."""
     names = [p.strip() for p in text.split(",") if p.strip()]
-    if names == ["none"]:
-        return []
     if not names:
         raise UsageError(f"{option}: expected a comma-separated list {expected}")
-    for name in names:
-        check(name)
-    return list(dict.fromkeys(names))
+    return [] if names == ["none"] else list(dict.fromkeys(names))
 
 
 def parse_backends(option: str, text: str | None, variants: bool = False) -> list[str]:
@@ -261,47 +252,44 @@ def parse_backends(option: str, text: str | None, variants: bool = False) -> lis
     from vecenv.bench.contenders import VARIANTS, default_backends, missing_backend_dependency
     from vecenv.make import BACKENDS
 
+    if text is None:
+        return default_backends(variants)
     available = vecenv.available_backends()
-
-    def check(name: str) -> None:
-        if variants and name in VARIANTS:
-            name = VARIANTS[name][0]
-            if name == "auto":
-                return
-        if name not in BACKENDS:
+    names = _names(option, text, f"of backends from {', '.join(BACKENDS)}")
+    for name in names:
+        backend = VARIANTS[name][0] if variants and name in VARIANTS else name
+        if variants and backend == "auto":
+            continue
+        if backend not in BACKENDS:
             raise UsageError(
-                f"{option}: unknown backend {name!r}; expected names from {', '.join(BACKENDS)} "
+                f"{option}: unknown backend {backend!r}; expected names from {', '.join(BACKENDS)} "
                 f"(available here: {', '.join(available)})"
             )
-        if name not in available:
+        if backend not in available:
             raise UsageError(
-                f"{option}: backend {name!r} is not available in this installation of vecenv "
+                f"{option}: backend {backend!r} is not available in this installation of vecenv "
                 f"(available: {', '.join(available)})"
             )
-        missing = missing_backend_dependency(name)
+        missing = missing_backend_dependency(backend)
         if missing:
             raise UsageError(f"{option}: {missing}")
-
-    return name_choice(
-        option, text, lambda: default_backends(variants), f"of backends from {', '.join(BACKENDS)}", check
-    )
+    return names
 
 
 def parse_peers(text: str | None) -> list[str]:
     """The peer libraries to compare with: every installed one by default; named ones checked."""
     from vecenv.bench.contenders import PEERS, peer_unavailable
 
-    def check(name: str) -> None:
+    if text is None:
+        return [p for p in PEERS if peer_unavailable(p) is None]
+    names = _names("--compare", text, f"from {', '.join(PEERS)}, or none")
+    for name in names:
         if name not in PEERS:
             raise UsageError(f"--compare: unknown peer {name!r}; expected names from {', '.join(PEERS)}, or none")
         why = peer_unavailable(name)
         if why:
             raise UsageError(f"--compare: {name} cannot run: {why}")
-
-    return name_choice(
-        "--compare", text, lambda: [p for p in PEERS if peer_unavailable(p) is None],
-        f"from {', '.join(PEERS)}, or none", check,
-    )
+    return names
 
 
 # ==================================================================== commands
