@@ -41,6 +41,7 @@ class BusyEnv(gym.Env[np.ndarray, np.int64]):
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
+    wait = False  # sleep for the step's cost rather than burn it (VariableBusyEnv's option)
 
     def __init__(self, step_cost_us: float = 100.0, episode_length: int = 1000,
                  obs_shape: tuple[int, ...] = (84, 84, 4)) -> None:
@@ -61,9 +62,6 @@ class BusyEnv(gym.Env[np.ndarray, np.int64]):
         """Seconds of CPU this step burns."""
         return self.step_cost_us * 1e-6
 
-    def _spend(self, seconds: float) -> None:
-        spin(seconds)
-
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
@@ -73,7 +71,7 @@ class BusyEnv(gym.Env[np.ndarray, np.int64]):
         return self._frames[0].copy(), {}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        self._spend(self._step_cost())
+        (time.sleep if self.wait else spin)(self._step_cost())
         a = int(action)
         reward = 1.0 if a == self._target else 0.0
         self._target = int(self.np_random.integers(4))
@@ -109,13 +107,6 @@ class VariableBusyEnv(BusyEnv):
 
     def _step_cost(self) -> float:
         return float(self._cost_rng.uniform(self.min_cost_us, self.max_cost_us)) * 1e-6
-
-    def _spend(self, seconds: float) -> None:
-        if self.wait:
-            time.sleep(seconds)
-        else:
-            spin(seconds)
-
 
 for _id, _entry_point in ((BUSY_ID, "vecenv.bench.envs:BusyEnv"),
                           (VARIABLE_BUSY_ID, "vecenv.bench.envs:VariableBusyEnv")):

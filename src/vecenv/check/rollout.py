@@ -108,17 +108,15 @@ def _why_outside_box(space: gym.spaces.Box, obs: Any, path: str) -> str | None:
         return f"{path} has shape {obs.shape}, the space {space.shape}"
     if not np.can_cast(obs.dtype, space.dtype):
         return f"{path} has dtype {obs.dtype}, the space {space.dtype} (cast it in the env)"
-    low = obs < space.low
-    high = obs > space.high
-    if low.any() or high.any():
-        idx = np.argwhere(low | high)[0]
-        i = tuple(int(x) for x in idx)
+    out = (obs < space.low) | (obs > space.high)
+    if out.any():
+        i = tuple(int(x) for x in np.argwhere(out)[0])
         return (
             f"{path}{list(i)} = {obs[i].item()!r} is outside "
             f"[{space.low[i].item()!r}, {space.high[i].item()!r}] "
-            f"({int((low | high).sum())} values out of bounds)"
+            f"({int(out.sum())} values out of bounds)"
         )
-    if np.isnan(obs).any() if obs.dtype.kind == "f" else False:
+    if obs.dtype.kind == "f" and np.isnan(obs).any():
         return f"{path} contains NaN"
     return None
 
