@@ -287,7 +287,7 @@ def test_check_cartpole_clean_with_recommendation():
 # what vecenv check recommends, branch by branch: the rule (vecenv.layout.decide, stubbed here with
 # a fixed choice) against the throughput each backend reached
 def _checked(step_us, **rates):
-    from vecenv.check.report import CheckReport
+    from vecenv.check import CheckReport
 
     report = CheckReport("env", num_envs=8, steps=10, step_us=step_us, obs_bytes=64)
     report.backends = {b: {"steps_per_s": r, "num_workers": None, "error": None} for b, r in rates.items()}
@@ -297,7 +297,7 @@ def _checked(step_us, **rates):
 @pytest.fixture
 def rule(monkeypatch):
     """Stub the layout rule: ``rule["layout"]`` is what it picks; the probe it saw is recorded."""
-    from vecenv.check import recommend as check_recommend
+    import vecenv.check as check_recommend
 
     seen: dict = {}
 
@@ -311,7 +311,7 @@ def rule(monkeypatch):
 
 
 def _recommend(report):
-    from vecenv.check.recommend import recommend_backend
+    from vecenv.check import recommend_backend
 
     recommend_backend(report)
     return report.recommendation, report.reason
@@ -542,7 +542,7 @@ def test_bench_prints_pufferlib_rows_beside_the_others(tmp_path, capsys):
 @pytest.mark.timeout(120)
 def test_bench_lists_pufferlib_by_default_when_installed():
     """No --compare: every installed peer, PufferLib's three among them."""
-    from vecenv.cli.options import parse_peers
+    from vecenv.cli import parse_peers
 
     _pufferlib()
     assert {"pufferlib-serial", "pufferlib-mp", "pufferlib-async"} <= set(parse_peers(None))

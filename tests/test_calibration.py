@@ -300,8 +300,8 @@ def test_choose_says_which_calibration_it_used(monkeypatch):
 
 
 def test_check_warns_about_a_contended_calibration(monkeypatch):
-    from vecenv.check import calibration as check_calibration
-    from vecenv.check.report import CheckReport
+    import vecenv.check as check_calibration
+    from vecenv.check import CheckReport
 
     busy = MachineCosts(5.0, 1.0, (113.0, 0.0), (120.0, 0.0), 2, contended=True, note="1.0 cores' worth of other work")
     monkeypatch.setattr(check_calibration, "machine_costs", lambda refresh=False: busy)

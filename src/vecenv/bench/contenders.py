@@ -1,17 +1,15 @@
-"""What ``vecenv bench`` measures: vecenv's backends and the installed peer libraries.
-
-A :class:`Contender` builds a :class:`Driver` for one env and ``num_envs``; every driver steps
-its vector env in the same tight loop with the same pre-generated actions, so the only thing
-that differs between contenders is the vector env itself.
-"""
+"""What ``vecenv bench`` measures: vecenv's backends and the installed peer libraries, each
+built into a :class:`Driver` that steps its vector env in the same tight loop with the same
+pre-generated actions, so that only the vector env differs between contenders."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import math
 import multiprocessing
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +21,11 @@ from vecenv.bench.envs import EnvTarget
 from vecenv.bench.puffer import (
     INSTALL,
     PUFFER_PEERS,
+    PufferLibFailure,
     build_puffer,
+    import_pufferlib,
     puffer_close,
-    puffer_reset,
-    puffer_steps,
-    puffer_unsupported,
+    puffer_layout,
 )
 
 #: peer name -> what it is (for --help and docs)
@@ -45,10 +43,6 @@ _PEER_MODULES: dict[str, tuple[str, ...]] = {
     "sb3-dummy": ("stable_baselines3",), "sb3-subproc": ("stable_baselines3",), "envpool": ("envpool",),
     **{name: ("pufferlib", "psutil") for name in PUFFER_PEERS},
 }
-#: peer name -> how to install what it needs, where ``pip install MODULE`` is not it
-_PEER_INSTALL = dict.fromkeys(PUFFER_PEERS, INSTALL)
-#: vecenv backend -> the optional module it needs
-_BACKEND_MODULES = {"ray": "ray"}
 
 #: distinct action batches pre-generated per measurement (cycled through)
 POOL_SIZE = 64
@@ -65,24 +59,21 @@ def peer_unavailable(name: str) -> str | None:
     """Why peer ``name`` cannot run here (None when it can)."""
     for module in _PEER_MODULES.get(name, ()):
         if not _installed(module):
-            how = _PEER_INSTALL.get(name, f"pip install {module.replace('_', '-')}")
+            how = INSTALL if name in PUFFER_PEERS else f"pip install {module.replace('_', '-')}"
             return f"{module} is not installed ({how})"
     return None
 
 
 def missing_backend_dependency(name: str) -> str | None:
     """Why vecenv backend ``name`` cannot run here although its class exists (None when it can)."""
-    module = _BACKEND_MODULES.get(name)
-    if module and not _installed(module):
-        return f"backend {name!r} needs {module} (pip install 'vecenv[{module}]')"
+    if name == "ray" and not _installed("ray"):  # the one backend with an optional module
+        return "backend 'ray' needs ray (pip install 'vecenv[ray]')"
     return None
 
 
-#: backends run only when named (``--backends ray``): starting a local Ray instance takes
-#: seconds and its daemons share the cores with the other contenders
+#: backends run only when named (``--backends ray``): a local Ray instance takes seconds to
+#: start and its daemons share the cores with the other contenders
 OPT_IN_BACKENDS = ("ray",)
-
-
 #: bench-only variants: ``auto`` is what ``vecenv.make`` builds by default (see
 #: :mod:`vecenv.layout`); ``name+flag`` runs backend ``name`` with ``flag=True``
 VARIANTS = {"auto": ("auto", {}), "process+inline": ("process", {"inline": True}),
@@ -110,23 +101,26 @@ def action_pool(action_space: gym.Space, rows: int, seed: int, size: int = POOL_
     return [space.sample() for _ in range(size)]
 
 
+def _gym_reset(envs: Any, seed: int) -> None:
+    envs.reset(seed=seed)
+
+
 class Driver:
-    """One built vector env, stepped in a tight loop; subclasses adapt each library's API."""
+    """One built vector env, stepped in a tight loop; ``reset_with`` adapts a library's reset."""
 
-    #: env steps one loop iteration makes
-    per_iteration: int
-    #: processes or threads stepping the envs (None when unknown)
-    num_workers: int | None
-
-    def __init__(self, envs: Any, actions: list[Any], per_iteration: int, num_workers: int | None):
+    def __init__(self, envs: Any, actions: list[Any], per_iteration: int, num_workers: int | None,
+                 reset_with: Callable[[Any, int], Any] = _gym_reset) -> None:
         self.envs = envs
         self.actions = actions
+        #: env steps one loop iteration makes
         self.per_iteration = per_iteration
+        #: processes or threads stepping the envs (None when unknown)
         self.num_workers = num_workers
+        self._reset_with = reset_with
 
     def reset(self, seed: int) -> None:
         """Reset every env, env ``i`` with ``seed + i``."""
-        self.envs.reset(seed=seed)
+        self._reset_with(self.envs, seed)
 
     def run(self, iterations: int, deadline: float) -> int:
         """Step until ``iterations`` steps are done or ``deadline`` (perf_counter) passes."""
@@ -141,10 +135,8 @@ class Driver:
 
     def close(self) -> None:
         """Close the vector env (errors while closing are ignored: a failure is reported already)."""
-        try:
+        with contextlib.suppress(Exception):
             self.envs.close()
-        except Exception:
-            pass
 
 
 class _BatchDriver(Driver):
@@ -165,14 +157,6 @@ class _BatchDriver(Driver):
                 break
         self._ids = ids
         return i
-
-
-class _SB3Driver(Driver):
-    """Stable-Baselines3's VecEnv API: ``seed`` then ``reset``; 4-tuple steps."""
-
-    def reset(self, seed: int) -> None:
-        self.envs.seed(seed)
-        self.envs.reset()
 
 
 @dataclass(frozen=True)
@@ -197,8 +181,14 @@ class Contender:
     def supports(self, target: EnvTarget, num_envs: int | None = None) -> str | None:
         """Why this contender cannot run ``target`` (at ``num_envs``, when given; None when it can)."""
         if self.kind == "peer" and self.backend in PUFFER_PEERS:
+            import_pufferlib()  # an ImportError: the runner reports its first line as the reason
             workers = dict(self.options).get("num_workers")
-            return puffer_unsupported(self.backend, target, num_envs, self.batch_size, workers)
+            try:
+                if num_envs is not None:
+                    puffer_layout(self.backend, num_envs, self.batch_size, workers)
+            except ValueError as exc:
+                return str(exc)
+            return None
         if self.backend == "envpool":
             if target.gym_id is None or target.kwargs:
                 return "envpool runs its own registered ids only"
@@ -219,11 +209,8 @@ def vecenv_contender(backend: str, batch_size: int | None = None, **options: Any
 
 
 def peer_contender(name: str, batch_size: int | None = None, num_workers: int | None = None) -> Contender:
-    """A contender for peer ``name`` (one of :data:`PEERS`).
-
-    ``batch_size`` and ``num_workers`` are PufferLib's (``pufferlib-mp``, ``pufferlib-async``):
-    by default, the workers PufferLib accepts here and, for ``pufferlib-async``, ``num_envs // 2``.
-    """
+    """A contender for peer ``name`` (one of :data:`PEERS`); ``batch_size`` and ``num_workers``
+    are PufferLib's Multiprocessing peers' (default: what PufferLib accepts here)."""
     if name not in PEERS:
         raise ValueError(f"unknown peer {name!r}: expected one of {list(PEERS)}")
     if (batch_size is not None or num_workers is not None) and name not in ("pufferlib-mp", "pufferlib-async"):
@@ -235,16 +222,14 @@ def peer_contender(name: str, batch_size: int | None = None, num_workers: int | 
 
 
 # ==================================================================== builders
-def _guarded(make: Callable[[], Any], finish: Callable[[Any], Driver]) -> Driver:
-    """``finish(make())``, closing what ``make`` built if ``finish`` fails."""
-    envs = make()
+@contextlib.contextmanager
+def _closed_on_error(envs: Any) -> Iterator[None]:
+    """Close ``envs`` if building its driver fails."""
     try:
-        return finish(envs)
+        yield
     except BaseException:
-        try:
+        with contextlib.suppress(Exception):
             envs.close()
-        except Exception:
-            pass
         raise
 
 
@@ -252,59 +237,49 @@ def _build_vecenv(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
     kwargs = dict(c.options)
     if c.batch_size:
         kwargs["batch_size"] = c.batch_size
-    env_fns = [target.env_fn] * n
-
-    def finish(envs: vecenv.VectorEnv) -> Driver:
-        rows = c.batch_size or n
+    envs = vecenv.make([target.env_fn] * n, backend=c.backend, **kwargs)
+    rows = c.batch_size or n
+    with _closed_on_error(envs):
         actions = action_pool(envs.single_action_space, rows, seed)
         cls = _BatchDriver if c.batch_size else Driver
         return cls(envs, actions, rows, getattr(envs, "num_workers", None))
-
-    return _guarded(lambda: vecenv.make(env_fns, backend=c.backend, **kwargs), finish)
-
-
-def sb3_start_method() -> str:
-    """The start method for SB3's SubprocVecEnv: the one gymnasium's AsyncVectorEnv gets (SB3
-    would pick forkserver, whose workers each re-import torch)."""
-    return multiprocessing.get_start_method()
-
-
-class _EnvPoolDriver(Driver):
-    """EnvPool seeds its envs at make."""
-
-    def reset(self, seed: int) -> None:
-        self.envs.reset()
 
 
 def _sb3(name: str) -> Any:
     return getattr(importlib.import_module("stable_baselines3.common.vec_env"), name)
 
 
-#: peer -> (build its vector env from (target, n, seed), driver class, workers for n envs);
-#: SB3 and EnvPool show one env's action space, gymnasium a batch's
-_PLAIN_PEERS: dict[str, tuple[Callable[[EnvTarget, int, int], Any], type[Driver], Callable[[int], int | None]]] = {
-    "gym-sync": (lambda t, n, s: gym.vector.SyncVectorEnv([t.env_fn] * n), Driver, lambda n: 1),
-    "gym-async": (lambda t, n, s: gym.vector.AsyncVectorEnv([t.env_fn] * n), Driver, lambda n: n),
-    "sb3-dummy": (lambda t, n, s: _sb3("DummyVecEnv")([t.env_fn] * n), _SB3Driver, lambda n: 1),
-    "sb3-subproc": (
-        lambda t, n, s: _sb3("SubprocVecEnv")([t.env_fn] * n, start_method=sb3_start_method()),
-        _SB3Driver, lambda n: n,
+def _sb3_reset(envs: Any, seed: int) -> None:
+    envs.seed(seed)  # SB3's VecEnv API: seed, then reset
+    envs.reset()
+
+
+#: peer -> (build its vector env from (target, n, seed), its reset, workers for n envs);
+#: EnvPool seeds its envs at make
+_Peer = tuple[Callable[[EnvTarget, int, int], Any], Callable[[Any, int], Any], Callable[[int], int | None]]
+_PLAIN_PEERS: dict[str, _Peer] = {
+    "gym-sync": (lambda t, n, s: gym.vector.SyncVectorEnv([t.env_fn] * n), _gym_reset,
+                 lambda n: 1),
+    "gym-async": (lambda t, n, s: gym.vector.AsyncVectorEnv([t.env_fn] * n), _gym_reset,
+                  lambda n: n),
+    "sb3-dummy": (lambda t, n, s: _sb3("DummyVecEnv")([t.env_fn] * n), _sb3_reset, lambda n: 1),
+    "sb3-subproc": (  # the start method AsyncVectorEnv gets (SB3's forkserver re-imports torch)
+        lambda t, n, s: _sb3("SubprocVecEnv")([t.env_fn] * n, start_method=multiprocessing.get_start_method()),
+        _sb3_reset, lambda n: n,
     ),
     "envpool": (
         lambda t, n, s: importlib.import_module("envpool").make_gymnasium(t.gym_id, num_envs=n, seed=s),
-        _EnvPoolDriver, lambda n: None,
+        lambda envs, seed: envs.reset(), lambda n: None,
     ),
 }
 
 
 def _build_plain_peer(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
-    make, driver, workers = _PLAIN_PEERS[c.backend]
-
-    def finish(envs: Any) -> Driver:
+    make, reset_with, workers = _PLAIN_PEERS[c.backend]
+    envs = make(target, n, seed)
+    with _closed_on_error(envs):  # SB3 and EnvPool show one env's action space, gymnasium a batch's
         space = envs.single_action_space if c.backend.startswith("gym-") else envs.action_space
-        return driver(envs, action_pool(space, n, seed), n, workers(n))
-
-    return _guarded(lambda: make(target, n, seed), finish)
+        return Driver(envs, action_pool(space, n, seed), n, workers(n), reset_with)
 
 
 class _PufferDriver(Driver):
@@ -317,16 +292,29 @@ class _PufferDriver(Driver):
         self.watch = watch
 
     def reset(self, seed: int) -> None:
-        puffer_reset(self.envs, seed, self.watch)
+        self.envs.async_reset(seed)
+        self.envs.recv()
+        if self.watch is not None and self.watch.failed is not None:
+            raise PufferLibFailure(self.watch.failed)
 
     def run(self, iterations: int, deadline: float) -> int:
-        return puffer_steps(self.envs, self.actions, iterations, deadline, self.watch)
+        send, recv, k, now, i = self.envs.send, self.envs.recv, len(self.actions), time.perf_counter, 0
+        watch = self.watch
+        while i < iterations:
+            send(self.actions[i % k])
+            recv()
+            i += 1
+            if watch is not None:
+                if watch.failed is not None:
+                    raise PufferLibFailure(watch.failed)
+                watch.beat = i
+            if now() >= deadline:
+                break
+        return i
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             puffer_close(self.envs, self.watch)
-        except Exception:
-            pass
 
 
 def _build_puffer(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:

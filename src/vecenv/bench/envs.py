@@ -1,8 +1,5 @@
-"""The standard benchmark envs, and turning an env argument into a picklable env factory.
-
-Importing this module registers ``vecenv/Busy-v0`` and ``vecenv/VariableBusy-v0`` with gymnasium
-(keyword arguments pass through ``gym.make``).
-"""
+"""The standard benchmark envs (importing this module registers ``vecenv/Busy-v0`` and
+``vecenv/VariableBusy-v0``), and turning an env argument into a picklable env factory."""
 
 from __future__ import annotations
 
@@ -44,6 +41,7 @@ class BusyEnv(gym.Env[np.ndarray, np.int64]):
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
+    wait = False  # sleep for the step's cost rather than burn it (VariableBusyEnv's option)
 
     def __init__(self, step_cost_us: float = 100.0, episode_length: int = 1000,
                  obs_shape: tuple[int, ...] = (84, 84, 4)) -> None:
@@ -64,9 +62,6 @@ class BusyEnv(gym.Env[np.ndarray, np.int64]):
         """Seconds of CPU this step burns."""
         return self.step_cost_us * 1e-6
 
-    def _spend(self, seconds: float) -> None:
-        spin(seconds)
-
     def reset(self, *, seed: int | None = None,
               options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
@@ -76,7 +71,7 @@ class BusyEnv(gym.Env[np.ndarray, np.int64]):
         return self._frames[0].copy(), {}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        self._spend(self._step_cost())
+        (time.sleep if self.wait else spin)(self._step_cost())
         a = int(action)
         reward = 1.0 if a == self._target else 0.0
         self._target = int(self.np_random.integers(4))
@@ -86,13 +81,10 @@ class BusyEnv(gym.Env[np.ndarray, np.int64]):
 
 
 class VariableBusyEnv(BusyEnv):
-    """:class:`BusyEnv` whose step cost is drawn per step, uniformly in ``[min_cost_us, max_cost_us]``.
-
-    The draw comes from a generator seeded at :meth:`reset`, so costs are reproducible; slow steps
-    make stragglers, which is what the async-batch mode (``batch_size < num_envs``) is for. With
-    ``wait=True`` the step sleeps for its cost instead of burning CPU: an env that waits on an
-    external simulator, a renderer or the network.
-    """
+    """:class:`BusyEnv` whose step cost is drawn per step (reproducibly, from a generator seeded
+    at :meth:`reset`), uniformly in ``[min_cost_us, max_cost_us]``: stragglers, which the
+    async-batch mode is for. ``wait=True`` sleeps for the cost instead of burning CPU (an env
+    waiting on an external simulator, a renderer or the network)."""
 
     def __init__(self, min_cost_us: float = 50.0, max_cost_us: float = 500.0,
                  episode_length: int = 1000, obs_shape: tuple[int, ...] = (84, 84, 4),
@@ -116,13 +108,6 @@ class VariableBusyEnv(BusyEnv):
     def _step_cost(self) -> float:
         return float(self._cost_rng.uniform(self.min_cost_us, self.max_cost_us)) * 1e-6
 
-    def _spend(self, seconds: float) -> None:
-        if self.wait:
-            time.sleep(seconds)
-        else:
-            spin(seconds)
-
-
 for _id, _entry_point in ((BUSY_ID, "vecenv.bench.envs:BusyEnv"),
                           (VARIABLE_BUSY_ID, "vecenv.bench.envs:VariableBusyEnv")):
     if _id not in gym.registry:
@@ -139,11 +124,8 @@ _FACTORY = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*$")
 
 def make_env(target: str, kwargs: dict[str, Any] | None = None,
              imports: tuple[str, ...] = ()) -> gym.Env:
-    """Build one env from an id or ``module:callable`` (module-level, so it pickles for spawn).
-
-    ``imports`` are modules imported first (``--import``: plugins that register ids), so that a
-    spawned worker, which starts with a bare registry, knows the id too.
-    """
+    """Build one env from an id or ``module:callable``, after importing ``imports`` (``--import``:
+    a spawned worker starts with a bare registry); module-level, so it pickles for spawn."""
     kwargs = dict(kwargs or {})
     for module in imports:
         importlib.import_module(module)
@@ -154,9 +136,7 @@ def make_env(target: str, kwargs: dict[str, Any] | None = None,
 
 
 def _attribute(target: str) -> tuple[bool, Any]:
-    """For ``module:attr.path``: whether the module has that attribute, and its value.
-
-    Raises ImportError when the module cannot be imported."""
+    """For ``module:attr.path``: whether the module has that attribute, and its value."""
     module_name, _, attr = target.partition(":")
     obj: Any = importlib.import_module(module_name)
     for part in attr.split("."):
@@ -198,11 +178,8 @@ class EnvTarget:
 
 
 def import_modules(modules: Sequence[str]) -> tuple[str, ...]:
-    """Import each plugin module (``--import``), so the ids it registers resolve.
-
-    Raises:
-        EnvArgumentError: naming the module that cannot be imported and why.
-    """
+    """Import each plugin module (``--import``), so the ids it registers resolve; an
+    :class:`EnvArgumentError` names one that cannot be imported and why."""
     for module in modules:
         try:
             importlib.import_module(module)
@@ -214,58 +191,42 @@ def import_modules(modules: Sequence[str]) -> tuple[str, ...]:
 def resolve_env(target: str, kwargs: dict[str, Any] | None = None,
                 imports: Sequence[str] = ()) -> EnvTarget:
     """Check that ``target`` names a registered env id, a ``module:EnvId`` id or an importable
-    ``module:callable``, after importing the plugin modules ``imports``.
-
-    ``module:name`` is a factory when the module has a callable ``name``, otherwise an id that
-    importing the module registers (gymnasium's ``module:EnvId``).
-
-    Raises:
-        EnvArgumentError: with a message saying what is wrong (unknown id, missing module or
-            attribute, not callable) and, for an unknown namespace, how to import its plugin.
-    """
+    ``module:callable`` (a factory when the module has a callable of that name), after importing
+    ``imports``; an :class:`EnvArgumentError` says what is wrong and, for an unknown namespace,
+    how to import its plugin."""
     kwargs = dict(kwargs or {})
     if not isinstance(target, str) or not target.strip():
         raise EnvArgumentError(f"expected an env id, module:EnvId or module:callable, got {target!r}")
     target = target.strip()
     imported = import_modules(imports)
-    if _FACTORY.match(target):
-        module_name, _, attr = target.partition(":")
+    factory_form = bool(_FACTORY.match(target))
+    module_name, _, attr = target.partition(":")
+    if factory_form:
         try:
             found, obj = _attribute(target)
         except ImportError as exc:
-            raise EnvArgumentError(
-                f"{target!r}: cannot import module {module_name!r} ({exc})"
-            ) from None
+            raise EnvArgumentError(f"{target!r}: cannot import module {module_name!r} ({exc})") from None
         if found and not callable(obj):
             raise EnvArgumentError(f"{target!r}: {attr!r} is not callable (got {type(obj).__name__})")
         if found:
             return EnvTarget(target, kwargs, "factory", imported)
-        try:
-            find_spec(target)
-        except gym.error.Error as exc:
+    try:
+        find_spec(target)  # as gym.make would ("module:Env-v0" imports its module)
+    except gym.error.Error as exc:
+        if factory_form:
             raise EnvArgumentError(
                 f"{target!r}: module {module_name!r} has no attribute {attr!r} (for module:callable) "
                 f"and registers no env id {attr!r} (for module:EnvId): {exc}"
             ) from None
-        return EnvTarget(target, kwargs, "id", imported)
-    _check_id(target)
-    return EnvTarget(target, kwargs, "id", imported)
-
-
-def _check_id(target: str) -> None:
-    """Raise :class:`EnvArgumentError` unless gymnasium finds ``target`` (as ``gym.make`` would)."""
-    try:
-        find_spec(target)
-    except gym.error.Error as exc:
         hint = ""
-        plugin = isinstance(exc, gym.error.NamespaceNotFound) or (
+        if isinstance(exc, gym.error.NamespaceNotFound) or (
             isinstance(exc, gym.error.NameNotFound) and ":" not in target and "/" not in target
-        )
-        if plugin:
+        ):
             hint = (
                 f"; if a package registers it, import that package first with --import MODULE, "
                 f"or name it in the id as MODULE:{target} (gymnasium's module:EnvId form)"
             )
         raise EnvArgumentError(f"unknown env id {target!r}: {exc}{hint}") from None
-    except ImportError as exc:  # "module:Env-v0" ids import their module
+    except ImportError as exc:
         raise EnvArgumentError(f"env id {target!r}: {exc}") from None
+    return EnvTarget(target, kwargs, "id", imported)

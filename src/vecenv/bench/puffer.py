@@ -1,15 +1,14 @@
-"""PufferLib (``pufferlib-core``, its ``pufferlib.vector`` module) as a peer of ``vecenv bench``:
-``pufferlib-serial``, ``pufferlib-mp`` and ``pufferlib-async``, each stepping gymnasium envs
-wrapped in ``pufferlib.emulation.GymnasiumPufferEnv`` (layouts and installing: docs/bench.md).
-
-PufferLib's Multiprocessing backend busy-waits and its ``recv`` spins forever when a worker dies,
-so each driver has a watchdog thread: when a worker exits, or holds a command for
-:data:`STALL_SECONDS` with no step completed, it ends the spin and the driver raises
-:class:`PufferLibFailure` naming the worker. ``close`` ends every worker within a bounded time.
+"""PufferLib (``pufferlib-core``'s ``pufferlib.vector``) as peers of ``vecenv bench``:
+``pufferlib-serial``, ``pufferlib-mp`` and ``pufferlib-async`` over ``GymnasiumPufferEnv``
+(docs/bench.md). PufferLib's Multiprocessing ``recv`` spins forever on a dead worker, so a
+watchdog thread ends the spin when a worker exits or holds a command for :data:`STALL_SECONDS`
+with no step done, and the driver raises :class:`PufferLibFailure` naming it; ``close`` ends
+every worker within a bounded time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing.connection
 import threading
@@ -60,12 +59,9 @@ def physical_cores() -> int:
 
 def puffer_layout(peer: str, num_envs: int, batch_size: int | None = None,
                   num_workers: int | None = None) -> tuple[int, int | None]:
-    """``(workers, batch_size)`` for ``peer`` at ``num_envs`` (workers 1 and batch None for
-    ``pufferlib-serial``); ValueError saying why PufferLib would refuse it.
-
-    The worker count is ``num_workers`` or the largest one PufferLib accepts here: at most the
-    physical cores, dividing ``num_envs`` and (async) the batch into whole workers.
-    """
+    """``(workers, batch_size)`` for ``peer`` at ``num_envs``, or a ValueError saying why PufferLib
+    would refuse it. Workers: ``num_workers`` or the most PufferLib accepts here (at most the
+    physical cores, dividing ``num_envs`` and, async, the batch into whole workers)."""
     if peer == "pufferlib-serial":
         return 1, None
     if peer == "pufferlib-async" and batch_size is None:
@@ -88,19 +84,6 @@ def puffer_layout(peer: str, num_envs: int, batch_size: int | None = None,
     if batch_size is not None:
         need += ", 2 workers or more, and the batch a whole number of workers"
     raise ValueError(f"no worker count PufferLib accepts here ({cores} physical cores; it needs {need})")
-
-
-def puffer_unsupported(peer: str, target: EnvTarget, num_envs: int | None,
-                       batch_size: int | None, num_workers: int | None) -> str | None:
-    """Why ``peer`` cannot run ``target`` at ``num_envs`` here (None when it can)."""
-    import_pufferlib()  # an ImportError: the runner reports its first line as the reason
-    if num_envs is None:
-        return None
-    try:
-        puffer_layout(peer, num_envs, batch_size, num_workers)
-    except ValueError as exc:
-        return str(exc)
-    return None
 
 
 class _Watchdog(threading.Thread):
@@ -144,7 +127,7 @@ class _Watchdog(threading.Thread):
     def _release(self) -> None:
         """End ``recv``'s spin: every worker 'ready'; a ``recv`` blocked on a dead worker's info
         pipe gets an empty message through the worker's end, which this process also holds."""
-        try:
+        with contextlib.suppress(Exception):
             self.envs.buf["semaphores"][:] = _MAIN
             for p in self.envs.processes:
                 if p.exitcode is not None and not getattr(p, "_vecenv_woken", False):
@@ -153,8 +136,6 @@ class _Watchdog(threading.Thread):
                             isinstance(a, multiprocessing.connection.Connection)]
                     if ends:
                         ends[0].send([])  # the worker's result pipe (its first connection argument)
-        except Exception:
-            pass
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -167,8 +148,7 @@ def build_puffer(peer: str, target: EnvTarget, num_envs: int, seed: int,
                  ) -> tuple[Any, int, int, _Watchdog | None]:
     """Build ``peer``'s vector env: ``(envs, rows a step returns, workers, watchdog or None)``.
 
-    The caller resets, steps and closes it with :func:`puffer_reset`, :func:`puffer_steps` and
-    :func:`puffer_close`.
+    The caller closes it with :func:`puffer_close`.
     """
     vector, emulation = import_pufferlib()
     workers, batch = puffer_layout(peer, num_envs, batch_size, num_workers)
@@ -180,31 +160,6 @@ def build_puffer(peer: str, target: EnvTarget, num_envs: int, seed: int,
     watch = _Watchdog(envs)
     watch.start()
     return envs, batch or num_envs, workers, watch
-
-
-def puffer_reset(envs: Any, seed: int, watch: _Watchdog | None) -> None:
-    """PufferLib's reset: ``async_reset(seed)`` then the first ``recv``."""
-    envs.async_reset(seed)
-    envs.recv()
-    if watch is not None and watch.failed is not None:
-        raise PufferLibFailure(watch.failed)
-
-
-def puffer_steps(envs: Any, actions: list[Any], iterations: int, deadline: float,
-                 watch: _Watchdog | None) -> int:
-    """``send`` then ``recv`` until ``iterations`` are done or ``deadline`` (perf_counter) passes."""
-    send, recv, k, now, i = envs.send, envs.recv, len(actions), time.perf_counter, 0
-    while i < iterations:
-        send(actions[i % k])
-        recv()
-        i += 1
-        if watch is not None:
-            if watch.failed is not None:
-                raise PufferLibFailure(watch.failed)
-            watch.beat = i
-        if now() >= deadline:
-            break
-    return i
 
 
 def puffer_close(envs: Any, watch: _Watchdog | None) -> None:

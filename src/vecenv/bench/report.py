@@ -1,10 +1,10 @@
-"""Reporting a bench run: progress while it runs, then a table, a JSON file and a plot.
-
-rich and matplotlib are optional (``pip install 'vecenv[bench]'``) and imported only when used.
-"""
+"""Reporting a bench run: progress while it runs, then a table, a JSON file and a plot (rich and
+matplotlib are optional: ``pip install 'vecenv[bench]'``, imported only when used)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime
 import importlib.metadata
 import json
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from vecenv.bench.runner import BenchRun, NoProgress, Result, Round
+from vecenv.bench.runner import BenchRun, Progress, Result, Round
 from vecenv.make import usable_cores
 
 BENCH_EXTRA = "pip install 'vecenv[bench]'"
@@ -31,13 +31,10 @@ class MissingExtraError(ImportError):
 
 # ==================================================================== machine and versions
 def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
+        for line in f:
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine() or "unknown"
 
 
@@ -67,7 +64,7 @@ def versions() -> dict[str, str | None]:
 
 
 # ==================================================================== progress
-class PlainProgress:
+class PlainProgress(Progress):
     """One line per measurement on ``stream`` (stderr by default)."""
 
     def __init__(self, stream: TextIO | None = None) -> None:
@@ -88,33 +85,18 @@ class PlainProgress:
         print(f"[{self.done:>{len(str(self.total))}}/{self.total}] {self._current}: {what}",
               file=self.stream or sys.stderr, flush=True)
 
-    def stop(self) -> None:
-        pass
 
-
-class _RichProgress:
+class _RichProgress(Progress):
     """A rich progress bar on stderr."""
 
     def __init__(self) -> None:
+        from rich import progress as rp
         from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
 
-        self._progress = Progress(
-            TextColumn("[bold]bench[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
-            TextColumn("{task.description}"),
-            console=Console(stderr=True),
+        self._progress = rp.Progress(
+            rp.TextColumn("[bold]bench[/]"), rp.BarColumn(), rp.MofNCompleteColumn(),
+            rp.TimeElapsedColumn(), rp.TextColumn("eta"), rp.TimeRemainingColumn(),
+            rp.TextColumn("{task.description}"), console=Console(stderr=True),
         )
         self._task: Any = None
 
@@ -135,28 +117,14 @@ class _RichProgress:
 def make_progress(quiet: bool = False) -> Any:
     """A rich bar when stderr is a terminal and rich is installed; plain lines otherwise."""
     if quiet:
-        return NoProgress()
+        return Progress()
     if sys.stderr.isatty():
-        try:
+        with contextlib.suppress(ImportError):
             return _RichProgress()
-        except ImportError:
-            pass
     return PlainProgress()
 
 
 # ==================================================================== table
-def _fmt_ratio(x: float | None) -> str:
-    return "" if x is None else f"{x:.2f}×"
-
-
-def _spread(r: Result) -> str:
-    m = r.median
-    if not m or len(r.rounds) < 2:
-        return ""
-    rates = [x.steps_per_s for x in r.rounds]
-    return f"±{(max(rates) - min(rates)) / 2 / m:.0%}"
-
-
 def table_rows(run: BenchRun) -> list[tuple[list[str], str]]:
     """Each result as table cells, plus a note (failure or skip reason; '' when none)."""
     rows = []
@@ -169,18 +137,19 @@ def table_rows(run: BenchRun) -> list[tuple[list[str], str]]:
             rate, note = "not run", "interrupted"
         else:
             rate, note = f"{r.median:,.0f}" if r.median is not None else "", ""
-        cells = [
-            r.env,
-            str(r.num_envs),
-            r.contender.name,
-            "" if r.num_workers is None else str(r.num_workers),
-            rate,
-            _spread(r),
-            _fmt_ratio(r.vs_gym_sync),
-            _fmt_ratio(r.vs_gym_async),
-        ]
+        rates, m = [x.steps_per_s for x in r.rounds], r.median
+        spread = f"±{(max(rates) - min(rates)) / 2 / m:.0%}" if m and len(rates) > 1 else ""
+        workers = "" if r.num_workers is None else str(r.num_workers)
+        ratios = ("" if x is None else f"{x:.2f}×" for x in (r.vs_gym_sync, r.vs_gym_async))
+        cells = [r.env, str(r.num_envs), r.contender.name, workers, rate, spread, *ratios]
         rows.append((cells, note))
     return rows
+
+
+def _section_ends(run: BenchRun) -> list[bool]:
+    """For each result, whether it is the last of its env and num_envs."""
+    keys = [(r.env, r.num_envs) for r in run.results]
+    return [i + 1 == len(keys) or keys[i] != keys[i + 1] for i in range(len(keys))]
 
 
 def format_table(run: BenchRun) -> str:
@@ -193,20 +162,21 @@ def format_table(run: BenchRun) -> str:
         return "  ".join(parts).rstrip()
 
     out = [line(COLUMNS), line(["-" * w for w in widths])]
-    previous = None
-    for (cells, note), r in zip(rows, run.results, strict=True):
-        key = (r.env, r.num_envs)
-        if previous is not None and key != previous:
-            out.append("")
-        previous = key
+    for (cells, note), end in zip(rows, _section_ends(run), strict=True):
         out.append(line(cells) + (f"  {note}" if note else ""))
-    return "\n".join(out)
+        if end:
+            out.append("")
+    return "\n".join(out).rstrip("\n")
 
 
 def print_table(run: BenchRun, stream: TextIO | None = None) -> None:
     """Print the table (with rich on a terminal wide enough for it, plain text otherwise), then
     the warnings the contenders raised while measuring, once each (:func:`print_warnings`)."""
-    _print_rows(run, stream or sys.stdout)
+    stream = stream or sys.stdout
+    plain = format_table(run)
+    if not (stream.isatty() and _print_rich(run, stream, plain)):
+        print(_title(run), file=stream)
+        print(plain, file=stream)
     print_warnings(run)
 
 
@@ -222,34 +192,27 @@ def print_warnings(run: BenchRun, stream: TextIO | None = None) -> None:
         print(f"  {w} ({times}; {', '.join(w.contenders)})", file=stream)
 
 
-def _print_rows(run: BenchRun, stream: TextIO) -> None:
-    plain = format_table(run)
-    if stream.isatty():
-        try:
-            from rich.console import Console
-            from rich.table import Table
-        except ImportError:
-            pass
-        else:
-            console = Console(file=stream)
-            if console.width >= max(len(line) for line in plain.splitlines()) + 3 * len(COLUMNS):
-                rows = table_rows(run)
-                notes = any(note for _, note in rows)
-                table = Table(title=_title(run), title_justify="left")
-                for i, name in enumerate(COLUMNS):
-                    table.add_column(name, justify="right" if i in _RIGHT else "left", no_wrap=i != 0)
-                if notes:
-                    table.add_column("note", style="red")
-                results = run.results
-                for i, (cells, note) in enumerate(rows):
-                    last = i + 1 == len(results) or (results[i].env, results[i].num_envs) != (
-                        results[i + 1].env, results[i + 1].num_envs
-                    )
-                    table.add_row(*cells, *([note] if notes else []), end_section=last)
-                console.print(table)
-                return
-    print(_title(run), file=stream)
-    print(plain, file=stream)
+def _print_rich(run: BenchRun, stream: TextIO, plain: str) -> bool:
+    """Print the table with rich; False when rich is missing or the terminal is too narrow."""
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        return False
+    console = Console(file=stream)
+    if console.width < max(len(line) for line in plain.splitlines()) + 3 * len(COLUMNS):
+        return False
+    rows = table_rows(run)
+    notes = any(note for _, note in rows)
+    table = Table(title=_title(run), title_justify="left")
+    for i, name in enumerate(COLUMNS):
+        table.add_column(name, justify="right" if i in _RIGHT else "left", no_wrap=i != 0)
+    if notes:
+        table.add_column("note", style="red")
+    for (cells, note), end in zip(rows, _section_ends(run), strict=True):
+        table.add_row(*cells, *([note] if notes else []), end_section=end)
+    console.print(table)
+    return True
 
 
 def _title(run: BenchRun) -> str:
@@ -277,10 +240,8 @@ def _result_json(r: Result) -> dict[str, Any]:
         "num_workers": r.num_workers,
         "status": status,
         "error": r.error or r.skipped,
-        "steps_per_s": [x.steps_per_s for x in r.rounds],
-        "env_steps": [x.env_steps for x in r.rounds],
-        "seconds": [x.seconds for x in r.rounds],
-        "setup_seconds": [x.setup_seconds for x in r.rounds],
+        **{key: [getattr(x, key) for x in r.rounds]
+           for key in ("steps_per_s", "env_steps", "seconds", "setup_seconds")},
         "median_steps_per_s": r.median,
         "vs_gym_sync": r.vs_gym_sync,
         "vs_gym_async": r.vs_gym_async,
@@ -311,8 +272,7 @@ def run_to_json(run: BenchRun, argv: Sequence[str] | None = None) -> dict[str, A
         "wall_seconds": run.wall_seconds,
         "interrupted": run.interrupted,
         "results": [_result_json(r) for r in run.results],
-        **({"warnings": [dict(category=w.category, message=w.message, count=w.count,
-                              contenders=w.contenders) for w in run.warnings]} if run.warnings else {}),
+        **({"warnings": [dataclasses.asdict(w) for w in run.warnings]} if run.warnings else {}),
     }
 
 
@@ -333,7 +293,8 @@ def require_matplotlib() -> None:
 
 
 def write_plot(run: BenchRun, path: str | os.PathLike) -> Path:
-    """Throughput vs num_envs, one panel per env, one line per contender; usable cores marked."""
+    """Throughput vs num_envs, one panel per env, one line per contender, usable cores marked (a
+    bar per contender for an env measured at one num_envs)."""
     require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -345,10 +306,21 @@ def write_plot(run: BenchRun, path: str | os.PathLike) -> Path:
     cores = usable_cores()
     for ax, env in zip(axes, envs, strict=True):
         results = [r for r in run.results if r.env == env and r.median]
-        if len({r.num_envs for r in run.results if r.env == env}) == 1:
-            _bars(ax, env, results, cores)
+        ns = sorted({r.num_envs for r in run.results if r.env == env})
+        names = list(dict.fromkeys(r.contender.name for r in results))
+        if len(ns) == 1:
+            rates = [r.median for r in results]
+            colors = ["tab:blue" if name.startswith("vecenv/") else "tab:grey" for name in names]
+            ax.barh(names, rates, color=colors)
+            ax.invert_yaxis()
+            for y, rate in enumerate(rates):
+                ax.annotate(f"{rate:,.0f}", (rate, y), xytext=(3, 0), textcoords="offset points",
+                            va="center", fontsize=8)
+            ax.set(xlabel="env steps / s (median)", title=f"{env}, num_envs={ns[0]} ({cores} usable cores)")
+            ax.grid(True, axis="x", alpha=0.3)
+            ax.margins(x=0.15)
             continue
-        for name in dict.fromkeys(r.contender.name for r in results):
+        for name in names:
             pts = sorted((r.num_envs, r.median) for r in results if r.contender.name == name)
             style = "-" if name.startswith("vecenv/") else "--"
             ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker="o", label=name)
@@ -357,36 +329,16 @@ def write_plot(run: BenchRun, path: str | os.PathLike) -> Path:
             f"{cores} usable cores", (cores, 1), xycoords=("data", "axes fraction"),
             xytext=(3, -12), textcoords="offset points", color="grey", fontsize=8,
         )
-        ns = sorted({r.num_envs for r in run.results if r.env == env} | {cores})
+        ticks = sorted({*ns, cores})
         ax.set_xscale("log", base=2)
-        ax.set_xticks(ns, [str(n) for n in ns])
-        if results:
-            ax.set_yscale("log")
-        ax.set_xlabel("num_envs")
-        ax.set_ylabel("env steps / s (median)")
-        ax.set_title(env)
+        ax.set_xticks(ticks, [str(n) for n in ticks])
+        ax.set(xlabel="num_envs", ylabel="env steps / s (median)", title=env)
         ax.grid(True, which="both", alpha=0.3)
         if results:
+            ax.set_yscale("log")
             ax.legend(fontsize=8)
     m = machine_info()
     fig.suptitle(f"vecenv bench — {m['cpu_model']}, {cores} usable cores, Python {m['python']}", fontsize=10)
     path = Path(path)
     fig.savefig(path, format="png", dpi=110)
     return path
-
-
-def _bars(ax: Any, env: str, results: list[Result], cores: int) -> None:
-    """One num_envs only: a horizontal bar per contender instead of a line plot."""
-    n = next(iter({r.num_envs for r in results}), None)
-    names = [r.contender.name for r in results]
-    rates = [r.median for r in results]
-    colors = ["tab:blue" if name.startswith("vecenv/") else "tab:grey" for name in names]
-    ax.barh(names, rates, color=colors)
-    ax.invert_yaxis()
-    for y, rate in enumerate(rates):
-        ax.annotate(f"{rate:,.0f}", (rate, y), xytext=(3, 0), textcoords="offset points",
-                    va="center", fontsize=8)
-    ax.set_xlabel("env steps / s (median)")
-    ax.set_title(f"{env}, num_envs={n} ({cores} usable cores)")
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.margins(x=0.15)

@@ -1,8 +1,5 @@
-"""Measuring: build each contender, step it for a budget, and keep every round.
-
-Contenders are interleaved round-robin (every contender of a cell once per round, the starting
-contender rotating) and summarised by the median of the rounds, since machines are noisy.
-"""
+"""Measuring: build each contender, step it for a budget, and keep every round; contenders are
+interleaved round-robin (the first rotating) and summarised by their median, as machines are noisy."""
 
 from __future__ import annotations
 
@@ -13,7 +10,6 @@ import time
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 from warnings import WarningMessage
 
 from vecenv.bench.contenders import Contender, first_line, iterations_for
@@ -23,6 +19,8 @@ from vecenv.bench.envs import BUSY_ID, EnvTarget
 DEFAULT_SUITE: dict[str, list[int]] = {"CartPole-v1": [2, 8, 16], BUSY_ID: [8]}
 #: sweep for an env named on the command line without ``--num-envs``
 DEFAULT_SWEEP: list[int] = [2, 8, 16]
+#: terminal colour codes (gymnasium colours its warnings)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass
@@ -83,9 +81,7 @@ class BenchConfig:
 
     def sweep(self, target: EnvTarget) -> list[int]:
         """The ``num_envs`` values to measure ``target`` at."""
-        if self.num_envs:
-            return list(self.num_envs)
-        return list(DEFAULT_SUITE.get(target.name, DEFAULT_SWEEP))
+        return list(self.num_envs or DEFAULT_SUITE.get(target.name, DEFAULT_SWEEP))
 
     def budget(self) -> tuple[int | None, float | None]:
         """``(env_steps, seconds)``: exactly one is set."""
@@ -108,10 +104,6 @@ class CaughtWarning:
 
     def __str__(self) -> str:
         return f"{self.category}: {self.message}"
-
-
-#: terminal colour codes (gymnasium colours its warnings)
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass
@@ -139,8 +131,8 @@ class BenchRun:
                 entry.contenders.append(contender)
 
 
-class Progress(Protocol):
-    """What :func:`run_bench` reports to while it runs."""
+class Progress:
+    """What :func:`run_bench` reports to while it runs; this one shows nothing."""
 
     def start(self, total: int) -> None: ...
     def update(self, description: str) -> None: ...
@@ -152,9 +144,7 @@ def measure(contender: Contender, target: EnvTarget, num_envs: int, *, steps: in
             seconds: float | None = 1.0, seed: int = 0,
             warmup: int = 5) -> tuple[Round, int | None]:
     """Build, reset(seed), warm up, then time stepping with pre-generated actions; always close.
-
-    Returns the round and the number of workers the vector env used.
-    """
+    Returns the round and the number of workers the vector env used."""
     t_build = time.perf_counter()
     driver = contender.build(target, num_envs, seed)
     try:
@@ -177,7 +167,7 @@ def run_bench(config: BenchConfig, progress: Progress | None = None) -> BenchRun
     A contender that raises is marked failed (with the reason) and skipped for the remaining
     rounds of that cell; the others go on. Ctrl-C stops the run and returns what was measured.
     """
-    progress = progress if progress is not None else NoProgress()
+    progress = progress if progress is not None else Progress()
     cells = _cells(config)
     run = BenchRun(config, [r for _, row in cells for r in row])
     progress.start(sum(config.rounds for _, row in cells for r in row if r.skipped is None))
@@ -201,15 +191,6 @@ def run_bench(config: BenchConfig, progress: Progress | None = None) -> BenchRun
     return run
 
 
-class NoProgress:
-    """A :class:`Progress` that shows nothing."""
-
-    def start(self, total: int) -> None: ...
-    def update(self, description: str) -> None: ...
-    def advance(self, result: Result, round_: Round | None) -> None: ...
-    def stop(self) -> None: ...
-
-
 def _cells(config: BenchConfig) -> list[tuple[EnvTarget, list[Result]]]:
     """Every env and ``num_envs`` of ``config`` with a result per contender, in table order; a
     contender that cannot run there is marked skipped, with the reason."""
@@ -218,63 +199,51 @@ def _cells(config: BenchConfig) -> list[tuple[EnvTarget, list[Result]]]:
         for n in config.sweep(target):
             row = [Result(target.name, n, c) for c in config.contenders]
             for result in row:
-                result.skipped = _why_skipped(result.contender, target, n)
+                c = result.contender
+                if c.kind == "vecenv" and c.batch_size and c.batch_size >= n:
+                    result.skipped = f"batch size {c.batch_size} >= num_envs {n}"
+                    continue
+                try:
+                    result.skipped = c.supports(target, n)
+                except Exception as exc:  # e.g. the peer's own import fails
+                    result.skipped = first_line(exc)
             cells.append((target, row))
     return cells
 
 
-def _why_skipped(contender: Contender, target: EnvTarget, num_envs: int) -> str | None:
-    if contender.kind == "vecenv" and contender.batch_size and contender.batch_size >= num_envs:
-        return f"batch size {contender.batch_size} >= num_envs {num_envs}"
-    try:
-        return contender.supports(target, num_envs)
-    except Exception as exc:  # e.g. the peer's own import fails
-        return first_line(exc)
-
-
 def _run_round(run: BenchRun, target: EnvTarget, row: list[Result], k: int, progress: Progress) -> None:
-    """Round ``k`` of one cell: each contender of ``row`` measured once, in that order; one that
-    failed in an earlier round only counts as done."""
-    steps, seconds = run.config.budget()
+    """Round ``k`` of one cell: each contender of ``row`` measured once, in that order (one that
+    failed in an earlier round only counts as done); the warnings a measurement raises go to
+    ``run.warnings`` rather than into the progress and the table."""
+    config = run.config
+    steps, seconds = config.budget()
     for result in row:
         if result.skipped is not None:
             continue
         if result.error is not None:
             progress.advance(result, None)
             continue
-        progress.update(
-            f"{target.name} n={result.num_envs} {result.contender.name} (round {k + 1}/{run.config.rounds})"
-        )
-        progress.advance(result, _measure_into(run, result, target, steps, seconds))
-
-
-def _measure_into(run: BenchRun, result: Result, target: EnvTarget, steps: int | None,
-                  seconds: float | None) -> Round | None:
-    """One round of ``result``'s cell, kept in ``result``; a failure is recorded there, and the
-    warnings it raises go to ``run.warnings`` rather than into the progress and the table."""
-    config = run.config
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("default")  # once per location and round, as Python shows them
-        try:
-            round_, workers = measure(
-                result.contender, target, result.num_envs,
-                steps=steps, seconds=seconds, seed=config.seed, warmup=config.warmup,
-            )
-        except Exception as exc:
-            result.error = first_line(exc)
-            return None
-        finally:
-            run.add_warnings(result.contender.name, caught)
-    result.rounds.append(round_)
-    result.num_workers = workers
-    return round_
+        name = result.contender.name
+        progress.update(f"{target.name} n={result.num_envs} {name} (round {k + 1}/{config.rounds})")
+        round_ = None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")  # once per location and round, as Python shows them
+            try:
+                round_, result.num_workers = measure(
+                    result.contender, target, result.num_envs,
+                    steps=steps, seconds=seconds, seed=config.seed, warmup=config.warmup,
+                )
+                result.rounds.append(round_)
+            except Exception as exc:
+                result.error = first_line(exc)
+            finally:
+                run.add_warnings(name, caught)
+        progress.advance(result, round_)
 
 
 def _start_ray(contenders: Sequence[Contender]) -> bool:
-    """Start Ray once for the whole run when a ray contender is measured (True if we started it).
-
-    Otherwise each measurement would start and stop a local Ray instance (seconds each).
-    """
+    """Start Ray once for the whole run when a ray contender is measured (True if we started it),
+    rather than a local Ray instance per measurement (seconds each)."""
     if not any(c.kind == "vecenv" and c.backend == "ray" for c in contenders):
         return False
     try:
@@ -289,15 +258,10 @@ def _start_ray(contenders: Sequence[Contender]) -> bool:
 
 def add_ratios(results: Sequence[Result]) -> None:
     """Set each result's ``vs_gym_sync`` / ``vs_gym_async`` from the medians of its cell."""
-    base: dict[tuple[str, int, str], float] = {}
-    for r in results:
-        if r.contender.kind == "peer" and r.contender.backend in ("gym-sync", "gym-async"):
-            m = r.median
-            if m:
-                base[(r.env, r.num_envs, r.contender.backend)] = m
+    base = {(r.env, r.num_envs, r.contender.backend): r.median for r in results
+            if r.contender.kind == "peer" and r.contender.backend in ("gym-sync", "gym-async")}
     for r in results:
         m = r.median
-        sync = base.get((r.env, r.num_envs, "gym-sync"))
-        asyn = base.get((r.env, r.num_envs, "gym-async"))
+        sync, asyn = (base.get((r.env, r.num_envs, peer)) for peer in ("gym-sync", "gym-async"))
         r.vs_gym_sync = m / sync if m is not None and sync else None
         r.vs_gym_async = m / asyn if m is not None and asyn else None

@@ -1,39 +1,48 @@
 """The ``vecenv`` command: ``vecenv bench`` (throughput side by side) and ``vecenv check`` (env doctor).
 
-Exit codes: 0 success; 1 ``check`` found problems; 2 bad usage (the message, on stderr, names
-the option and what was expected); 130 interrupted.
-"""
+Exit codes: 0 success; 1 ``check`` found problems; 2 bad usage (checked before anything runs;
+the message names the option and what was expected); 130 interrupted."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, NoReturn
 
 from vecenv import __version__
-from vecenv.cli.options import (
-    IMPORT_OPTION,
-    Exit,
-    Parser,
-    UsageError,
-    check_positive,
-    output_path,
-    parse_backends,
-    parse_env_kwargs,
-    parse_int_list,
-    parse_peers,
-    resolve_envs,
-)
-
-if TYPE_CHECKING:
-    from vecenv.bench.runner import BenchConfig, BenchRun
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """Bad command-line usage: reported on stderr, exit code 2."""
+
+    def __init__(self, message: str, usage: str | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+class Exit(Exception):
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises instead of exiting, so ``main`` returns the exit code."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self.format_usage())
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            sys.stderr.write(message)
+        raise Exit(status)
 
 
 # ==================================================================== parser
@@ -66,6 +75,10 @@ exit codes: 0 no problem, 1 problems found, 2 bad usage
 """
 
 
+_IMPORT_HELP = "import MODULE first, so the env ids it registers resolve (repeatable): --import ale_py"
+_RAY_LAST = "(default: every available one but ray, which runs only when named)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``vecenv`` argument parser (``bench`` and ``check`` subcommands)."""
     parser = Parser(
@@ -81,11 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> None:
-    """The ``bench`` subcommand and its options."""
     from vecenv.bench.contenders import PEERS
     from vecenv.make import BACKENDS
 
-    peers = ", ".join(PEERS)  # every peer the bench can run, PufferLib's included
     bench = sub.add_parser(
         "bench",
         help="measure env steps per second of every backend next to gymnasium, SB3, EnvPool and PufferLib",
@@ -103,7 +114,8 @@ def _add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> None:
         "envs", nargs="*", metavar="ENV",
         help="gymnasium env ids (CartPole-v1, vecenv/Busy-v0; module:EnvId imports module first: ale_py:ALE/Pong-v5) or module:callable factories (default: the default suite)",
     )
-    bench.add_argument("--import", **IMPORT_OPTION)
+    bench.add_argument("--import", action="append", default=[], dest="imports", metavar="MODULE",
+                       help=_IMPORT_HELP)
     bench.add_argument(
         "--num-envs", metavar="LIST",
         help="comma-separated num_envs to sweep, e.g. 2,8,16 (default: 2,8,16; 8 for the busy env)",
@@ -112,8 +124,7 @@ def _add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> None:
         "--backends", metavar="LIST",
         help=f"vecenv backends to run, from {', '.join(BACKENDS)}, process+inline (the process "
              "backend with inline=True: the main process steps one env group), process+affinity "
-             "(workers pinned to cores), or none "
-             "(default: every available one but ray, which runs only when named)",
+             "(workers pinned to cores), or none " + _RAY_LAST,
     )
     budget = bench.add_mutually_exclusive_group()
     budget.add_argument("--steps", type=int, metavar="N", help="env steps per measurement")
@@ -125,7 +136,7 @@ def _add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     )
     bench.add_argument(
         "--compare", metavar="LIST",
-        help=f"peers to compare with, from {peers}, or none (default: every installed one)",
+        help=f"peers to compare with, from {', '.join(PEERS)}, or none (default: every installed one)",
     )
     bench.add_argument("--rounds", type=int, default=None, metavar="R", help="rounds per contender; medians reported (default 5)")
     bench.add_argument("--seed", type=int, default=0, help="reset seed (env i gets seed + i) and action seed (default 0)")
@@ -137,7 +148,6 @@ def _add_bench_parser(sub: argparse._SubParsersAction[Parser]) -> None:
 
 
 def _add_check_parser(sub: argparse._SubParsersAction[Parser]) -> None:
-    """The ``check`` subcommand and its options."""
     from vecenv.make import BACKENDS
 
     check = sub.add_parser(
@@ -152,13 +162,13 @@ def _add_check_parser(sub: argparse._SubParsersAction[Parser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument("env", metavar="ENV", help="a gymnasium env id, module:EnvId (ale_py:ALE/Pong-v5) or module:callable")
-    check.add_argument("--import", **IMPORT_OPTION)
+    check.add_argument("--import", action="append", default=[], dest="imports", metavar="MODULE",
+                       help=_IMPORT_HELP)
     check.add_argument("--num-envs", type=int, default=4, metavar="N", help="copies to build (default 4, at least 2)")
     check.add_argument("--steps", type=int, default=200, metavar="N", help="steps per rollout and per backend (default 200)")
     check.add_argument(
         "--backends", metavar="LIST",
-        help=f"vecenv backends to run, from {', '.join(BACKENDS)}, or none "
-             "(default: every available one but ray, which runs only when named)",
+        help=f"vecenv backends to run, from {', '.join(BACKENDS)}, or none " + _RAY_LAST,
     )
     check.add_argument("--seed", type=int, default=0, help="seed for resets and actions (default 0)")
     check.add_argument("--env-kwargs", metavar="JSON", help="keyword arguments for the env, as a JSON object")
@@ -172,27 +182,122 @@ def _add_check_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     check.add_argument("--quiet", "-q", action="store_true", help="print only problems and the verdict")
 
 
+# ==================================================================== option values
+def parse_int_list(option: str, text: str) -> list[int]:
+    try:
+        values = [int(p.strip()) for p in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise UsageError(
+            f"{option}: expected a comma-separated list of positive integers such as 2,8,16, got {text!r}"
+        )
+    return sorted(dict.fromkeys(values))
+
+
+def check_positive(option: str, value: float | int | None, kind: str = "an integer") -> None:
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise UsageError(f"{option}: expected {kind} > 0, got {value!r}")
+
+
+def parse_env_kwargs(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--env-kwargs: expected a JSON object such as '{{\"step_cost_us\": 500}}' ({exc})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--env-kwargs: expected a JSON object, got {text!r}")
+    return value
+
+
+def output_path(option: str, path: str | None) -> Path | None:
+    if path is None:
+        return None
+    p = Path(path)
+    if not p.parent.exists():
+        raise UsageError(f"{option}: folder {str(p.parent)!r} does not exist")
+    if p.is_dir():
+        raise UsageError(f"{option}: {path!r} is a folder, expected a file name")
+    return p
+
+
+def resolve_envs(names: Sequence[str], kwargs: dict[str, Any], imports: Sequence[str]) -> list[Any]:
+    from vecenv.bench.envs import EnvArgumentError, import_modules, resolve_env
+
+    option = "--import"
+    try:
+        import_modules(imports)
+        option = "env"
+        return [resolve_env(name, kwargs, imports) for name in names]
+    except EnvArgumentError as exc:
+        raise UsageError(f"{option}: {exc}") from None
+
+
+def _names(option: str, text: str, expected: str) -> list[str]:
+    """The names in a comma-separated ``option``, without duplicates (none for ``none``)."""
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise UsageError(f"{option}: expected a comma-separated list {expected}")
+    return [] if names == ["none"] else list(dict.fromkeys(names))
+
+
+def parse_backends(option: str, text: str | None, variants: bool = False) -> list[str]:
+    """The vecenv backends to run: every usable one by default; named ones checked.
+
+    ``variants`` (bench only) also allows and defaults to variants such as ``process+inline``.
+    """
+    import vecenv
+    from vecenv.bench.contenders import VARIANTS, default_backends, missing_backend_dependency
+    from vecenv.make import BACKENDS
+
+    if text is None:
+        return default_backends(variants)
+    available = vecenv.available_backends()
+    names = _names(option, text, f"of backends from {', '.join(BACKENDS)}")
+    for name in names:
+        backend = VARIANTS[name][0] if variants and name in VARIANTS else name
+        if variants and backend == "auto":
+            continue
+        if backend not in BACKENDS:
+            raise UsageError(
+                f"{option}: unknown backend {backend!r}; expected names from {', '.join(BACKENDS)} "
+                f"(available here: {', '.join(available)})"
+            )
+        if backend not in available:
+            raise UsageError(
+                f"{option}: backend {backend!r} is not available in this installation of vecenv "
+                f"(available: {', '.join(available)})"
+            )
+        missing = missing_backend_dependency(backend)
+        if missing:
+            raise UsageError(f"{option}: {missing}")
+    return names
+
+
+def parse_peers(text: str | None) -> list[str]:
+    """The peer libraries to compare with: every installed one by default; named ones checked."""
+    from vecenv.bench.contenders import PEERS, peer_unavailable
+
+    if text is None:
+        return [p for p in PEERS if peer_unavailable(p) is None]
+    names = _names("--compare", text, f"from {', '.join(PEERS)}, or none")
+    for name in names:
+        if name not in PEERS:
+            raise UsageError(f"--compare: unknown peer {name!r}; expected names from {', '.join(PEERS)}, or none")
+        why = peer_unavailable(name)
+        if why:
+            raise UsageError(f"--compare: {name} cannot run: {why}")
+    return names
+
+
 # ==================================================================== commands
 def _bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    """``vecenv bench``: the run the options describe, measured, then shown and written."""
-    from vecenv.bench.report import make_progress
-    from vecenv.bench.runner import run_bench
-
-    config, json_path, plot_path = _bench_config(args)
-    run = run_bench(config, make_progress(args.quiet))
-    _bench_results(run, args.quiet, ["vecenv", *argv], json_path, plot_path)
-    if run.interrupted:
-        print("vecenv bench: interrupted; the table shows what was measured", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    return EXIT_OK
-
-
-def _bench_config(args: argparse.Namespace) -> tuple[BenchConfig, Path | None, Path | None]:
-    """The run ``args`` describe, and where its JSON and plot go; every option is checked
-    (:class:`UsageError`) before anything is measured."""
+    """``vecenv bench``: the run the options describe, checked, measured, shown and written."""
+    from vecenv.bench import report
     from vecenv.bench.contenders import peer_contender, vecenv_contender
-    from vecenv.bench.report import MissingExtraError, require_matplotlib
-    from vecenv.bench.runner import DEFAULT_SUITE, BenchConfig
+    from vecenv.bench.runner import DEFAULT_SUITE, BenchConfig, run_bench
 
     check_positive("--steps", args.steps)
     check_positive("--seconds", args.seconds, "a number")
@@ -205,14 +310,14 @@ def _bench_config(args: argparse.Namespace) -> tuple[BenchConfig, Path | None, P
     peers = parse_peers(args.compare)
     if not backends and not peers:
         raise UsageError("nothing to measure: --backends none and --compare none")
-    json_path = output_path("--json", args.json)
-    plot_path = output_path("--plot", args.plot)
+    json_path, plot_path = output_path("--json", args.json), output_path("--plot", args.plot)
     if plot_path is not None:
         try:
-            require_matplotlib()
-        except MissingExtraError as exc:
+            report.require_matplotlib()
+        except report.MissingExtraError as exc:
             raise UsageError(str(exc)) from None
     targets = resolve_envs(args.envs or list(DEFAULT_SUITE), parse_env_kwargs(args.env_kwargs), args.imports)
+    batches = [None]
     if args.batch_size is not None:
         if not backends:
             raise UsageError("--batch-size: async-batch mode is for vecenv backends, but --backends is none")
@@ -222,34 +327,27 @@ def _bench_config(args: argparse.Namespace) -> tuple[BenchConfig, Path | None, P
                 f"--batch-size: {args.batch_size} must be smaller than every num_envs "
                 f"(smallest is {min(sweeps)}); pass --num-envs with larger values"
             )
-    contenders = [vecenv_contender(b) for b in backends]
-    if args.batch_size is not None:
-        contenders += [vecenv_contender(b, args.batch_size) for b in backends]
+        batches.append(args.batch_size)
+    contenders = [vecenv_contender(b, batch) for batch in batches for b in backends]
     contenders += [peer_contender(p) for p in peers]
     seconds = args.seconds if args.seconds is not None else (None if args.steps else 0.75)
     config = BenchConfig(envs=targets, contenders=contenders, num_envs=num_envs, steps=args.steps,
                          seconds=seconds, rounds=args.rounds or 5, seed=args.seed, warmup=args.warmup)
-    return config, json_path, plot_path
-
-
-def _bench_results(run: BenchRun, quiet: bool, command: list[str], json_path: Path | None,
-                   plot_path: Path | None) -> None:
-    """Print the table (and, unless ``quiet``, a summary on stderr); write the JSON and the plot."""
-    from vecenv.bench.report import print_table, write_json, write_plot
-
-    print_table(run)
-    if not quiet:
-        ok = sum(r.ok for r in run.results)
-        failed = sum(r.error is not None for r in run.results)
+    run = run_bench(config, report.make_progress(args.quiet))
+    report.print_table(run)
+    if not args.quiet:
+        ok, failed = sum(r.ok for r in run.results), sum(r.error is not None for r in run.results)
         print(f"\n{ok} measured, {failed} failed, in {run.wall_seconds:.0f} s", file=sys.stderr)
-    if json_path is not None:
-        write_json(run, json_path, command)
-        if not quiet:
-            print(f"wrote {json_path}", file=sys.stderr)
-    if plot_path is not None:
-        write_plot(run, plot_path)
-        if not quiet:
-            print(f"wrote {plot_path}", file=sys.stderr)
+    for path, write in ((json_path, lambda p: report.write_json(run, p, ["vecenv", *argv])),
+                        (plot_path, lambda p: report.write_plot(run, p))):
+        if path is not None:
+            write(path)
+            if not args.quiet:
+                print(f"wrote {path}", file=sys.stderr)
+    if run.interrupted:
+        print("vecenv bench: interrupted; the table shows what was measured", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_OK
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -260,8 +358,7 @@ def _check(args: argparse.Namespace) -> int:
     check_positive("--steps", args.steps)
     backends = parse_backends("--backends", args.backends)
     json_path = output_path("--json", args.json)
-    kwargs = parse_env_kwargs(args.env_kwargs)
-    (target,) = resolve_envs([args.env], kwargs, args.imports)
+    (target,) = resolve_envs([args.env], parse_env_kwargs(args.env_kwargs), args.imports)
     report = check_env(
         target, num_envs=args.num_envs, steps=args.steps, seed=args.seed,
         backends=backends, spawn=not args.no_spawn, recalibrate=args.recalibrate,

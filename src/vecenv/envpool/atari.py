@@ -1,15 +1,5 @@
-"""EnvPool's Atari ids (``"Pong-v5"``): its Atari preprocessing as a gymnasium env over ale_py.
-
-:class:`AtariEnv` drives the ALE directly (no gymnasium wrappers, preallocated frame buffers,
-``cv2.resize``) and follows EnvPool's documented Atari semantics and defaults: no-op starts,
-fire reset, frame skip with a max over the last two frames, resize, channel-first frame
-stacking, optional episodic life and reward clipping, and the infos ``lives``, ``reward``
-(unclipped), ``terminated`` (the ALE game is over) and ``ram``. Values are not bit-identical to
-EnvPool's C++ (another resize implementation and RNG); shapes, dtypes, keys and semantics are.
-
-:func:`atari_game` recognises an id and :func:`check_atari_options` checks make's keywords, both
-in the calling process before any worker starts.
-"""
+"""EnvPool's Atari ids (``"Pong-v5"``): :class:`AtariEnv` drives the ALE with EnvPool's Atari
+preprocessing and defaults (docs/envpool.md); ids and options are checked in the calling process."""
 
 from __future__ import annotations
 
@@ -22,7 +12,6 @@ import numpy as np
 from gymnasium import spaces
 
 from vecenv.engine.checks import check_count
-from vecenv.envpool.checks import is_int
 
 #: EnvPool's Atari task options and their defaults, in EnvPool's config order
 ATARI_DEFAULTS: dict[str, Any] = {
@@ -40,6 +29,11 @@ _OTHER = ("render_mode",)  # keywords an Atari id takes beyond EnvPool's task op
 _ID = re.compile(r"([A-Z][A-Za-z0-9]*)-v5")
 _EXTRA = 'pip install "vecenv[sims]"'
 _FIRE = 1  # ALE's action FIRE
+
+
+def is_int(value: Any) -> bool:
+    """An integral number (a numpy integer too), never a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
 def _ale() -> Any:
@@ -72,10 +66,8 @@ def atari_ids() -> list[str]:
 
 
 def atari_game(task_id: str) -> str | None:
-    """The ROM id ``task_id`` names in EnvPool's form (``"Pong-v5"`` -> ``"pong"``), else None.
-
-    An id of that form with ale_py or opencv missing raises ImportError naming the extra.
-    """
+    """The ROM id ``task_id`` names in EnvPool's form (``"Pong-v5"`` -> ``"pong"``), else None;
+    an ImportError naming the extra where ale_py or opencv is missing."""
     match = _ID.fullmatch(task_id)
     if match is None:
         return None
@@ -88,11 +80,8 @@ def atari_game(task_id: str) -> str | None:
 
 
 def check_atari_options(game: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """make's keywords for an Atari id, checked: every option with its value (defaults filled).
-
-    Unknown keywords, wrong types and out-of-range values raise ValueError / TypeError naming
-    the option, what was expected and what came.
-    """
+    """make's keywords for an Atari id, checked (ValueError / TypeError naming the option): every
+    option with its value, defaults filled; ``mode`` and ``difficulty`` -1 or one the ROM has."""
     unknown = [key for key in kwargs if key not in ATARI_DEFAULTS and key not in _OTHER]
     if unknown:
         raise ValueError(f"{unknown[0]!r}: not an option of EnvPool's Atari envs; accepted: "
@@ -109,7 +98,21 @@ def check_atari_options(game: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     if isinstance(p, (bool, np.bool_)) or not isinstance(p, numbers.Real) or not 0.0 <= float(p) <= 1.0:
         raise ValueError(f"repeat_action_probability: expected a number in [0, 1], got {p!r}")
     options["repeat_action_probability"] = float(p)
-    _check_mode(game, options)
+    for key in ("mode", "difficulty"):
+        value = options[key]
+        if not is_int(value) or value < -1:
+            raise ValueError(f"{key}: expected -1 (the game's default) or an int >= 0, got {value!r}")
+        options[key] = int(value)
+    if options["mode"] != -1 or options["difficulty"] != -1:
+        ale_py = _ale()
+        ale = ale_py.ALEInterface()
+        ale.loadROM(ale_py.roms.get_rom_path(game))
+        offered = {"mode": ale.getAvailableModes(), "difficulty": ale.getAvailableDifficulties()}
+        for key, values in offered.items():
+            available = sorted(int(v) for v in values)
+            if options[key] != -1 and options[key] not in available:
+                raise ValueError(f"{key}: {game} offers {available} (or -1 for its default), "
+                                 f"got {options[key]}")
     if options.get("render_mode") not in (None, "rgb_array"):
         raise ValueError(f"render_mode: expected None or 'rgb_array' for an Atari id, "
                          f"got {options['render_mode']!r}")
@@ -124,33 +127,14 @@ def atari_config(game: str, options: dict[str, Any]) -> dict[str, Any]:
     return {**{k: options[k] for k in keys[:at]}, "task": game, **{k: options[k] for k in keys[at:]}}
 
 
-def _check_mode(game: str, options: dict[str, Any]) -> None:
-    """``mode`` / ``difficulty``: -1 (the game's default) or one the ROM offers."""
-    for key in ("mode", "difficulty"):
-        value = options[key]
-        if not is_int(value) or value < -1:
-            raise ValueError(f"{key}: expected -1 (the game's default) or an int >= 0, got {value!r}")
-        options[key] = int(value)
-    if options["mode"] == -1 and options["difficulty"] == -1:
-        return
-    ale_py = _ale()
-    ale = ale_py.ALEInterface()
-    ale.loadROM(ale_py.roms.get_rom_path(game))
-    offered = {"mode": ale.getAvailableModes(), "difficulty": ale.getAvailableDifficulties()}
-    for key, values in offered.items():
-        available = sorted(int(v) for v in values)
-        if options[key] != -1 and options[key] not in available:
-            raise ValueError(f"{key}: {game} offers {available} (or -1 for its default), "
-                             f"got {options[key]}")
-
-
 class AtariEnv(gym.Env):
-    """One ALE game with EnvPool's Atari preprocessing (see the module docstring).
+    """One ALE game with EnvPool's Atari preprocessing (no-op starts, fire reset, frame skip with a
+    max over the last two frames, resize, channel-first frame stacking, optional episodic life and
+    reward clipping): EnvPool's shapes, dtypes, keys and semantics, not its exact values.
 
-    Observations are uint8 ``(stack_num * channels, img_height, img_width)``, oldest frame first;
-    infos always hold ``lives`` (int32), ``reward`` (float32, unclipped), ``terminated`` (int32,
-    1 when the ALE game is over), ``ram`` (uint8 ``(128,)``) and ``elapsed_step`` (int32, this
-    env's step count, which an episodic-life reset does not zero).
+    Observations: uint8 ``(stack_num * channels, img_height, img_width)``, oldest frame first.
+    Infos: ``lives`` (int32), ``reward`` (float32, unclipped), ``terminated`` (int32, the game is
+    over), ``ram`` (uint8 ``(128,)``), ``elapsed_step`` (int32, kept by an episodic-life reset).
     """
 
     metadata = {"render_modes": ["rgb_array"]}
@@ -263,10 +247,8 @@ class AtariEnv(gym.Env):
     # ================================================================ internals
     def _grab(self, slot: int) -> None:
         """Copy the screen into frame buffer ``slot`` (0: the last frame, 1: the one before)."""
-        if self._gray:
-            self.ale.getScreenGrayscale(self._frames[slot])
-        else:
-            self.ale.getScreenRGB(self._frames[slot])
+        grab = self.ale.getScreenGrayscale if self._gray else self.ale.getScreenRGB
+        grab(self._frames[slot])
 
     def _push(self, frame: np.ndarray, whole: bool) -> None:
         """Resize ``frame`` and push it on the stack (``whole``: into every slot)."""

@@ -1,101 +1,33 @@
-"""``EnvPool``: EnvPool's send / recv / step / reset API over one of vecenv's vector envs, and
-its ``EnvSpec``. The return convention (gymnasium's 5-tuple or old gym's 4-tuple) comes from the
-subclass in :mod:`vecenv.envpool.styles`.
+"""``EnvPool``: EnvPool's send / recv / step / reset API over one of vecenv's vector envs. The
+return convention (5-tuple or old gym's 4-tuple) comes from :mod:`vecenv.envpool.styles`.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections import namedtuple
 from collections.abc import Sequence
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from vecenv.engine import VectorEnv
-from vecenv.engine.checks import check_options
-from vecenv.envpool.checks import (
-    cast_actions,
-    check_flag,
-    check_timeout,
-    env_ids_of,
-    mask_ids,
-)
+from vecenv.engine.checks import check_env_ids, check_options, check_reset_mask
+from vecenv.engine.checks import check_timeout as engine_check_timeout
+
+if TYPE_CHECKING:
+    from vecenv.envpool.registration import EnvSpec
 
 EnvIds = int | Sequence[int] | np.ndarray | None
-
-
-def config_tuple(config: dict[str, Any]) -> NamedTuple:
-    """The config dict as a namedtuple, as EnvPool's ``spec.config`` is (``spec.config.num_envs``)."""
-    return namedtuple("Config", list(config), rename=True)(*config.values())  # type: ignore[return-value]
-
-
-class EnvSpec:
-    """A pool's configuration and its single-env spaces.
-
-    ``observation_space`` / ``action_space`` (and their ``gymnasium_*`` aliases) are one env's
-    spaces, as in EnvPool; ``env_spec`` is gymnasium's registration spec when the pool was made
-    from an id. dm_env's ``observation_spec()`` / ``action_spec()`` are refused.
-    """
-
-    def __init__(self, task_id: str, config: dict[str, Any], observation_space: gym.Space,
-                 action_space: gym.Space, env_spec: gym.envs.registration.EnvSpec | None = None) -> None:
-        self.id = task_id
-        self.config = config_tuple(config)
-        self.observation_space = observation_space
-        self.action_space = action_space
-        self.env_spec = env_spec
-
-    @property
-    def gymnasium_observation_space(self) -> gym.Space:
-        """One env's observation space (EnvPool's name for the gymnasium flavour)."""
-        return self.observation_space
-
-    @property
-    def gymnasium_action_space(self) -> gym.Space:
-        """One env's action space (EnvPool's name for the gymnasium flavour)."""
-        return self.action_space
-
-    @property
-    def reward_threshold(self) -> float | None:
-        """The task's reward threshold, ``None`` when it has none."""
-        return self.config.reward_threshold  # type: ignore[attr-defined]
-
-    @property
-    def max_episode_steps(self) -> int | None:
-        """Steps after which an episode is truncated, ``None`` when unlimited."""
-        return self.config.max_episode_steps  # type: ignore[attr-defined]
-
-    def observation_spec(self) -> Any:
-        """Refused: dm_env specs need EnvPool's dm flavour, which vecenv does not offer."""
-        raise NotImplementedError("EnvSpec.observation_spec(): dm_env specs are not offered by "
-                                  "vecenv.envpool; use spec.observation_space")
-
-    def action_spec(self) -> Any:
-        """Refused: dm_env specs need EnvPool's dm flavour, which vecenv does not offer."""
-        raise NotImplementedError("EnvSpec.action_spec(): dm_env specs are not offered by "
-                                  "vecenv.envpool; use spec.action_space")
-
-    def __repr__(self) -> str:
-        return (f"EnvSpec({self.id!r}, observation_space={self.observation_space}, "
-                f"action_space={self.action_space}, config={self.config})")
 
 
 class EnvPool(gym.Env):
     """EnvPool's Python API on any gymnasium env; make one with :func:`vecenv.envpool.make`.
 
-    The vector env doing the work (any backend, autoreset ``next_step``, ``batch_size`` as
-    EnvPool's) is ``vector_env``; this layer adds what EnvPool's callers rely on: seeds fixed at
-    make (env ``i`` gets ``seed + i`` on its first reset), ``async_reset``, ``send`` without
-    ``env_id``, float actions cast to integer spaces, float32 rewards, ``reset(env_id)``.
-    ``observation_space`` / ``action_space`` are one env's spaces (as EnvPool's), also under
-    ``single_*``; every batch's first dimension is ``num_envs`` (sync) or ``batch_size`` (async).
-    Finished envs reset on their next step (EnvPool's auto-reset: that step's action is dropped
-    and it returns the reset observation with reward 0). Infos are EnvPool's shape: int32
-    ``env_id`` / ``elapsed_step`` and ``players``, no ``_key`` masks, and every key once
-    returned is in every later batch (zeros where no env set it).
+    ``vector_env`` (any backend, autoreset ``next_step``) does the work; this layer adds what
+    EnvPool's callers rely on (docs/envpool.md has the list): seeds fixed at make, EnvPool's
+    auto-reset, float actions cast to integer spaces, float32 rewards, EnvPool's infos.
 
     Example (EnvPool's async loop; only the import differs from EnvPool):
 
@@ -129,7 +61,7 @@ class EnvPool(gym.Env):
         self.render_mode = vector_env.render_mode
         #: what ``backend="auto"`` chose and why (``None`` for an explicit backend)
         self.layout = vector_env.layout
-        self._config = spec.config._asdict()  # type: ignore[attr-defined]
+        self._config = spec.config._asdict()
         self._all_env_ids = np.arange(n, dtype=np.int32)
         self._all = np.arange(n, dtype=np.int64)
         self._async = vector_env.batch_size < n
@@ -175,7 +107,7 @@ class EnvPool(gym.Env):
         """
         if isinstance(action, dict):
             action, env_id = self._split_dict(action, env_id)
-        self.vector_env.send(cast_actions(action, self._action_space), self._targets(env_id))
+        self.vector_env.send(_cast(action, self._action_space), self._targets(env_id))
 
     def recv(self, reset: bool = False, return_info: bool = True, *,
              timeout: float | None = None) -> Any:
@@ -187,9 +119,8 @@ class EnvPool(gym.Env):
         envs of the batch. ``timeout`` (seconds, keyword only) raises
         ``multiprocessing.TimeoutError`` and leaves the call pending.
         """
-        reset = check_flag("reset", reset)
-        return_info = check_flag("return_info", return_info)
-        timeout = check_timeout(timeout)
+        reset, return_info = _flag("reset", reset), _flag("return_info", return_info)
+        timeout = _timeout(timeout)
         if self._reset_pending:
             obs, infos = self.vector_env.reset_wait(timeout)
             self._reset_pending = False
@@ -235,8 +166,13 @@ class EnvPool(gym.Env):
         if mask is not None:
             if env_id is not None:
                 raise ValueError("reset: pass either env_id or options['reset_mask'], not both")
-            env_id = mask_ids(mask, len(self._all))
-        ids = self._all if env_id is None else env_ids_of(env_id, len(self._all))
+            mask = np.asarray(mask)
+            try:
+                check_reset_mask(mask, len(self._all))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"reset: {exc}") from None
+            env_id = np.flatnonzero(mask)
+        ids = self._all if env_id is None else _env_ids(env_id, len(self._all))
         self._send_reset(ids, options or None)
         return self.recv(reset=True, return_info=bool(self._config["gym_reset_return_info"]))
 
@@ -257,7 +193,7 @@ class EnvPool(gym.Env):
         if camera_id is not None:
             raise ValueError("render(camera_id=...): not supported; gymnasium envs fix their camera "
                              "when made (pass the env's own keyword to envpool.make)")
-        ids = [self._render_env_id] if env_ids is None else env_ids_of(env_ids, len(self._all)).tolist()
+        ids = [self._render_env_id] if env_ids is None else _env_ids(env_ids, len(self._all)).tolist()
         if self.render_mode == "human":
             if len(ids) != 1:
                 raise ValueError("render(): render_mode='human' renders one env at a time")
@@ -280,7 +216,7 @@ class EnvPool(gym.Env):
     def close(self, **kwargs: Any) -> None:
         """Close every env and worker (``timeout=``, ``terminate=`` as vecenv's); again: nothing."""
         if "timeout" in kwargs:
-            kwargs["timeout"] = check_timeout(kwargs["timeout"], "close")
+            kwargs["timeout"] = _timeout(kwargs["timeout"], "close")
         self.vector_env.close(**kwargs)
 
     def __repr__(self) -> str:
@@ -295,7 +231,7 @@ class EnvPool(gym.Env):
         if not self._async:
             if env_id is None:
                 return None
-            ids = env_ids_of(env_id, len(self._all))
+            ids = _env_ids(env_id, len(self._all))
             if np.array_equal(ids, self._all):  # every env in order: no reordering needed
                 return None
             if ids.size != len(self._all):
@@ -366,26 +302,19 @@ class EnvPool(gym.Env):
         """EnvPool's infos: the env's keys without gymnasium's ``_key`` masks, every key seen so
         far, and EnvPool's own keys (over any the env set), counting each env's steps since its
         reset (or taking the env's own count, ``env_elapsed``)."""
-        if ids is self._all:  # a full batch: whole arrays, no gathers
-            elapsed = self._elapsed + 1
-            elapsed[self._fresh | self._ended] = 0  # a reset, or the step after an episode ended
-            self._elapsed[...] = elapsed
-            self._fresh[...] = False
-            np.logical_or(terminated, truncated, out=self._ended)
-            env_id = self._all_env_ids.copy()
-        else:
-            elapsed = self._elapsed[ids] + 1
-            elapsed[self._fresh[ids] | self._ended[ids]] = 0
-            self._elapsed[ids] = elapsed
-            self._fresh[ids] = False
-            self._ended[ids] = terminated | truncated
-            env_id = ids.astype(np.int32)
+        rows = slice(None) if ids is self._all else ids  # a full batch: whole arrays, no gathers
+        elapsed = self._elapsed[rows] + 1
+        elapsed[self._fresh[rows] | self._ended[rows]] = 0  # a reset, or the step after an end
+        self._elapsed[rows] = elapsed
+        self._fresh[rows] = False
+        self._ended[rows] = terminated | truncated
+        env_id = ids.astype(np.int32)
         self._last_ids = ids
         infos = _without_masks(infos)
         own = infos.pop("elapsed_step", None)
         if self._env_elapsed and isinstance(own, np.ndarray) and own.shape == elapsed.shape:
             elapsed = own.astype(np.int32)
-        for key in _POOL_KEYS:
+        for key in ("env_id", "players", "elapsed_step"):  # the pool sets these itself
             infos.pop(key, None)
         infos = _every_key(infos, self._info_keys, len(ids))
         infos["env_id"] = env_id
@@ -394,22 +323,12 @@ class EnvPool(gym.Env):
         return infos
 
 
-#: the info keys the pool sets itself
-_POOL_KEYS = ("env_id", "players", "elapsed_step")
-
-
 def _info_rows(infos: dict[str, Any], rows: np.ndarray) -> dict[str, Any]:
     """The ``rows`` of gymnasium-style batched infos (arrays and nested dicts of arrays): a
     reset of some envs returns only theirs, as EnvPool's does."""
-    out: dict[str, Any] = {}
-    for key, value in infos.items():
-        if isinstance(value, dict):
-            out[key] = _info_rows(value, rows)
-        elif isinstance(value, np.ndarray):
-            out[key] = value[rows]
-        else:
-            out[key] = value
-    return out
+    return {key: _info_rows(value, rows) if isinstance(value, dict)
+            else value[rows] if isinstance(value, np.ndarray) else value
+            for key, value in infos.items()}
 
 
 def _without_masks(infos: dict[str, Any]) -> dict[str, Any]:
@@ -440,3 +359,55 @@ def _every_key(infos: dict[str, Any], seen: dict[str, Any], n: int) -> dict[str,
         else:
             infos[key] = np.zeros((n, *kind[1]), dtype=kind[0])
     return infos
+
+
+# ==================================================================== argument checks
+def _flag(name: str, value: Any) -> bool:
+    """A bool: ``recv(0.5)`` must not pass for ``recv(reset=0.5)``."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"recv({name}=...): expected a bool, got {value!r} ({type(value).__name__}); "
+                    "a timeout goes by keyword: recv(timeout=seconds)")
+
+
+def _timeout(timeout: Any, method: str = "recv") -> float | None:
+    """``None`` or a number of seconds >= 0; a bool is refused (``recv(False)`` is no timeout)."""
+    engine_check_timeout(timeout, method)
+    if timeout is None:
+        return None
+    if timeout != timeout or timeout < 0:
+        raise ValueError(f"timeout: expected a number of seconds >= 0, got {timeout!r}")
+    return float(timeout)
+
+
+def _env_ids(env_id: Any, n: int) -> np.ndarray:
+    """``env_id`` (an int, or a 1-D sequence of distinct ints below ``n``) as an int64 array."""
+    ids = np.asarray(env_id)
+    return check_env_ids(ids.reshape(1) if ids.ndim == 0 else ids, n, name="env_id")
+
+
+def _cast(actions: Any, space: spaces.Space) -> Any:
+    """Float or bool actions for an integer space, cast to its dtype as EnvPool does: truncated
+    toward zero (numpy's ``astype``); NaN, infinity and values the dtype cannot hold are refused."""
+    if not isinstance(space, _CAST) or isinstance(actions, dict):
+        return actions
+    dtype = np.dtype(space.dtype)
+    if dtype.kind not in "iu":
+        return actions
+    array = actions if isinstance(actions, np.ndarray) else np.asarray(actions)
+    if array.dtype.kind == "b":
+        return array.astype(dtype)
+    if array.dtype.kind != "f":
+        return actions
+    if array.size:
+        if not np.isfinite(array).all():
+            raise ValueError(f"actions: {space} needs finite values, got {array!r:.80}")
+        limits = np.iinfo(dtype)
+        low, high = array.min(), array.max()
+        if low <= limits.min - 1 or high >= limits.max + 1:
+            raise ValueError(f"actions: values {low}..{high} do not fit {space}'s dtype {dtype}")
+    return array.astype(dtype)
+
+
+#: spaces whose actions EnvPool casts to the space's dtype (its single-array action form)
+_CAST = (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Box)

@@ -1,8 +1,5 @@
-"""EnvPool's two return conventions (docs/envpool.md has the table): ``env_type="gymnasium"``
-(5-tuple steps, ``(obs, info)`` resets) and ``env_type="gym"`` (old gym's ``(obs, rew, done,
-info)`` with ``TimeLimit.truncated``, ``obs`` resets). Where the ``gym`` package is installed,
-``"gym"`` speaks it as EnvPool does: ``gym.spaces``, and gym 0.26's (gymnasium's) tuples from
-gym 0.26 on.
+"""EnvPool's two return conventions (docs/envpool.md has the table): ``env_type="gymnasium"`` and
+``env_type="gym"``, which speaks the ``gym`` package's spaces and API where it is installed.
 """
 
 from __future__ import annotations
@@ -57,14 +54,12 @@ class GymnasiumEnvPool(EnvPool):
 
     @classmethod
     def spaces(cls, observation_space: gymnasium.Space, action_space: gymnasium.Space) -> tuple[Any, Any]:
-        """The spaces the pool shows for these single-env spaces (copies: callers may edit them)."""
+        """One env's spaces as the pool shows them (copies: callers may edit them)."""
         return copy.deepcopy(observation_space), copy.deepcopy(action_space)
 
     def _to(self, obs: Any, rewards: np.ndarray, terminated: np.ndarray, truncated: np.ndarray,
             infos: dict[str, Any], reset: bool, return_info: bool) -> Any:
-        if reset:
-            return obs, infos
-        return obs, rewards, terminated, truncated, infos
+        return (obs, infos) if reset else (obs, rewards, terminated, truncated, infos)
 
 
 class GymEnvPool(GymnasiumEnvPool):
@@ -95,6 +90,4 @@ class GymEnvPool(GymnasiumEnvPool):
         if reset and not return_info:
             return obs
         infos["TimeLimit.truncated"] = truncated & ~terminated
-        if reset:
-            return obs, infos
-        return obs, rewards, terminated | truncated, infos
+        return (obs, infos) if reset else (obs, rewards, terminated | truncated, infos)
