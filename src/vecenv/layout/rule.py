@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vecenv.layout.load import contended
 from vecenv.system import gil_enabled, usable_cores
 from vecenv.transports.process import unavailable as processes_unavailable
 
@@ -31,6 +30,16 @@ WAKE_US = 100.0
 MESSAGE_US = 30.0
 #: backend_kwargs only the process backend takes
 _PROCESS_ONLY = {"context", "daemon", "spin_us", "yield_us", "start_timeout", "shared_memory", "mechanism"}
+#: other work of at least this many cores' worth makes the machine contended
+BUSY_CORES = 0.5
+
+
+def contended(cores: int, others: float | None) -> bool:
+    """Whether other work (``others`` cores' worth, from :func:`~vecenv.layout.others_busy`) takes
+    :data:`BUSY_CORES` or more, however many ``cores``: a layout spreads over every usable core,
+    so one shared core already stretches its crossings many times (docs/auto.md). An idle machine
+    reads 0.0–0.1, one CPU hog about 1.0; unknown (None) is not contended."""
+    return others is not None and cores > 0 and others >= BUSY_CORES
 
 
 # ==================================================================== what is measured
@@ -112,20 +121,13 @@ class Layout:
 
 
 # ==================================================================== the rule
-def decide(
-    probe: EnvProbe,
-    costs: MachineCosts,
-    num_envs: int,
-    cores: int,
-    *,
-    allowed: Sequence[str] = ("serial", "process", "inline"),
-    num_workers: int | None = None,
-    others: float | None = 0.0,
-) -> Layout:
+def decide(probe: EnvProbe, costs: MachineCosts, num_envs: int, cores: int, *,
+           allowed: Sequence[str] = ("serial", "process", "inline"), num_workers: int | None = None,
+           others: float | None = 0.0) -> Layout:
     """The fastest of the ``allowed`` layouts for ``num_envs`` copies of the probed env.
 
     ``num_workers`` fixes the groups of process and inline layouts; ``others`` is
-    :func:`vecenv.layout.load.others_busy` (see the package docstring for the contended rule).
+    :func:`vecenv.layout.others_busy` (docs/auto.md gives the contended rule).
 
     Examples:
         With made-up machine costs: a cheap step stays in the calling process, an expensive
@@ -148,21 +150,16 @@ def decide(
         >>> decide(EnvProbe(step_us=60.0), costs, num_envs=8, cores=4, others=3.0).backend
         'serial'
     """
-    n = num_envs
     busy = others if others is not None and contended(cores, others) else 0.0
-    predicted = _predict(probe, costs, n, cores, allowed, num_workers, busy)
+    predicted = _predict(probe, costs, num_envs, cores, allowed, num_workers, busy)
     if not predicted:
-        return fixed(allowed[0], n, num_workers, cores, "the only layout the arguments allow")
-    key = _pick(predicted, busy > 0)
-    kind, w = _shape(key)
-    reason = _reason(kind, w, probe, predicted, key, cores, busy)
-    return Layout(backend_of(kind), w, kind == "inline", reason, predicted)
+        return fixed(allowed[0], num_envs, num_workers, cores, "the only layout the arguments allow")
+    kind, w = _shape(_pick(predicted, busy > 0))
+    return fixed(kind, num_envs, w, cores, _reason(kind, w, probe, predicted, cores, busy), predicted)
 
 
-def _predict(
-    probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: Sequence[str],
-    num_workers: int | None, busy: float,
-) -> dict[str, float]:
+def _predict(probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: Sequence[str],
+             num_workers: int | None, busy: float) -> dict[str, float]:
     """Predicted µs per batched step of each candidate (``serial``, ``process×W``, ...)."""
     work = probe.step_us + costs.per_env_us
     # the busy programs keep their cores: this run shares what is left (at least a fair share)
@@ -225,20 +222,15 @@ def _pick(predicted: dict[str, float], busy: bool) -> str:
     raise AssertionError("unreachable: the fastest layout is within TIE of itself")
 
 
-def backend_of(kind: str) -> str:
-    """The backend that builds a layout kind (``inline`` is the process backend's)."""
-    return "process" if kind == "inline" else kind
-
-
-def fixed(kind: str, n: int, workers: int | None, cores: int, reason: str) -> Layout:
-    """The ``kind`` layout with ``workers`` groups (default: the cores, at most ``n``)."""
+def fixed(kind: str, n: int, workers: int | None, cores: int, reason: str,
+          predicted: Mapping[str, float] | None = None) -> Layout:
+    """The ``kind`` layout with ``workers`` groups (default: the cores, at most ``n``); ``inline``
+    is the process backend's."""
     w = 1 if kind == "serial" else max(1, min(n, workers or cores))
-    return Layout(backend_of(kind), w, kind == "inline", reason)
+    return Layout("process" if kind == "inline" else kind, w, kind == "inline", reason, predicted or {})
 
 
-def _reason(
-    kind: str, w: int, probe: EnvProbe, predicted: dict[str, float], key: str, cores: int, busy: float
-) -> str:
+def _reason(kind: str, w: int, probe: EnvProbe, predicted: dict[str, float], cores: int, busy: float) -> str:
     step = f"a step costs {probe.step_us:,.1f} µs"
     if probe.cpu_share < WAITING_SHARE:
         step += f" ({probe.cpu_share:.0%} of it on a CPU)"
@@ -287,4 +279,5 @@ def forced(num_envs: int, backend_kwargs: Mapping[str, Any]) -> Layout | None:
     if value not in choices:
         raise ValueError(f"{FORCE_VAR}={value!r}: expected one of {list(choices)} or 'auto'")
     workers = backend_kwargs.get("num_workers") or min(num_envs, usable_cores())
-    return Layout(backend_of(value), 1 if value == "serial" else workers, value == "inline", f"forced by {FORCE_VAR}")
+    backend = "process" if value == "inline" else value
+    return Layout(backend, 1 if value == "serial" else workers, value == "inline", f"forced by {FORCE_VAR}")
