@@ -101,6 +101,7 @@ class ThreadVectorEnv(VectorEnv, gym.vector.VectorEnv):
     For a free-threaded Python (3.13t, 3.14t) or steps that release the GIL (C/C++ simulators):
     no process boundary, no copies. With whole batches your thread steps one group while the
     helpers step theirs. Threads cannot be interrupted, so ``step_timeout`` is refused.
+    ``copy``, ``observation_mode`` and ``autoreset_mode`` are gymnasium's.
 
     Args:
         env_fns: one callable per env.
@@ -110,7 +111,6 @@ class ThreadVectorEnv(VectorEnv, gym.vector.VectorEnv):
             blocks); default one per thread, or one per env with async batches.
         batch_size: ``< num_envs`` for async batches (:meth:`send` / :meth:`recv`): then only
             helper threads step, and your thread computes while they do.
-        copy, observation_mode, autoreset_mode: as in gymnasium.
         spin_us: how long a waiting thread looks for work or a reply before it sleeps (default:
             100 on a free-threaded Python, 0 under the GIL).
     """
@@ -149,6 +149,7 @@ class ThreadVectorEnv(VectorEnv, gym.vector.VectorEnv):
 
 class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
     """Steps the envs in worker processes, several envs per worker, results in shared memory.
+    ``observation_mode`` and ``autoreset_mode`` are gymnasium's.
 
     Args:
         env_fns: one callable per env.
@@ -161,7 +162,6 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
             in shared memory).
         copy: ``False`` returns views into shared memory valid until the next step/recv.
         daemon: make the workers daemonic.
-        observation_mode, autoreset_mode: as in gymnasium.
         spin_us: most µs each side busy-spins before yielding (default: 50 when every process
             has its own core, else 0).
         yield_us: most µs each side then calls ``sched_yield()`` before it blocks (default 500);
@@ -318,6 +318,7 @@ class AsyncVectorEnv(ProcessVectorEnv, gym.vector.VectorEnv):
 class RayVectorEnv(VectorEnv, gym.vector.VectorEnv):
     """Env groups as Ray actors, across the cores of a Ray cluster. Ray is started locally when
     none is running (and shut down at :meth:`close`); ``address="auto"`` joins a cluster.
+    ``copy``, ``observation_mode`` and ``autoreset_mode`` are gymnasium's.
 
     Args:
         env_fns: one callable per env (sent to the actors with cloudpickle).
@@ -329,7 +330,6 @@ class RayVectorEnv(VectorEnv, gym.vector.VectorEnv):
             :class:`vecenv.errors.StepTimeoutError` says which did not; ``None`` waits (an
             autoscaling cluster).
         batch_size: ``< num_envs`` for async batches.
-        copy, observation_mode, autoreset_mode: as in gymnasium.
     """
 
     def __init__(

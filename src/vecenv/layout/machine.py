@@ -142,8 +142,10 @@ def _measure_trials(kind: str, n: int, steps: int = TRIAL_STEPS, warmup: int = 5
     return out
 
 
-def _unsteady(trials: list[float]) -> bool:
-    return max(trials) > TRIAL_SPREAD * min(trials) + TRIAL_SLACK_US
+def _spread(trials: list[float], label: str = "") -> list[str]:
+    """The trials' range in words when they disagree (the machine was not steady), else nothing."""
+    low, high = min(trials), max(trials)
+    return [f"{label}{low:.1f}–{high:.1f} µs"] if high > TRIAL_SPREAD * low + TRIAL_SLACK_US else []
 
 
 def _disturbance(cores: int, others: float | None, unsteady: list[str]) -> str:
@@ -163,8 +165,7 @@ def measure_machine(cores: int | None = None) -> MachineCosts:
 
     def figure(kind: str, n: int) -> float:
         trials = _measure_trials(kind, n)
-        if _unsteady(trials):
-            unsteady.append(f"{kind}×{n} {min(trials):.1f}–{max(trials):.1f} µs")
+        unsteady.extend(_spread(trials, f"{kind}×{n} "))
         return float(np.median(trials))
 
     t1, t8 = figure("serial", 1), figure("serial", 8)
@@ -277,8 +278,7 @@ def _verify(path: str, cores: int, cached: MachineCosts) -> MachineCosts:
     before = others_busy(CHECK_LOAD_S)
     trials = _measure_trials("process", 1, CHECK_STEPS, warmup=20)
     others = most(before, others_busy(CHECK_LOAD_S))
-    unsteady = [] if not _unsteady(trials) else [f"{min(trials):.1f}–{max(trials):.1f} µs"]
-    busy = _disturbance(cores, others, unsteady)
+    busy = _disturbance(cores, others, _spread(trials))
     if busy:
         return replace(cached, source="cache", note=f"not checked: the machine is busy now ({busy})")
     now_us = max(float(np.median(trials)) - cached.per_env_us, 0.0)
