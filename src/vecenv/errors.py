@@ -97,7 +97,8 @@ class EnvError(VecEnvError):
         super().__init__(self._text())
 
     def _fill(self, fields: _Fields, original: BaseException | None) -> None:
-        self.__dict__.update(zip(_FIELDS, fields, strict=True))
+        for name, value in zip(_FIELDS, fields, strict=True):
+            setattr(self, name, value)
         self.original = original
 
     def _fields(self) -> _Fields:

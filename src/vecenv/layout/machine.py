@@ -407,20 +407,15 @@ def env_key(env_fn: Callable[[], Any]) -> str | None:
         fn = fn.func
     name = getattr(fn, "__qualname__", None)
     module = getattr(fn, "__module__", None)
-    if not name or not module or "<" in name:
-        return None
-    for part in parts:
-        if " at 0x" in part and "<" in part:  # a lambda or local object among the arguments
-            return None
+    if not name or not module or "<" in name or any(" at 0x" in p and "<" in p for p in parts):
+        return None  # a lambda or a local function, or one among the arguments
     return f"{module}.{name}{''.join(parts)}"
 
 
 def cached_probe(env_fn: Callable[[], gym.Env]) -> EnvProbe:
     """The probe :func:`keep_probe` remembered for what ``env_fn`` builds, else a new one."""
     key = env_key(env_fn)
-    if key is not None and key in _PROBES:
-        return _PROBES[key]
-    return probe_env(env_fn)
+    return _PROBES[key] if key in _PROBES else probe_env(env_fn)
 
 
 def keep_probe(env_fn: Callable[[], gym.Env], probe: EnvProbe) -> None:

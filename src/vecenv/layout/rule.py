@@ -165,10 +165,9 @@ def _predict(probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: 
     # the busy programs keep their cores: this run shares what is left (at least a fair share)
     left = max(cores - busy, cores / (1.0 + busy)) if busy else math.inf
 
-    def share(processes: int) -> float:  # of a core, for each of this run's busy processes
-        if not busy:
-            return 1.0
-        # a sync step waits whenever one of them falls behind
+    # the share of a core each of this run's busy processes gets (1 on an idle machine, where
+    # left is unbounded); a sync step waits whenever one of them falls behind
+    def share(processes: int) -> float:
         return min(1.0, left / max(1.0, processes * probe.cpu_share))
 
     if num_workers is not None:
@@ -182,9 +181,7 @@ def _predict(probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: 
     if "serial" in allowed and (num_workers in (None, 1)):
         predicted["serial"] = (costs.fixed_us + n * work) / share(1)
     if "thread" in allowed and costs.thread_us is not None:
-        for t in widths:
-            if t < 2:
-                continue  # one thread is the serial layout with a hand-off
+        for t in [t for t in widths if t > 1]:  # one thread is the serial layout with a hand-off
             # beside busy programs threads share what is left too; none waits for a slower one
             predicted[f"thread×{t}"] = costs.crossing("thread", t) + n * work / min(float(t), left)
     for kind in ("process", "inline"):
