@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from vecenv.infos.codec import OWN, STACK, batched_as, column_values, info_type, plain
+from vecenv.infos.codec import OBJECT, OWN, STACK, batched_as, column_values, info_type, plain
 
 
 class InfoEntry(NamedTuple):
@@ -113,22 +113,18 @@ NO_REPLY = StepReply(())
 
 
 def add_info(infos: dict[str, Any], info: dict[str, Any], row: int, n: int) -> dict[str, Any]:
-    """Merge one env's ``info`` into the batched ``infos`` (``n`` rows) at ``row``; returns ``infos``."""
+    """Merge one env's ``info`` into the batched ``infos`` (``n`` rows) at ``row``; returns
+    ``infos``. ``final_obs`` is always an object array, so each env's last observation stays
+    unbatched."""
     for key, value in info.items():
-        if key == "final_obs":
-            array = infos.get(key)
-            if array is None:
-                array = np.full(n, None, dtype=object)
-            array[row] = value
-        elif isinstance(value, dict):
+        if isinstance(value, dict) and key != "final_obs":
             array = add_info(infos.get(key, {}), value, row, n)
         else:
             array = infos.get(key)
             if array is None:
-                kind = type(value)
-                form = batched_as(kind)
+                form = OBJECT if key == "final_obs" else batched_as(type(value))
                 if form == OWN:
-                    array = np.zeros(n, dtype=kind)
+                    array = np.zeros(n, dtype=type(value))
                 elif form == STACK:
                     array = np.zeros((n, *value.shape), dtype=value.dtype)
                 else:
