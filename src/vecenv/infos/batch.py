@@ -117,9 +117,7 @@ def add_info(infos: dict[str, Any], info: dict[str, Any], row: int, n: int) -> d
     ``infos``. ``final_obs`` is always an object array, so each env's last observation stays
     unbatched."""
     for key, value in info.items():
-        if isinstance(value, dict) and key != "final_obs":
-            array = add_info(infos.get(key, {}), value, row, n)
-        else:
+        if not isinstance(value, dict) or key == "final_obs":
             array = infos.get(key)
             if array is None:
                 form = OBJECT if key == "final_obs" else batched_as(type(value))
@@ -130,6 +128,8 @@ def add_info(infos: dict[str, Any], info: dict[str, Any], row: int, n: int) -> d
                 else:
                     array = np.full(n, None, dtype=object)
             array[row] = value
+        else:
+            array = add_info(infos.get(key, {}), value, row, n)
         mask = infos.get(f"_{key}")
         if mask is None:
             mask = np.zeros(n, dtype=np.bool_)
