@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from vecenv.infos.codec import OBJECT, OWN, STACK, batched_as, column_values, info_type, plain
+from vecenv.infos.codec import OBJECT, OWN, STACK, info_type, plain
 
 
 class InfoEntry(NamedTuple):
@@ -83,7 +83,7 @@ class InfoColumns(Sequence):
         if plain(self.types):
             rows = records.tolist()  # one tuple of Python values per env
         else:
-            rows = zip(*[column_values(records[key], kind) for key, kind in zip(keys, self.types, strict=True)],
+            rows = zip(*[info_type(kind).values(records[key]) for key, kind in zip(keys, self.types, strict=True)],
                        strict=True)
         return [dict(zip(keys, row, strict=True)) for row in rows]
 
@@ -120,7 +120,7 @@ def add_info(infos: dict[str, Any], info: dict[str, Any], row: int, n: int) -> d
         if not isinstance(value, dict) or key == "final_obs":
             array = infos.get(key)
             if array is None:
-                form = OBJECT if key == "final_obs" else batched_as(type(value))
+                form = OBJECT if key == "final_obs" else info_type(type(value)).batch
                 if form == OWN:
                     array = np.zeros(n, dtype=type(value))
                 elif form == STACK:
@@ -167,7 +167,7 @@ def _alike(entries: list[InfoEntry], n: int) -> dict[str, Any] | None:
     keys = tuple(first)
     types = tuple(map(type, first.values()))
     for kind in types:
-        if batched_as(kind) != OWN:
+        if info_type(kind).batch != OWN:
             return None
     rows = _value_rows(entries, keys, types)
     if rows is None:
