@@ -43,30 +43,25 @@ def _uid() -> int | None:
     return os.getuid() if _POSIX else None
 
 
-def _problem(st: os.stat_result) -> str | None:
-    """What makes ``st`` (from ``lstat``) unfit as a private directory, or None."""
-    uid = _uid()
-    if stat.S_ISLNK(st.st_mode):
-        return "it is a symbolic link"
-    if not stat.S_ISDIR(st.st_mode):
-        return "it is not a directory"
-    if uid is not None and st.st_uid != uid:
-        return f"it belongs to uid {st.st_uid}, not to this user (uid {uid})"
-    if _POSIX and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"other users can write to it (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
-
-
 def private_dir(path: str, purpose: str) -> str | None:
     """``path`` when it is (or has just been made, mode 0700) a directory only this user can
     write to; else None, with a warning naming ``purpose`` and the problem (none when the
     directory cannot be created)."""
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
-        problem = _problem(os.lstat(path))
+        st = os.lstat(path)
     except OSError:
         return None
-    if problem is None:
+    uid = _uid()
+    if stat.S_ISLNK(st.st_mode):
+        problem = "it is a symbolic link"
+    elif not stat.S_ISDIR(st.st_mode):
+        problem = "it is not a directory"
+    elif uid is not None and st.st_uid != uid:
+        problem = f"it belongs to uid {st.st_uid}, not to this user (uid {uid})"
+    elif _POSIX and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        problem = f"other users can write to it (mode {stat.S_IMODE(st.st_mode):o})"
+    else:
         return path
     with _lock:
         first = (path, problem) not in _warned

@@ -28,6 +28,8 @@ CONTENDED_MARGIN = 0.2
 WAKE_US = 100.0
 #: µs one worker's reply costs when it travels as a message (a frame written, read and its wake-up)
 MESSAGE_US = 30.0
+#: the layouts from simplest to least simple: the first within TIE of the fastest wins
+_ORDER = ("serial", "thread", "process", "inline")
 #: backend_kwargs only the process backend takes
 _PROCESS_ONLY = {"context", "daemon", "spin_us", "yield_us", "start_timeout", "shared_memory", "mechanism"}
 #: other work of at least this many cores' worth makes the machine contended
@@ -154,7 +156,15 @@ def decide(probe: EnvProbe, costs: MachineCosts, num_envs: int, cores: int, *,
     predicted = _predict(probe, costs, num_envs, cores, allowed, num_workers, busy)
     if not predicted:
         return fixed(allowed[0], num_envs, num_workers, cores, "the only layout the arguments allow")
-    kind, w = _shape(_pick(predicted, busy > 0))
+    # the simplest layout within TIE of the fastest; on a busy machine, serial unless one with
+    # workers beats it by CONTENDED_MARGIN
+    best, serial = min(predicted.values()), predicted.get("serial")
+    if busy and serial is not None and best * (1 + CONTENDED_MARGIN) > serial:
+        kind, w = "serial", 1
+    else:
+        key = min((k for k in predicted if predicted[k] <= best * (1 + TIE)),
+                  key=lambda k: (_ORDER.index(_shape(k)[0]), predicted[k]))
+        kind, w = _shape(key)
     return fixed(kind, num_envs, w, cores, _reason(kind, w, probe, predicted, cores, busy), predicted)
 
 
@@ -203,20 +213,6 @@ def _shape(key: str) -> tuple[str, int]:
     """``("process", 4)`` for ``"process×4"``; ``("serial", 1)`` for ``"serial"``."""
     kind, _, w = key.partition("×")
     return kind, int(w or 1)
-
-
-def _pick(predicted: dict[str, float], busy: bool) -> str:
-    """The simplest layout within :data:`TIE` of the fastest; on a busy machine, serial unless
-    one with workers beats it by :data:`CONTENDED_MARGIN`."""
-    best = min(predicted.values())
-    serial = predicted.get("serial")
-    if busy and serial is not None and best * (1 + CONTENDED_MARGIN) > serial:
-        return "serial"
-    for kind in ("serial", "thread", "process", "inline"):
-        near = [k for k, t in predicted.items() if _shape(k)[0] == kind and t <= best * (1 + TIE)]
-        if near:
-            return min(near, key=predicted.__getitem__)
-    raise AssertionError("unreachable: the fastest layout is within TIE of itself")
 
 
 def fixed(kind: str, n: int, workers: int | None, cores: int, reason: str,
