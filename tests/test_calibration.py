@@ -13,7 +13,7 @@ import pytest
 from helpers import needs_processes
 from vecenv import layout as L
 from vecenv.cli import main
-from vecenv.layout import EnvProbe, MachineCosts, choose, describe_costs, load
+from vecenv.layout import EnvProbe, MachineCosts, choose, contended, describe_costs
 from vecenv.layout import machine as M
 
 DAY = 86400.0
@@ -29,10 +29,10 @@ def _loadavg(monkeypatch, texts, cores=(2, 2)):
         now[0] += 0.001
         return now[0]
 
-    monkeypatch.setattr(load, "_read_loadavg", lambda: next(feed))
-    monkeypatch.setattr(load, "_clock", clock)
-    monkeypatch.setattr(load, "_sleep", lambda s: None)
-    monkeypatch.setattr(load, "_cores", lambda: cores)
+    monkeypatch.setattr(M, "_read_loadavg", lambda: next(feed))
+    monkeypatch.setattr(M, "_clock", clock)
+    monkeypatch.setattr(M, "_sleep", lambda s: None)
+    monkeypatch.setattr(M, "_cores", lambda: cores)
 
 
 def _text(running: int) -> str:
@@ -41,43 +41,43 @@ def _text(running: int) -> str:
 
 def test_others_busy_averages_the_runnable_tasks_but_the_reader(monkeypatch):
     _loadavg(monkeypatch, [_text(1)] * 100)
-    assert load.others_busy(0.01) == 0.0  # only the reader runs
+    assert M.others_busy(0.01) == 0.0  # only the reader runs
     _loadavg(monkeypatch, [_text(2)] * 100)
-    assert load.others_busy(0.01) == 1.0  # one hog
+    assert M.others_busy(0.01) == 1.0  # one hog
     _loadavg(monkeypatch, [_text(r) for r in (1, 3, 1, 3)] * 25)
-    assert load.others_busy(0.01) == pytest.approx(1.0)  # two hogs half the time
+    assert M.others_busy(0.01) == pytest.approx(1.0)  # two hogs half the time
     _loadavg(monkeypatch, [_text(0)] * 100)
-    assert load.others_busy(0.01) == 0.0
+    assert M.others_busy(0.01) == 0.0
 
 
 def test_others_busy_reads_about_every_sample_over_its_duration(monkeypatch):
     _loadavg(monkeypatch, [_text(2)] * 1000)
     reads = []
-    read = load._read_loadavg
-    monkeypatch.setattr(load, "_read_loadavg", lambda: reads.append(1) or read())
-    load.others_busy(0.02)
+    read = M._read_loadavg
+    monkeypatch.setattr(M, "_read_loadavg", lambda: reads.append(1) or read())
+    M.others_busy(0.02)
     assert 15 <= len(reads) <= 25  # the fake clock moves 1 ms a reading
 
 
 def test_others_busy_scales_a_machine_wide_count_to_this_process_cores(monkeypatch):
     _loadavg(monkeypatch, [_text(9)] * 100, cores=(2, 16))
-    assert load.others_busy(0.01) == pytest.approx(8 * 2 / 16)
+    assert M.others_busy(0.01) == pytest.approx(8 * 2 / 16)
 
 
 @pytest.mark.parametrize("text", ["", "garbage", "0.1 0.2 0.3 x/91 6204"])
 def test_others_busy_is_none_without_a_readable_loadavg(monkeypatch, text):
     _loadavg(monkeypatch, [text] * 10)
-    assert load.others_busy(0.01) is None
+    assert M.others_busy(0.01) is None
 
     def missing():
-        raise FileNotFoundError(load.LOADAVG)
+        raise FileNotFoundError(M.LOADAVG)
 
-    monkeypatch.setattr(load, "_read_loadavg", missing)
-    assert load.others_busy(0.01) is None
+    monkeypatch.setattr(M, "_read_loadavg", missing)
+    assert M.others_busy(0.01) is None
 
 
 def test_others_busy_reads_this_machine():
-    got = load.others_busy(0.005)
+    got = M.others_busy(0.005)
     assert got is None or got >= 0.0
 
 
@@ -85,8 +85,8 @@ def test_others_busy_reads_this_machine():
     ("others", "expected"), [(None, False), (0.0, False), (0.3, False), (0.5, True), (1.0, True)]
 )
 def test_contended_from_half_a_core(others, expected):
-    assert load.contended(2, others) is expected
-    assert load.contended(64, others) is expected
+    assert contended(2, others) is expected
+    assert contended(64, others) is expected
 
 
 # ==================================================================== what is saved, and the check
@@ -112,7 +112,7 @@ class Rig:
         monkeypatch.setattr(M, "_measure_trials", self.trials)
         monkeypatch.setattr(M, "gil_enabled", lambda: True)  # no thread figures (test_free_threading's)
         monkeypatch.setattr(M, "_monotonic", lambda: self.now)
-        monkeypatch.setattr(load, "others_busy", self.busy)
+        monkeypatch.setattr(M, "others_busy", self.busy)
 
     def trials(self, kind, n, steps=M.TRIAL_STEPS, warmup=50):
         self.calls.append((kind, n, steps))

@@ -133,20 +133,20 @@ class _CountingEnv(gym.Env):
 
 @needs_processes
 def test_the_probe_builds_one_copy_once_per_env_once_kept(monkeypatch):
-    monkeypatch.setattr(L.probe, "_PROBES", {})
+    monkeypatch.setattr(L.machine, "_PROBES", {})
     _CountingEnv.built = 0
-    probe = L.probe.cached_probe(_CountingEnv)
+    probe = L.machine.cached_probe(_CountingEnv)
     assert _CountingEnv.built == 1 and probe.step_us > 0 and probe.obs_bytes == 12
     assert 0 < probe.cpu_share <= 1 and probe.pickle_us == 0
-    assert L.probe.cached_probe(_CountingEnv) is not probe and _CountingEnv.built == 2
-    L.probe.keep_probe(_CountingEnv, probe)
-    assert L.probe.cached_probe(_CountingEnv) is probe and _CountingEnv.built == 2
+    assert L.machine.cached_probe(_CountingEnv) is not probe and _CountingEnv.built == 2
+    L.machine.keep_probe(_CountingEnv, probe)
+    assert L.machine.cached_probe(_CountingEnv) is probe and _CountingEnv.built == 2
 
 
 @needs_processes
 @pytest.mark.parametrize("others, kept", [(0.0, True), (1.0, False)])
 def test_choose_keeps_only_a_probe_taken_on_a_quiet_machine(monkeypatch, others, kept):
-    monkeypatch.setattr(L.probe, "_PROBES", {})
+    monkeypatch.setattr(L.machine, "_PROBES", {})
     monkeypatch.setattr(L, "usable_cores", lambda: 2)
     monkeypatch.setattr(L, "machine_costs", lambda refresh=False: TWO_CORES)
     monkeypatch.setattr(L, "others_busy", lambda duration_s=0.02: others)
@@ -154,14 +154,14 @@ def test_choose_keeps_only_a_probe_taken_on_a_quiet_machine(monkeypatch, others,
     slow = EnvProbe(step_us=80.0)  # what a probe beside a busy core measures
     monkeypatch.setattr(L, "cached_probe", lambda fn: slow)
     choose([_CountingEnv] * 4, {})
-    assert (L.probe._PROBES.get(L.probe.env_key(_CountingEnv)) is slow) is kept
+    assert (L.machine._PROBES.get(L.machine.env_key(_CountingEnv)) is slow) is kept
 
 
 def test_env_keys_name_importable_factories_only():
-    assert L.probe.env_key(_CountingEnv) == f"{__name__}._CountingEnv"
-    assert L.probe.env_key(partial(gym.make, "CartPole-v1")) == "gymnasium.envs.registration.make(('CartPole-v1',), [])"
-    assert L.probe.env_key(lambda: _CountingEnv()) is None
-    assert L.probe.env_key(partial(gym.make, lambda: None)) is None
+    assert L.machine.env_key(_CountingEnv) == f"{__name__}._CountingEnv"
+    assert L.machine.env_key(partial(gym.make, "CartPole-v1")) == "gymnasium.envs.registration.make(('CartPole-v1',), [])"
+    assert L.machine.env_key(lambda: _CountingEnv()) is None
+    assert L.machine.env_key(partial(gym.make, lambda: None)) is None
 
 
 def test_machine_costs_are_cached_on_disk_and_expire(tmp_path, monkeypatch):
@@ -246,7 +246,7 @@ def _broken_env() -> gym.Env:
 @needs_processes
 @pytest.mark.timeout(60)
 def test_an_env_that_fails_to_build_is_reported_by_the_backend_as_the_envs_error(monkeypatch):
-    monkeypatch.setattr(L.probe, "_PROBES", {})
+    monkeypatch.setattr(L.machine, "_PROBES", {})
     got = choose([_broken_env] * 4, {})
     assert got.backend == "process" and "could not be probed here (OSError: no simulator" in got.reason
     with pytest.raises(OSError, match="^no simulator licence") as caught:

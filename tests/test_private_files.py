@@ -18,8 +18,8 @@ import warnings
 import pytest
 
 import vecenv
-from vecenv import private_files, runs, system
-from vecenv.private_files import UnsafePathWarning
+from vecenv import runs, system
+from vecenv.runs import UnsafePathWarning
 
 POSIX = os.name == "posix"
 needs_posix = pytest.mark.skipif(not POSIX, reason="needs POSIX uids, modes, symlinks and FIFOs")
@@ -30,7 +30,7 @@ def registry(tmp_path, monkeypatch):
     """A fresh registry directory (not yet created) and no warnings remembered."""
     path = tmp_path / "runs"
     monkeypatch.setenv("VECENV_RUNS_DIR", str(path))
-    monkeypatch.setattr(private_files, "_warned", set())
+    monkeypatch.setattr(runs, "_warned", set())
     return path
 
 
@@ -127,7 +127,7 @@ def test_a_directory_of_another_user_or_a_link_is_refused(registry, tmp_path, mo
         assert runs.other_runs() == 0
     registry.unlink()
     registry.mkdir(mode=0o700)
-    monkeypatch.setattr(private_files, "_uid", lambda: os.getuid() + 1)  # as if another's
+    monkeypatch.setattr(runs, "_uid", lambda: os.getuid() + 1)  # as if another's
     with pytest.warns(UnsafePathWarning, match="belongs to uid"):
         runs.opened()
     runs.closed()
@@ -147,7 +147,7 @@ def test_the_calibration_cache_ignores_planted_and_foreign_files(tmp_path, monke
     from vecenv.layout import machine
     from vecenv.layout.rule import MachineCosts
 
-    monkeypatch.setattr(private_files, "_warned", set())
+    monkeypatch.setattr(runs, "_warned", set())
     cache = tmp_path / "cache"
     monkeypatch.setenv("VECENV_CACHE_DIR", str(cache))
     costs = MachineCosts(20.0, 3.0, (80.0, 8.0), (37.0, 8.0), 2, measured_at=time.time())

@@ -1,8 +1,5 @@
-"""The vector env classes users build, one per transport, all sharing the engine.
-
-Every class takes the failure policy's keywords (``on_error``, ``max_restarts``,
-``restart_window``, ``step_timeout``; see :class:`vecenv.FailurePolicy`) and passes them to the
-engine, which validates them once.
+"""The vector env classes users build, one per transport, all sharing the engine. Each takes the
+failure policy's keywords (:class:`vecenv.FailurePolicy`), which the engine validates once.
 """
 
 from __future__ import annotations
@@ -104,6 +101,7 @@ class ThreadVectorEnv(VectorEnv, gym.vector.VectorEnv):
     For a free-threaded Python (3.13t, 3.14t) or steps that release the GIL (C/C++ simulators):
     no process boundary, no copies. With whole batches your thread steps one group while the
     helpers step theirs. Threads cannot be interrupted, so ``step_timeout`` is refused.
+    ``copy``, ``observation_mode`` and ``autoreset_mode`` are gymnasium's.
 
     Args:
         env_fns: one callable per env.
@@ -113,9 +111,6 @@ class ThreadVectorEnv(VectorEnv, gym.vector.VectorEnv):
             blocks); default one per thread, or one per env with async batches.
         batch_size: ``< num_envs`` for async batches (:meth:`send` / :meth:`recv`): then only
             helper threads step, and your thread computes while they do.
-        copy: as in gymnasium.
-        observation_mode: as in gymnasium.
-        autoreset_mode: as in gymnasium.
         spin_us: how long a waiting thread looks for work or a reply before it sleeps (default:
             100 on a free-threaded Python, 0 under the GIL).
     """
@@ -154,6 +149,7 @@ class ThreadVectorEnv(VectorEnv, gym.vector.VectorEnv):
 
 class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
     """Steps the envs in worker processes, several envs per worker, results in shared memory.
+    ``observation_mode`` and ``autoreset_mode`` are gymnasium's.
 
     Args:
         env_fns: one callable per env.
@@ -166,8 +162,6 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
             in shared memory).
         copy: ``False`` returns views into shared memory valid until the next step/recv.
         daemon: make the workers daemonic.
-        observation_mode: as in gymnasium.
-        autoreset_mode: as in gymnasium.
         spin_us: most µs each side busy-spins before yielding (default: 50 when every process
             has its own core, else 0).
         yield_us: most µs each side then calls ``sched_yield()`` before it blocks (default 500);
@@ -285,7 +279,19 @@ class AsyncVectorEnv(ProcessVectorEnv, gym.vector.VectorEnv):
         num_workers: int | None = None,
         **options: Any,
     ) -> None:
-        workers = _concurrency_workers(max_concurrency, num_workers, _count(env_fns))
+        workers = num_workers or _count(env_fns)  # one worker process per env unless given
+        if max_concurrency is not None:  # checked with gymnasium's messages
+            if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, (int, np.integer)):
+                raise ValueError(f"`max_concurrency` must be an integer or None, got {type(max_concurrency)}.")
+            if max_concurrency < 1:
+                raise ValueError(f"`max_concurrency` must be a positive or None, got {max_concurrency}.")
+            if num_workers is not None and num_workers > max_concurrency:
+                raise ValueError(
+                    f"max_concurrency={max_concurrency} with num_workers={num_workers}: each worker process "
+                    "steps its envs one after another, so vecenv bounds the envs stepping at once by running "
+                    "at most max_concurrency workers; pass num_workers <= max_concurrency, or only one of them"
+                )
+            workers = min(workers, int(max_concurrency))
         if worker is not None:
             raise NotImplementedError(
                 "AsyncVectorEnv(worker=...): custom worker functions are not supported; vecenv runs "
@@ -303,35 +309,16 @@ class AsyncVectorEnv(ProcessVectorEnv, gym.vector.VectorEnv):
         """Close, warning as gymnasium does when a call is still pending (its results are dropped)."""
         flight = getattr(self, "_flight", None)
         state = CallState.DEFAULT if flight is None else flight.state
-        if state in _PENDING and self.batch_size == self.num_envs:
+        if state in (CallState.WAITING_RESET, CallState.WAITING_STEP, CallState.WAITING_CALL) and \
+                self.batch_size == self.num_envs:
             logger.warn(f"Calling `close` while waiting for a pending call to `{state.value}` to complete.")
         super().close_extras(timeout=timeout, terminate=terminate, **kwargs)
-
-
-_PENDING = (CallState.WAITING_RESET, CallState.WAITING_STEP, CallState.WAITING_CALL)
-
-
-def _concurrency_workers(max_concurrency: Any, num_workers: int | None, num_envs: int) -> int:
-    """Worker processes for AsyncVectorEnv: one per env (or ``num_workers``), at most
-    ``max_concurrency`` (checked with gymnasium's messages)."""
-    if max_concurrency is None:
-        return num_workers or num_envs
-    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, (int, np.integer)):
-        raise ValueError(f"`max_concurrency` must be an integer or None, got {type(max_concurrency)}.")
-    if max_concurrency < 1:
-        raise ValueError(f"`max_concurrency` must be a positive or None, got {max_concurrency}.")
-    if num_workers is not None and num_workers > max_concurrency:
-        raise ValueError(
-            f"max_concurrency={max_concurrency} with num_workers={num_workers}: each worker process "
-            "steps its envs one after another, so vecenv bounds the envs stepping at once by running "
-            "at most max_concurrency workers; pass num_workers <= max_concurrency, or only one of them"
-        )
-    return min(num_workers or num_envs, int(max_concurrency))
 
 
 class RayVectorEnv(VectorEnv, gym.vector.VectorEnv):
     """Env groups as Ray actors, across the cores of a Ray cluster. Ray is started locally when
     none is running (and shut down at :meth:`close`); ``address="auto"`` joins a cluster.
+    ``copy``, ``observation_mode`` and ``autoreset_mode`` are gymnasium's.
 
     Args:
         env_fns: one callable per env (sent to the actors with cloudpickle).
@@ -343,9 +330,6 @@ class RayVectorEnv(VectorEnv, gym.vector.VectorEnv):
             :class:`vecenv.errors.StepTimeoutError` says which did not; ``None`` waits (an
             autoscaling cluster).
         batch_size: ``< num_envs`` for async batches.
-        copy: as in gymnasium.
-        observation_mode: as in gymnasium.
-        autoreset_mode: as in gymnasium.
     """
 
     def __init__(

@@ -6,6 +6,7 @@ own input are ``ValueError`` / ``TypeError`` subclasses raised before anything r
 
 from __future__ import annotations
 
+import signal
 import traceback
 import weakref
 from typing import Any
@@ -35,7 +36,8 @@ __all__ = [
     "typed_error_class",
 ]
 
-#: an EnvError's fields: env_index, worker, method, exc_type, exc_message, remote_traceback
+#: an EnvError's fields, in its constructor's order
+_FIELDS = ("env_index", "worker", "method", "exc_type", "exc_message", "remote_traceback")
 _Fields = tuple[int, int, str, str, str, str]
 
 
@@ -80,26 +82,27 @@ class EnvError(VecEnvError):
             (it is also chained as ``__cause__``).
     """
 
+    env_index: int
+    worker: int
+    method: str
+    exc_type: str
+    exc_message: str
+    remote_traceback: str
+    #: lines added to the message after the fact (see :func:`add_detail`)
+    details: tuple[str, ...] = ()
+
     def __init__(self, env_index: int, worker: int, method: str, exc_type: str, exc_message: str,
                  remote_traceback: str, original: BaseException | None = None) -> None:
-        self._fill(env_index, worker, method, exc_type, exc_message, remote_traceback, original)
+        self._fill((env_index, worker, method, exc_type, exc_message, remote_traceback), original)
         super().__init__(self._text())
 
-    def _fill(self, env_index: int, worker: int, method: str, exc_type: str, exc_message: str,
-              remote_traceback: str, original: BaseException | None) -> None:
-        self.env_index = env_index
-        self.worker = worker
-        self.method = method
-        self.exc_type = exc_type
-        self.exc_message = exc_message
-        self.remote_traceback = remote_traceback
+    def _fill(self, fields: _Fields, original: BaseException | None) -> None:
+        for name, value in zip(_FIELDS, fields, strict=True):
+            setattr(self, name, value)
         self.original = original
 
     def _fields(self) -> _Fields:
-        return (self.env_index, self.worker, self.method, self.exc_type, self.exc_message, self.remote_traceback)
-
-    #: lines added to the message after the fact (see :func:`add_detail`)
-    details: tuple[str, ...] = ()
+        return tuple(getattr(self, name) for name in _FIELDS)  # type: ignore[return-value]
 
     def _text(self) -> str:
         return "\n".join((
@@ -118,35 +121,34 @@ class EnvError(VecEnvError):
         """Wrap ``exc``, raised by env ``env_index`` in ``method``, keeping its type when it can."""
         kind = type(exc)
         name = f"{kind.__module__}.{kind.__qualname__}".removeprefix("builtins.")
-        fields = (env_index, worker, method, name, str(exc), format_traceback(exc))
+        fields = (env_index, worker, method, name, str(exc), _traceback_text(exc))
         return _typed(kind, exc.args, _state(exc), fields, exc)
 
     def without_original(self) -> EnvError:
         """A copy without the original object (for an original that cannot be pickled)."""
         kind = getattr(self, "_kind", None)
-        if kind is None:
-            copy = EnvError(*self._fields())
-            copy.args = self.args
-            return copy
-        return _typed(kind, self.args, {"details": self.details}, self._fields(), None)
+        if kind is not None:
+            return _typed(kind, self.args, {"details": self.details}, self._fields(), None)
+        copy = EnvError(*self._fields())
+        copy.args = self.args
+        return copy
 
     def __reduce__(self):  # the fields always arrive; the original class when it can be rebuilt
         kind = getattr(self, "_kind", None)
         payload = None
-        if kind is not None:
-            state = _state(self)
-            bare = {"details": self.details}
-            for parts in ((kind, self.args, state, self.original), (kind, self.args, bare, None), (kind, (), bare, None)):
-                try:
-                    payload = cloudpickle.dumps(parts)
-                    break
-                except Exception:  # noqa: PERF203 - only while pickling an error
-                    continue
+        bare = {"details": self.details}
+        for parts in ((kind, self.args, _state(self), self.original), (kind, self.args, bare, None),
+                      (kind, (), bare, None)) if kind is not None else ():
+            try:
+                payload = cloudpickle.dumps(parts)
+                break
+            except Exception:  # noqa: PERF203 - only while pickling an error
+                continue
         return (_rebuild, (self._fields(), payload, self.original if kind is None else None, self.args))
 
 
 #: EnvError's own attributes (never copied from or to the original's)
-_OWN = frozenset(("env_index", "worker", "method", "exc_type", "exc_message", "remote_traceback", "original", "_kind"))
+_OWN = frozenset((*_FIELDS, "original", "_kind"))
 #: original class -> its EnvError subclass (or EnvError when it cannot have one)
 _TYPED: weakref.WeakKeyDictionary[type, type[EnvError]] = weakref.WeakKeyDictionary()
 
@@ -176,11 +178,6 @@ def typed_error_class(kind: type[BaseException]) -> type[EnvError]:
     return cls
 
 
-def _builtin_init(kind: type) -> bool:
-    owner = next(k for k in kind.__mro__ if "__init__" in k.__dict__)
-    return owner.__module__ == "builtins"
-
-
 def _state(exc: BaseException) -> dict:
     return {k: v for k, v in getattr(exc, "__dict__", {}).items() if k not in _OWN}
 
@@ -190,10 +187,11 @@ def _typed(kind: type, args: tuple, state: dict, fields: _Fields, original: Base
     if cls is not EnvError:
         try:
             err: Any = kind.__new__(cls, *args)  # the original class decides the memory layout
-            if _builtin_init(kind):  # fills C-level fields (OSError's errno, ...); no user code
+            owner = next(k for k in kind.__mro__ if "__init__" in k.__dict__)
+            if owner.__module__ == "builtins":  # fills C-level fields (OSError's errno, ...); no user code
                 kind.__init__(err, *args)  # type: ignore[misc]
             err.__dict__.update(state)
-            err._fill(*fields, original)
+            err._fill(fields, original)
             err._kind = kind
             err.args = tuple(args)
             return err
@@ -223,11 +221,17 @@ class WorkerDiedError(VecEnvError):
         self.worker = worker
         self.env_indices = list(env_indices)
         self.exitcode = exitcode
-        how = describe_exitcode(exitcode)
-        msg = f"worker {worker} holding envs {self.env_indices} died ({how})"
-        if detail:
-            msg += f": {detail}"
-        super().__init__(msg)
+        if exitcode is None:
+            how = "exit status unknown"
+        elif exitcode >= 0:
+            how = f"exit code {exitcode}"
+        else:
+            try:
+                how = f"killed by {signal.Signals(-exitcode).name}"
+            except ValueError:
+                how = f"killed by signal {-exitcode}"
+        super().__init__(f"worker {worker} holding envs {self.env_indices} died ({how})"
+                         + (f": {detail}" if detail else ""))
 
     def __reduce__(self):
         return (type(self), (self.worker, self.env_indices, self.exitcode))
@@ -261,22 +265,7 @@ class StepTimeoutError(VecEnvError, TimeoutError):
         return (type(self), (self.env_indices, self.worker, self.timeout, self.method, self.detail))
 
 
-def describe_exitcode(exitcode: int | None) -> str:
-    """Say in words how a process ended: ``exit code 3`` or ``killed by SIGSEGV``."""
-    import signal
-
-    if exitcode is None:
-        return "exit status unknown"
-    if exitcode < 0:
-        try:
-            return f"killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"killed by signal {-exitcode}"
-    return f"exit code {exitcode}"
-
-
-def format_traceback(exc: BaseException) -> str:
-    """The traceback of ``exc`` as Python prints it."""
+def _traceback_text(exc: BaseException) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
@@ -290,5 +279,5 @@ def portable_error(exc: BaseException) -> BaseException:
             pass
     return RuntimeError(
         f"{type(exc).__qualname__}: {exc} (the exception cannot be pickled)\n"
-        f"--- original traceback ---\n{format_traceback(exc)}"
+        f"--- original traceback ---\n{_traceback_text(exc)}"
     )

@@ -1,9 +1,5 @@
-"""``vecenv.make``: one call from an env id or factory to a vector env on any backend.
-
-It takes ``gym.make_vec``'s call: a keyword that names an option of one of vecenv's backends
-(``copy``, ``num_workers``, ``on_error``, ...) configures the vector env, any other goes to each
-env (``max_episode_steps``, ``render_mode``, the env's constructor arguments); one that fits
-neither is refused before anything starts, saying where each kind belongs.
+"""``vecenv.make``: one call from an env id or factory to a vector env on any backend, taking
+``gym.make_vec``'s arguments; a keyword fitting neither the vector env nor the env is refused.
 """
 
 from __future__ import annotations
@@ -15,12 +11,7 @@ from functools import cache, partial
 from typing import Any
 
 import gymnasium as gym
-from gymnasium.envs.registration import (
-    EnvSpec,
-    VectorizeMode,
-    _find_spec,
-    load_env_creator,
-)
+from gymnasium.envs.registration import EnvSpec, VectorizeMode, _find_spec, load_env_creator
 from gymnasium.vector import AutoresetMode
 
 from vecenv import runs
@@ -52,19 +43,17 @@ def _keywords(fn: Any) -> tuple[list[str], bool]:
 #: what ``gym.make`` itself takes beside the env's constructor arguments (``max_episode_steps``,
 #: ``disable_env_checker``), read from the installed gymnasium
 GYM_MAKE_KEYWORDS = tuple(k for k in _keywords(gym.make)[0] if k != "id")
-#: gymnasium's vectorization modes and the backend each one means here
-_MODE_BACKENDS = {VectorizeMode.SYNC: "serial", VectorizeMode.ASYNC: "process"}
+#: gymnasium's spec for an id, found as each worker's ``gym.make`` will find it (``"module:EnvId"``
+#: imports ``module`` first; an unversioned id gets its latest version)
+find_spec: Callable[[str], EnvSpec] = _find_spec
 
 
 @cache
 def _backend_params() -> dict[str, frozenset[str]]:
     """Each backend's constructor keywords (the failure policy's included)."""
     failure = set(FailureOptions.__annotations__)
-    params = {}
-    for name, cls in BACKENDS.items():
-        own = set(_keywords(cls.__init__)[0]) - {"self", "env_fns"}
-        params[name] = frozenset(own | failure)
-    return params
+    return {name: frozenset(set(_keywords(cls.__init__)[0]) - {"self", "env_fns"} | failure)
+            for name, cls in BACKENDS.items()}
 
 
 def vector_keywords() -> frozenset[str]:
@@ -72,7 +61,7 @@ def vector_keywords() -> frozenset[str]:
     return frozenset().union(*_backend_params().values())
 
 
-def backend_for_mode(mode: Any, backend: str) -> str:
+def _backend_for_mode(mode: Any, backend: str) -> str:
     """The backend that gymnasium's ``vectorization_mode`` means: ``"sync"`` is ``"serial"``,
     ``"async"`` is ``"process"``; ``None`` keeps ``backend``."""
     if mode is None:
@@ -89,20 +78,23 @@ def backend_for_mode(mode: Any, backend: str) -> str:
             "gym.make_vec(id, num_envs, vectorization_mode='vector_entry_point') for the registered "
             "one, or vecenv.make(id, num_envs, backend=...) for vecenv's (see "
             "vecenv.register_vector_env to register vecenv as an id's vector_entry_point)")
-    wanted = _MODE_BACKENDS[mode]
+    wanted = "serial" if mode is VectorizeMode.SYNC else "process"
     if backend not in ("auto", wanted):
         raise ValueError(f"vectorization_mode={mode.value!r} means backend={wanted!r}, but "
                          f"backend={backend!r} was given; pass one of them")
     return wanted
 
 
-def sort_keywords(kwargs: Mapping[str, Any], env_kwargs: Mapping[str, Any] | None,
-                  vector_kwargs: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(env keywords, vector env keywords)`` from ``make``'s ``**kwargs``, ``env_kwargs`` and
-    ``vector_kwargs``; a keyword given twice is refused, naming both places."""
-    known = vector_keywords()
-    vector = _checked_dict("vector_kwargs", vector_kwargs)
-    envs = _checked_dict("env_kwargs", env_kwargs)
+def _sort_keywords(backend: str, kwargs: Mapping[str, Any], env_kwargs: Any, vector_kwargs: Any,
+                   autoreset_mode: str | AutoresetMode) -> tuple[dict, dict, AutoresetMode]:
+    """``(env keywords, vector env keywords, autoreset mode)`` from ``make``'s arguments; a
+    keyword given twice, or one ``backend`` does not take, is refused, naming where it belongs."""
+    known, params = vector_keywords(), _backend_params()
+    given = {"vector_kwargs": vector_kwargs, "env_kwargs": env_kwargs}
+    for name, value in given.items():
+        if value is not None and (not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value)):
+            raise TypeError(f"{name}: expected a dict of keyword arguments, got {value!r:.100}")
+    vector, envs = dict(vector_kwargs or {}), dict(env_kwargs or {})
     unknown = sorted(key for key in vector if key not in known)
     if unknown:
         raise TypeError(
@@ -113,72 +105,45 @@ def sort_keywords(kwargs: Mapping[str, Any], env_kwargs: Mapping[str, Any] | Non
         if key in into:
             raise TypeError(f"{key!r} was given both as make(..., {key}=...) and in {name}; pass it once")
         into[key] = value
-    return envs, vector
-
-
-def _checked_dict(name: str, value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
-        raise TypeError(f"{name}: expected a dict of keyword arguments, got {value!r:.100}")
-    return dict(value)
-
-
-def check_backend_keywords(backend: str, vector: Mapping[str, Any]) -> None:
-    """Refuse a vector env keyword that ``backend`` does not take, naming the backends that do."""
-    if backend == "auto":
-        return
-    params = _backend_params()
-    for key in vector:
+    if "autoreset_mode" in vector:  # as gymnasium's vector envs take it; both only if they agree
+        mode = vector.pop("autoreset_mode")
+        if parse_autoreset_mode(autoreset_mode) not in (AutoresetMode.NEXT_STEP, parse_autoreset_mode(mode)):
+            raise TypeError(f"autoreset_mode given twice: make(..., autoreset_mode={autoreset_mode!r}) and "
+                            f"vector_kwargs={{'autoreset_mode': {mode!r}}}; pass it once")
+        autoreset_mode = mode
+    parsed = parse_autoreset_mode(autoreset_mode)
+    for key in vector if backend != "auto" else ():
         if key not in params[backend]:
             takers = sorted(name for name, keys in params.items() if key in keys)
             raise TypeError(f"{key!r} is a keyword of the {', '.join(takers)} backend(s), not of "
                             f"backend={backend!r}, which takes {sorted(params[backend])}")
+    return envs, vector, parsed
 
 
-def check_env_keywords(env: Any, spec: EnvSpec | None, keywords: Mapping[str, Any]) -> None:
+def _check_env_keywords(env: Any, spec: EnvSpec | None, keywords: Mapping[str, Any]) -> None:
     """Refuse, before any env is made, a keyword that neither the env's constructor (read from
     the id's entry point, or ``env`` itself) nor ``gym.make`` takes."""
-    if not keywords:
+    if not keywords or (spec is not None and spec.entry_point is None):
         return
-    if spec is not None:
-        if spec.entry_point is None:
-            return
-        creator: Any
-        try:
-            creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
-        except Exception:  # noqa: BLE001 - gym.make reports an unloadable entry point itself
-            return
-        allowed = set(GYM_MAKE_KEYWORDS)
-        where = f"{spec.id} (made by gym.make, which also takes {list(GYM_MAKE_KEYWORDS)})"
-    else:
-        creator, allowed, where = env, set(), f"the env factory {getattr(env, '__name__', env)!r}"
+    creator: Any = env
+    allowed, where = set(), f"the env factory {getattr(env, '__name__', env)!r}"
     try:
+        if spec is not None:
+            entry = spec.entry_point
+            creator = load_env_creator(entry) if isinstance(entry, str) else entry
+            allowed = set(GYM_MAKE_KEYWORDS)
+            where = f"{spec.id} (made by gym.make, which also takes {list(GYM_MAKE_KEYWORDS)})"
         names, any_keyword = _keywords(creator)
-    except (TypeError, ValueError):  # a signature that cannot be read accepts anything
-        return
-    if any_keyword:
-        return
-    takes = set(names)
-    for key in keywords:
-        if key not in takes and key not in allowed:
+    except Exception:  # noqa: BLE001 - gym.make reports an unloadable entry point; an unreadable
+        return  # signature accepts anything
+    takes = set(names) | allowed
+    for key in keywords if not any_keyword else ():
+        if key not in takes:
             raise TypeError(
-                f"{key!r}: not a keyword of {where}, which takes {sorted(takes | allowed)}, nor of "
+                f"{key!r}: not a keyword of {where}, which takes {sorted(takes)}, nor of "
                 f"vecenv's vector envs, which take {sorted(vector_keywords())}. As in gym.make_vec, "
                 "an env keyword goes to make(...) directly or in env_kwargs={...} and reaches every "
                 "env; a vector env keyword goes to make(...) directly or in vector_kwargs={...}")
-
-
-def autoreset_from(vector: dict[str, Any], autoreset_mode: str | AutoresetMode) -> str | AutoresetMode:
-    """``autoreset_mode`` given in ``vector_kwargs`` (as gymnasium's vector envs take it) or as
-    make's own argument; both at once is refused unless they agree."""
-    if "autoreset_mode" not in vector:
-        return autoreset_mode
-    given = vector.pop("autoreset_mode")
-    if parse_autoreset_mode(autoreset_mode) not in (AutoresetMode.NEXT_STEP, parse_autoreset_mode(given)):
-        raise TypeError(f"autoreset_mode given twice: make(..., autoreset_mode={autoreset_mode!r}) and "
-                        f"vector_kwargs={{'autoreset_mode': {given!r}}}; pass it once")
-    return given
 
 
 def available_backends() -> list[str]:
@@ -186,27 +151,15 @@ def available_backends() -> list[str]:
     return list(BACKENDS)
 
 
-#: gymnasium's spec for an id, found as each worker's ``gym.make`` will find it (``"module:EnvId"``
-#: imports ``module`` first; an unversioned id gets its latest version)
-find_spec: Callable[[str], EnvSpec] = _find_spec
-
-
-def _make_from_id(env_id: str | EnvSpec, env_kwargs: dict, wrappers: Sequence[Callable]) -> gym.Env:
-    return _wrap(gym.make(env_id, **env_kwargs), wrappers)
-
-
-def _make_from_callable(fn: Callable[..., gym.Env], env_kwargs: dict, wrappers: Sequence[Callable]) -> gym.Env:
-    env = fn(**env_kwargs)
-    if not isinstance(env, gym.Env) and hasattr(env, "possible_agents"):  # a PettingZoo game
-        raise TypeError(f"env_fn returned a PettingZoo env ({type(env).__qualname__}): step its agents "
+def _build(env: Any, env_kwargs: dict, wrappers: Sequence[Callable]) -> gym.Env:
+    """One env: ``gym.make`` of an id, or a factory called with the env keywords; then wrapped."""
+    made = gym.make(env, **env_kwargs) if isinstance(env, (str, EnvSpec)) else env(**env_kwargs)
+    if not isinstance(made, gym.Env) and hasattr(made, "possible_agents"):  # a PettingZoo game
+        raise TypeError(f"env_fn returned a PettingZoo env ({type(made).__qualname__}): step its agents "
                         "as rows with vecenv.pettingzoo.make(env_fn, num_games) (docs/pettingzoo.md)")
-    return _wrap(env, wrappers)
-
-
-def _wrap(env: gym.Env, wrappers: Sequence[Callable]) -> gym.Env:
     for wrapper in wrappers:
-        env = wrapper(env)
-    return env
+        made = wrapper(made)
+    return made
 
 
 def make(
@@ -268,17 +221,19 @@ def make(
         >>> truncations, infos["episode"]["l"]
         (array([ True,  True]), array([5, 5]))
     """
-    backend = backend_for_mode(vectorization_mode, backend)
+    backend = _backend_for_mode(vectorization_mode, backend)
     if backend != "auto" and backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}: expected one of {['auto', *BACKENDS]}")
-    env_kwargs, backend_kwargs = sort_keywords(kwargs, env_kwargs, vector_kwargs)
-    mode = parse_autoreset_mode(autoreset_from(backend_kwargs, autoreset_mode))
-    check_backend_keywords(backend, backend_kwargs)
+    env_kwargs, backend_kwargs, mode = _sort_keywords(backend, kwargs, env_kwargs, vector_kwargs, autoreset_mode)
     spec, env_fns = _env_fns(env, num_envs, env_kwargs, list(wrappers or []))
-    if backend == "auto":
-        envs = _make_auto(env_fns, mode, backend_kwargs)
-    else:  # an explicit backend touches no file of vecenv's
+    if backend != "auto":  # an explicit backend touches no file of vecenv's
         envs = BACKENDS[backend](env_fns, autoreset_mode=mode, **backend_kwargs)
+    else:
+        with runs.starting():  # a run started beside this one sees it while both choose
+            chosen = choose(env_fns, backend_kwargs)
+            envs = BACKENDS[chosen.backend](env_fns, autoreset_mode=mode, **{**chosen.kwargs(), **backend_kwargs})
+            runs.opened()  # the vector env counts as a run until it closes (VectorEnv.close)
+            envs.layout = chosen
     if spec is not None:
         # the keywords the envs were made with, as gym.make_vec records them
         envs.spec = copy.deepcopy(spec)
@@ -286,46 +241,30 @@ def make(
     return envs
 
 
-def _make_auto(env_fns: list[Callable[[], gym.Env]], mode: AutoresetMode,
-               backend_kwargs: dict[str, Any]) -> VectorEnv:
-    """The layout ``backend="auto"`` measures and chooses; the vector env counts as a run on this
-    machine while it lives (:mod:`vecenv.runs`)."""
-    with runs.starting():  # a run started beside this one sees it while both choose
-        chosen = choose(env_fns, backend_kwargs)
-        envs = BACKENDS[chosen.backend](env_fns, autoreset_mode=mode, **{**chosen.kwargs(), **backend_kwargs})
-        runs.opened()  # until it closes (VectorEnv.close)
-        envs.layout = chosen
-    return envs
-
-
 def _env_fns(env: Any, num_envs: Any, env_kwargs: dict[str, Any],
              wrappers: list[Callable]) -> tuple[EnvSpec | None, list[Callable[[], gym.Env]]]:
     """The id's spec (``None`` for callables) and one callable per env."""
+    count = 1 if num_envs is None else check_count("num_envs", num_envs, None)
     if isinstance(env, (str, EnvSpec)):
         # gymnasium's clear error for an unknown id; "module:EnvId" imports module here, and the
         # whole id reaches every worker's gym.make, which imports it there (spawn, forkserver)
         spec = env if isinstance(env, EnvSpec) else find_spec(env)
-        check_env_keywords(env, spec, env_kwargs)
-        return spec, [partial(_make_from_id, env, env_kwargs, wrappers)] * _num_envs(num_envs)
+        _check_env_keywords(env, spec, env_kwargs)
+        return spec, [partial(_build, env, env_kwargs, wrappers)] * count
     if callable(env):
-        check_env_keywords(env, None, env_kwargs)
-        return None, [partial(_make_from_callable, env, env_kwargs, wrappers)] * _num_envs(num_envs)
+        _check_env_keywords(env, None, env_kwargs)
+        return None, [partial(_build, env, env_kwargs, wrappers)] * count
     if isinstance(env, Sequence) and env and all(callable(f) for f in env):
-        if num_envs is not None and _num_envs(num_envs) != len(env):
+        if num_envs is not None and count != len(env):
             raise ValueError(f"num_envs={num_envs} but {len(env)} env callables were given")
         if env_kwargs:
             raise ValueError(f"env keywords {sorted(env_kwargs)} are for an env id or a single factory, "
                              "not a list of callables (each callable makes its env itself)")
-        return None, [partial(_make_from_callable, fn, {}, wrappers) for fn in env] if wrappers else list(env)
+        return None, [partial(_build, fn, {}, wrappers) for fn in env] if wrappers else list(env)
     raise TypeError(
         f"env: expected a registered env id, a callable returning an env, or a non-empty list of "
         f"callables, got {env!r:.100}"
     )
-
-
-def _num_envs(num_envs: Any) -> int:
-    """``num_envs`` as an int: any integral number >= 1 (a numpy integer too), never a bool."""
-    return 1 if num_envs is None else check_count("num_envs", num_envs, None)
 
 
 def register_vector_env(id: str, env: str | Callable[..., gym.Env], **options: Any) -> None:

@@ -1,12 +1,5 @@
-"""RL Zoo3's ``train`` stepping vecenv's VecEnv classes.
-
-``python -m vecenv.rl_zoo3`` takes exactly the arguments of ``python -m rl_zoo3.train``; its
-``--vec-env dummy`` / ``subproc`` means :class:`vecenv.sb3.DummyVecEnv` /
-:class:`vecenv.sb3.SubprocVecEnv`, set through RL Zoo3's own hook for it
-(``ExperimentManager.default_vec_env_cls``). Everything else (hyperparameters, SB3's
-``VecNormalize`` / ``VecFrameStack``, logs) is RL Zoo3's::
-
-    python -m vecenv.rl_zoo3 --algo ppo --env CartPole-v1 --vec-env subproc
+"""``python -m vecenv.rl_zoo3``: RL Zoo3's ``train``, with exactly its arguments, stepping vecenv's
+VecEnv classes (``--vec-env dummy`` / ``subproc``; docs/clients.md).
 """
 
 from __future__ import annotations

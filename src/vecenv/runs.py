@@ -1,52 +1,140 @@
-"""The vecenv runs on this machine, for ``backend="auto"``: each process with a live vector env
-from ``auto`` keeps a small file in a shared directory, so that two runs started together (two
-seeds) see each other even while the other is still importing and its load does not show.
+"""The files ``backend="auto"`` keeps for its user: the registry of live runs (each process with
+a live vector env from ``auto`` keeps a file named by its pid, holding its start time, so that two
+runs started together see each other) and, through :func:`private_dir`, :func:`write_private` and
+:func:`read_private`, the calibration cache.
 
-A file is named by its pid and holds that process's start time; a file whose process is gone or
-whose pid was reused is stale and removed by the next reader. The directory
-(``$VECENV_RUNS_DIR``, else ``$XDG_RUNTIME_DIR/vecenv-runs``, else ``vecenv-runs-UID`` in the
-temporary directory) is used only when it is this user's alone (:mod:`vecenv.private_files`).
+Another local user could create a directory first, or plant links, FIFOs or files in it, so a
+directory is used only when it is this user's alone (checked with ``lstat`` as ssh does; else an
+:class:`UnsafePathWarning`, once, and vecenv goes on without it), entries are renamed into place
+from a temporary file, and read only when they are small regular files of this user's. Windows
+has no uids or mode bits to check; the user's own directories there are private already.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import stat
 import tempfile
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from vecenv.private_files import private_dir, read_private, remove_own, write_private
 from vecenv.system import process_start_time
 
-__all__ = ["closed", "opened", "other_runs", "runs_dir", "starting"]
+__all__ = ["UnsafePathWarning", "closed", "opened", "other_runs", "private_dir", "runs_dir", "starting"]
 
-_lock = threading.Lock()
+_POSIX = os.name == "posix"
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+_warned: set[tuple[str, str]] = set()
+_lock = threading.RLock()  # guards _warned, _live and _owner
 _live = 0  # live vector envs of this process
 _owner: int | None = None  # the pid whose file this process wrote (a forked child has none)
-
-
 #: an entry holds a start time: anything longer is not one of ours
 _ENTRY_LIMIT = 64
-_PURPOSE = "its registry of live runs (backend='auto')"
+
+
+class UnsafePathWarning(RuntimeWarning):
+    """A directory vecenv would keep its files in is not this user's alone; it is not used."""
+
+
+def _uid() -> int | None:
+    return os.getuid() if _POSIX else None
+
+
+def private_dir(path: str, purpose: str) -> str | None:
+    """``path`` when it is (or has just been made, mode 0700) a directory only this user can
+    write to; else None, with a warning naming ``purpose`` and the problem (none when the
+    directory cannot be created)."""
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    uid = _uid()
+    if stat.S_ISLNK(st.st_mode):
+        problem = "it is a symbolic link"
+    elif not stat.S_ISDIR(st.st_mode):
+        problem = "it is not a directory"
+    elif uid is not None and st.st_uid != uid:
+        problem = f"it belongs to uid {st.st_uid}, not to this user (uid {uid})"
+    elif _POSIX and st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        problem = f"other users can write to it (mode {stat.S_IMODE(st.st_mode):o})"
+    else:
+        return path
+    with _lock:
+        first = (path, problem) not in _warned
+        _warned.add((path, problem))
+    if first:
+        warnings.warn(
+            f"vecenv does not use {path!r} for {purpose}: {problem}; expected a directory of this "
+            "user's that no other user can write to. vecenv goes on without it (remove the directory, "
+            "or point the variable that docs/security.md names for it elsewhere).",
+            UnsafePathWarning,
+            stacklevel=3,
+        )
+    return None
+
+
+def write_private(directory: str, name: str, data: bytes) -> None:
+    """Put ``data`` in ``directory/name`` through a new temporary file (mode 0600) renamed over
+    it, which replaces a link rather than writing through it; a failure leaves nothing."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, os.path.join(directory, name))
+    except OSError:
+        remove_own(tmp)
+
+
+def read_private(path: str, limit: int) -> bytes | None:
+    """The contents of ``path`` when it is a regular file of this user's of at most ``limit``
+    bytes, else None; never follows a link nor blocks on a FIFO."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        st, uid = os.fstat(fd), _uid()
+        if not stat.S_ISREG(st.st_mode) or (uid is not None and st.st_uid != uid) or st.st_size > limit:
+            return None
+        data = os.read(fd, limit + 1)
+        return data if len(data) <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def remove_own(path: str) -> None:
+    """Remove ``path`` (never what a link points to) if it is this user's; anything else stays."""
+    try:
+        uid = _uid()
+        if uid is None or os.lstat(path).st_uid == uid:
+            os.remove(path)
+    except OSError:
+        pass
 
 
 def runs_dir() -> str:
-    """Where the registry is meant to be (whether it can be used: :func:`_checked_dir`)."""
+    """Where the registry is meant to be: ``$VECENV_RUNS_DIR``, else
+    ``$XDG_RUNTIME_DIR/vecenv-runs``, else ``vecenv-runs-UID`` in the temporary directory."""
     chosen = os.environ.get("VECENV_RUNS_DIR")
     if chosen:
         return chosen
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isabs(runtime) and os.path.isdir(runtime):
         return os.path.join(runtime, "vecenv-runs")
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return os.path.join(tempfile.gettempdir(), f"vecenv-runs-{uid}")
+    return os.path.join(tempfile.gettempdir(), f"vecenv-runs-{_uid() or 0}")
 
 
-def _checked_dir() -> str | None:
-    """The registry's directory when it is this user's alone (created if missing), else None."""
-    return private_dir(runs_dir(), _PURPOSE)
+def _registry() -> str | None:
+    return private_dir(runs_dir(), "its registry of live runs (backend='auto')")
 
 
 def opened() -> None:
@@ -56,10 +144,9 @@ def opened() -> None:
         _live += 1
         if _live == 1 or _owner != os.getpid():
             _owner = os.getpid()
-            directory = _checked_dir()
+            directory = _registry()
             if directory is not None:  # else this run is only hidden from the others
-                now = process_start_time(_owner)
-                write_private(directory, str(_owner), (now or "").encode())
+                write_private(directory, str(_owner), (process_start_time(_owner) or "").encode())
 
 
 def closed() -> None:
@@ -88,8 +175,9 @@ def _remove() -> None:
 
 
 def other_runs() -> int:
-    """How many other processes on this machine have a live vector env (removing stale entries)."""
-    directory = _checked_dir()
+    """How many other processes on this machine have a live vector env (removing stale entries:
+    a file whose process is gone or whose pid was reused)."""
+    directory = _registry()
     if directory is None:
         return 0
     try:
@@ -103,14 +191,13 @@ def other_runs() -> int:
         path = os.path.join(directory, name)
         data = read_private(path, _ENTRY_LIMIT)
         recorded = data.decode("ascii", "replace").strip() if data is not None else None
-        if recorded is None or not (recorded == "" or recorded.isdigit()):
-            remove_own(path)  # a link, a FIFO, a huge or foreign file: never an entry
-            continue
         now = process_start_time(int(name))
-        if now is None or (recorded and now and now != recorded):
+        # a link, a FIFO, a huge or foreign file is never an entry; a gone or reused pid is stale
+        if recorded is None or not (recorded == "" or recorded.isdigit()) or now is None \
+                or (recorded and now and now != recorded):
             remove_own(path)
-            continue
-        count += 1
+        else:
+            count += 1
     return count
 
 

@@ -45,15 +45,6 @@ def pin_cores(affinity: object) -> tuple[int, ...] | None:
     return cores
 
 
-def _proc_start_time(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read()
-        return text[text.rindex(b")") + 2 :].split()[19].decode()
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def _windows_start_time(pid: int) -> str | None:
     import ctypes
     from ctypes import wintypes
@@ -80,7 +71,12 @@ def process_start_time(pid: int) -> str | None:
     since boot on Linux, the creation time on Windows); ``""`` when it is alive but its start
     time cannot be read; None when there is no such process."""
     if HAS_PROC:
-        return _proc_start_time(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                text = f.read()
+            return text[text.rindex(b")") + 2 :].split()[19].decode()
+        except (OSError, ValueError, IndexError):
+            return None
     if os.name == "nt":
         return _windows_start_time(pid)
     try:

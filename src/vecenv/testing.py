@@ -1,8 +1,5 @@
-"""Small deterministic envs for testing vector envs (vecenv's own tests use them).
-
-They cover every kind of space a batch buffer handles (nested Dict/Tuple and a custom Text space
-included), episodes ending by termination and truncation at different times, and sparse infos.
-Seeded only through ``reset(seed=...)``; module-level, so every start method can pickle them.
+"""Small deterministic envs for testing vector envs: every kind of space a batch buffer handles,
+episodes ending at different times, sparse infos. Module-level, so every start method pickles them.
 """
 
 from __future__ import annotations
@@ -21,10 +18,10 @@ __all__ = ["CountingEnv", "DictTupleEnv", "FaultyEnv", "TextEnv", "TupleDiscrete
 class _EpisodeEnv(gym.Env):
     """Shared episode logic: random termination, truncation at ``max_steps``, sparse infos."""
 
-    def __init__(self, max_steps: int = 12, p_terminate: float = 0.08) -> None:
-        self.max_steps = max_steps
-        self.p_terminate = p_terminate
-        self.t = 0
+    def __init__(self, max_steps: int, p_terminate: float, observation_space: gym.Space,
+                 action_space: gym.Space) -> None:
+        self.max_steps, self.p_terminate, self.t = max_steps, p_terminate, 0
+        self.observation_space, self.action_space = observation_space, action_space
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
@@ -56,21 +53,19 @@ class _EpisodeEnv(gym.Env):
         raise NotImplementedError
 
     def _action_value(self, action: Any) -> float:
-        return 0.0
+        raise NotImplementedError
 
 
 class DictTupleEnv(_EpisodeEnv):
     """Dict observation with nested Tuple, every fixed leaf kind; Tuple action."""
 
     def __init__(self, max_steps: int = 12, p_terminate: float = 0.08) -> None:
-        super().__init__(max_steps, p_terminate)
-        self.observation_space = spaces.Dict({
+        super().__init__(max_steps, p_terminate, spaces.Dict({
             "pos": spaces.Box(-1.0, 1.0, (3,), np.float32),
             "count": spaces.Discrete(50),
             "flags": spaces.MultiBinary(4),
             "nested": spaces.Tuple((spaces.MultiDiscrete([3, 4]), spaces.Box(0.0, 1.0, (2, 2), np.float64))),
-        })
-        self.action_space = spaces.Tuple((spaces.Discrete(3), spaces.Box(-1.0, 1.0, (2,), np.float32)))
+        }), spaces.Tuple((spaces.Discrete(3), spaces.Box(-1.0, 1.0, (2,), np.float32))))
 
     def _obs(self):
         r = self.np_random
@@ -89,9 +84,8 @@ class TupleDiscreteEnv(_EpisodeEnv):
     """Tuple observation (Box, Discrete); MultiDiscrete action."""
 
     def __init__(self, max_steps: int = 10, p_terminate: float = 0.1) -> None:
-        super().__init__(max_steps, p_terminate)
-        self.observation_space = spaces.Tuple((spaces.Box(-5, 5, (2,), np.float32), spaces.Discrete(7)))
-        self.action_space = spaces.MultiDiscrete([3, 2])
+        obs_space = spaces.Tuple((spaces.Box(-5, 5, (2,), np.float32), spaces.Discrete(7)))
+        super().__init__(max_steps, p_terminate, obs_space, spaces.MultiDiscrete([3, 2]))
 
     def _obs(self):
         return (self.np_random.uniform(-5, 5, 2).astype(np.float32), np.int64(self.t % 7))
@@ -104,9 +98,7 @@ class CountingEnv(_EpisodeEnv):
     """Discrete observation (the step count), MultiBinary action."""
 
     def __init__(self, max_steps: int = 8, p_terminate: float = 0.05) -> None:
-        super().__init__(max_steps, p_terminate)
-        self.observation_space = spaces.Discrete(max_steps + 1)
-        self.action_space = spaces.MultiBinary(3)
+        super().__init__(max_steps, p_terminate, spaces.Discrete(max_steps + 1), spaces.MultiBinary(3))
 
     def _obs(self):
         return np.int64(self.t)
@@ -119,9 +111,7 @@ class TextEnv(_EpisodeEnv):
     """A custom (Text) observation space, batched as a tuple of strings; Discrete action."""
 
     def __init__(self, max_steps: int = 9, p_terminate: float = 0.1) -> None:
-        super().__init__(max_steps, p_terminate)
-        self.observation_space = spaces.Text(max_length=8, min_length=1)
-        self.action_space = spaces.Discrete(2)
+        super().__init__(max_steps, p_terminate, spaces.Text(max_length=8, min_length=1), spaces.Discrete(2))
 
     def _obs(self):
         return "ab"[self.t % 2] * (1 + self.t % 7)

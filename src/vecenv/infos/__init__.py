@@ -1,25 +1,19 @@
 """Infos: what an env reports besides its arrays, from the env to the API that hands it out.
 
-    env.step() -> info dict
-        |  worker (vecenv.worker.EnvGroup)
-        v
-    InfoEntry (records.py) ----------------------------------------------+
-        |  a transport with rows both sides see (the process transport)  |  any other transport:
-        v                                                                |  entries as they are
-    InfoWriter packs it into its env's row (rows.py), under a schema     |
-    of the one table of types (codec.py); InfoReader reads the rows      |
-    back as InfoColumns (records viewed in place) or InfoEntry           |
-        |                                                                |
-        v                                                                v
-    batch.py: gymnasium's dict of arrays with ``_key`` masks (batch_infos, batch_columns), or
-    SB3's per-env dicts (per_env_infos)
-
-The codec's table (:data:`~vecenv.infos.codec.TYPES`) is the one place that says what an info
-value can be: how gymnasium batches it, how it packs into a row, whether it reads as a column,
-and why it is not shared when it is not. A new kind of info value is a row of that table.
+A worker's env group reports each env's info as an :class:`InfoEntry`. The process transport
+packs them into rows both sides see (rows.py: :class:`InfoWriter` / :class:`InfoReader`, under
+schemas of the one table of value types, codec.py) and reads them back as :class:`InfoColumns`
+or entries; other transports hand entries over as they are. batch.py defines the records and
+turns them into gymnasium's dict of arrays with ``_key`` masks, or SB3's per-env dicts. A new
+kind of info value is a row of the codec's table (:data:`~vecenv.infos.codec.TYPES`).
 """
 
 from vecenv.infos.batch import (
+    NO_REPLY,
+    InfoColumns,
+    InfoEntry,
+    InfoParts,
+    StepReply,
     add_info,
     batch_columns,
     batch_infos,
@@ -28,7 +22,6 @@ from vecenv.infos.batch import (
     per_env_infos,
 )
 from vecenv.infos.codec import fits_row, why_not_shared
-from vecenv.infos.records import NO_REPLY, InfoColumns, InfoEntry, InfoParts, StepReply
 from vecenv.infos.rows import IN_ROWS, InfoReader, InfoRows, InfoWriter, RowsReply, rows_round_trip
 
 __all__ = [

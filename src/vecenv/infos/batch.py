@@ -1,47 +1,135 @@
-"""Batching infos into the forms the APIs hand out: gymnasium's dict of arrays with ``_key``
-masks (:func:`batch_infos`, and :func:`batch_columns` straight from column records), and SB3's
-per-env dicts (:func:`per_env_infos`).
-
-The rules follow gymnasium 1.x exactly (``VectorEnv._add_info``), as the codec's table says
-(:func:`~vecenv.infos.codec.batched_as`): Python ``int``/``float``/``bool`` and numpy numbers
-get an array of their own type, arrays a stacked array of their shape and dtype, nested dicts are
-batched recursively, anything else goes in an object array; ``final_obs`` is always an object
-array so each env's last observation stays unbatched.
+"""The records an env's info travels in (one env's :class:`InfoEntry`, several envs' infos as one
+:class:`InfoColumns`, a step's :class:`StepReply`), and batching them into the forms the APIs
+hand out: gymnasium's dict of arrays with ``_key`` masks (:func:`batch_infos`, and
+:func:`batch_columns` straight from column records), following gymnasium 1.x's
+``VectorEnv._add_info`` exactly, and SB3's per-env dicts (:func:`per_env_infos`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from vecenv.infos.codec import OWN, STACK, batched_as
-from vecenv.infos.records import InfoColumns, InfoEntry
+from vecenv.infos.codec import OBJECT, OWN, STACK, info_type, plain
+
+
+class InfoEntry(NamedTuple):
+    """What one env reports besides its arrays: its info, and the episode it just finished.
+
+    ``ended``/``final_obs``/``final_info`` are used in SAME_STEP mode only: the finished episode's
+    last observation and step info, while ``info`` is then the reset info of the new episode.
+    """
+
+    index: int  # type: ignore[assignment]  # the env index; shadows tuple.index, which no caller uses
+    info: dict
+    ended: bool = False
+    final_obs: Any = None
+    final_info: dict | None = None
+
+
+class InfoColumns(Sequence):
+    """The infos of the envs ``envs``, every one with the keys ``keys`` and values of the types
+    ``types`` (each a type the codec reads as a column), as one record per env in ``records``:
+    the engine batches them a column at a time; read as a sequence, they are the per-env
+    :class:`InfoEntry` list. ``all_records``, when given, holds such records for every env of the
+    vector env (a view of shared memory) and ``records`` is its rows ``envs``: chunks that share
+    it and together cover every env are batched from it at once. Views of shared memory are
+    read before the worker's next command overwrites them.
+    """
+
+    def __init__(self, envs: np.ndarray, keys: tuple[str, ...], types: tuple[type, ...],
+                 records: np.ndarray, all_records: np.ndarray | None = None) -> None:
+        self.envs, self.keys, self.types, self.records, self.all_records = envs, keys, types, records, all_records
+        self._entries: list[InfoEntry] | None = None
+        self._batch_dtypes: list[np.dtype] | None = None
+
+    def reread(self) -> InfoColumns:
+        """The same envs' infos read anew from the same records (a later step's values when the
+        records are a view of shared memory), without this one's unpacked entries."""
+        again = InfoColumns(self.envs, self.keys, self.types, self.records, self.all_records)
+        again._batch_dtypes = self._batch_dtypes
+        return again
+
+    def batch_dtypes(self) -> list[np.dtype]:
+        """The dtype gymnasium batches each column into, in the order of ``keys`` (found once)."""
+        if self._batch_dtypes is None:
+            fields = self.records.dtype
+            self._batch_dtypes = [info_type(kind).batch_dtype(kind, fields[key])
+                                  for key, kind in zip(self.keys, self.types, strict=True)]
+        return self._batch_dtypes
+
+    def __len__(self) -> int:
+        return len(self.envs)
+
+    def __getitem__(self, k: Any) -> Any:
+        return self.as_entries()[k]
+
+    def __iter__(self) -> Iterator[InfoEntry]:
+        return iter(self.as_entries())  # not Sequence's one __getitem__ call per item
+
+    def as_entries(self) -> list[InfoEntry]:
+        """The per-env entries, built once (read before the worker's next command)."""
+        if self._entries is None:
+            self._entries = [InfoEntry(i, info) for i, info in zip(self.envs.tolist(), self.info_dicts(), strict=True)]
+        return self._entries
+
+    def info_dicts(self) -> list[dict]:
+        """Each env's info as a new dict, in the order of ``envs``, every value of the type the
+        env returned (read before the worker's next command)."""
+        records, keys = self.records, self.keys
+        rows: Any
+        if plain(self.types):
+            rows = records.tolist()  # one tuple of Python values per env
+        else:
+            rows = zip(*[info_type(kind).values(records[key]) for key, kind in zip(keys, self.types, strict=True)],
+                       strict=True)
+        return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+#: a step's info reports as they came, for a caller that wants them per env (the SB3 API): one
+#: env's :class:`InfoEntry`, or several envs' infos as one :class:`InfoColumns` (a sequence of
+#: entries, whose :meth:`~InfoColumns.info_dicts` skips building them)
+InfoParts = list["InfoEntry | InfoColumns"]
+
+
+class StepReply(NamedTuple):
+    """What a reset or step returns beside the rows it wrote: info entries (perhaps as
+    :class:`InfoColumns`) and object leaves."""
+
+    entries: Sequence[InfoEntry]
+    objects: list | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to carry back: the buffers hold the whole result."""
+        return not self.entries and self.objects is None
+
+
+#: the reply of a step that left everything in the buffers (no infos, no object leaves)
+NO_REPLY = StepReply(())
+
 
 
 def add_info(infos: dict[str, Any], info: dict[str, Any], row: int, n: int) -> dict[str, Any]:
-    """Merge one env's ``info`` into the batched ``infos`` (``n`` rows) at ``row``; returns ``infos``."""
+    """Merge one env's ``info`` into the batched ``infos`` (``n`` rows) at ``row``; returns
+    ``infos``. ``final_obs`` is always an object array, so each env's last observation stays
+    unbatched."""
     for key, value in info.items():
-        if key == "final_obs":
+        if not isinstance(value, dict) or key == "final_obs":
             array = infos.get(key)
             if array is None:
-                array = np.full(n, None, dtype=object)
-            array[row] = value
-        elif isinstance(value, dict):
-            array = add_info(infos.get(key, {}), value, row, n)
-        else:
-            array = infos.get(key)
-            if array is None:
-                kind = type(value)
-                form = batched_as(kind)
+                form = OBJECT if key == "final_obs" else info_type(type(value)).batch
                 if form == OWN:
-                    array = np.zeros(n, dtype=kind)
+                    array = np.zeros(n, dtype=type(value))
                 elif form == STACK:
                     array = np.zeros((n, *value.shape), dtype=value.dtype)
                 else:
                     array = np.full(n, None, dtype=object)
             array[row] = value
+        else:
+            array = add_info(infos.get(key, {}), value, row, n)
         mask = infos.get(f"_{key}")
         if mask is None:
             mask = np.zeros(n, dtype=np.bool_)
@@ -79,7 +167,7 @@ def _alike(entries: list[InfoEntry], n: int) -> dict[str, Any] | None:
     keys = tuple(first)
     types = tuple(map(type, first.values()))
     for kind in types:
-        if batched_as(kind) != OWN:
+        if info_type(kind).batch != OWN:
             return None
     rows = _value_rows(entries, keys, types)
     if rows is None:

@@ -215,20 +215,9 @@ def info_type(kind: type) -> InfoType:
     return row
 
 
-def batched_as(kind: type) -> str:
-    """How gymnasium batches values of type ``kind``: :data:`OWN`, :data:`STACK`,
-    :data:`NESTED` or :data:`OBJECT`."""
-    return info_type(kind).batch
-
-
 def plain(types: tuple[type, ...]) -> bool:
     """Whether values of ``types`` are all Python scalars (a record's ``tolist`` gives them)."""
     return all(kind in _PY for kind in types)
-
-
-def column_values(column: np.ndarray, kind: type) -> list:
-    """One column's values, each of type ``kind``."""
-    return info_type(kind).values(column)
 
 
 def signature(info: dict, values: list) -> tuple | None:

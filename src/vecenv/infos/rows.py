@@ -1,27 +1,11 @@
 """Infos in rows of memory that both sides of a transport see: each env's info dict packed into
 its own row under a :class:`~vecenv.infos.codec.Schema` both sides know, so that a step whose
-envs return the usual infos needs no message.
+envs return the usual infos needs no message (docs/process.md). Schemas new to the caller, and
+entries that do not fit, go pickled with the reply (a :class:`RowsReply`).
 
-    worker (InfoWriter)                      InfoRows                       caller (InfoReader.take)
-    -------------------                      --------                       ------------------------
-    write(): each step's info, as the
-    group steps its env; reply(): the
-    entries of other commands (resets):
-      its schema (keys, exact types) ------> ids[env, page] = schema id
-      its values, packed ------------------> rows[env, page] = bytes
-      SAME_STEP: the final observation ----> final_obs[env]
-    schemas new to the caller, and entries
-    that do not fit, go pickled with the
-    reply (a RowsReply)                                                     entries rebuilt with
-                                                                            the values' own types,
-                                                                            or columns read in place
-
-Page 0 holds an entry's ``info``; page 1 its ``final_info`` when the entry ended an episode
-(SAME_STEP), which also puts the final observation in ``final_obs``. Where the rows live (a
-block of shared memory, this process's memory) is the transport's choice: :class:`InfoRows`
-takes the memory and an offset. A worker registers at most
-:data:`~vecenv.infos.codec.MAX_SCHEMAS` schemas, so infos whose shape keeps changing stop
-costing new ones.
+Page 0 of an env's rows holds an entry's ``info``; page 1 its ``final_info`` when the entry ended
+an episode (SAME_STEP), which also puts the final observation in ``final_obs``. A worker
+registers at most :data:`~vecenv.infos.codec.MAX_SCHEMAS` schemas.
 """
 
 from __future__ import annotations
@@ -32,8 +16,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from vecenv.infos.batch import InfoColumns, InfoEntry, StepReply
 from vecenv.infos.codec import MAX_SCHEMAS, ROW_BYTES, Schema, signature
-from vecenv.infos.records import InfoColumns, InfoEntry, StepReply
 from vecenv.spaces.buffers import BatchBuffer, aligned
 
 __all__ = ["IN_ROWS", "InfoReader", "InfoRows", "InfoWriter", "RowsReply", "rows_round_trip"]

@@ -1,37 +1,11 @@
 """``backend="auto"``: the layout that steps a given env fastest on this machine, by measuring.
 
-::
-
-    make(env, n)                          backend="auto"
-      │
-      ├── probe.probe_env(env_fns[0])     one copy stepped for at most PROBE_S ──► EnvProbe
-      │                                   (step µs, CPU share, observation size)
-      ├── machine.machine_costs()         vecenv's own cost per batched step on a no-op env
-      │                                   ──► MachineCosts (cached per machine, checked cheaply,
-      │                                   never saved when measured beside other work)
-      ├── load.others_busy()              the cores' worth of CPU other programs use now, and
-      │   runs.other_runs()                 other processes with a live vector env (each ≥ 1 core)
-      └── rule.decide(probe, costs, n, cores, others)  ──► Layout(backend, num_workers, inline, reason,
-                                                   calibration: machine.describe_costs(costs))
-
-:func:`decide` predicts the microseconds of one batched step of ``n`` envs for each candidate and
-takes the least (``c`` an env's step, ``e`` vecenv's work per env, ``W`` groups)::
-
-    serial             F + n·(c + e)
-    thread,  T threads X_thread(T)  + n·(c + e) / T      free-threaded Python, GIL off only
-    process, W groups  X_process(W) + ⌈n/W⌉·(c + e)      W ≤ usable cores
-    inline,  W groups  X_inline(W)  + ⌈n/W⌉·(c + e)      W-1 workers + the caller's process
-
-``F`` and the crossings ``X`` come from :class:`MachineCosts`. An env whose step mostly waits
-(CPU share below :data:`WAITING_SHARE`) may have more workers than cores. Within :data:`TIE` of
-the best, the simpler layout wins: serial, thread, process, then inline. On a contended machine
-(other programs busy on half a core or more) the run's processes are predicted at their share of
-the cores left, with a blocking wake-up each way, and serial stands unless a layout with workers
-beats it by :data:`~vecenv.layout.rule.CONTENDED_MARGIN`.
-
-``VECENV_BACKEND`` (``serial``, ``thread``, ``process``, ``inline``, ``ray``) forces auto's choice;
-``backend=`` forces it for one call. Probing never changes results: the probe copy is closed and
-the run builds its envs as every fixed backend does.
+:func:`choose` probes one copy of the env (:func:`probe_env`), reads vecenv's own costs here
+(:func:`machine_costs`, cached per machine) and the load of other programs and vecenv runs, then
+:func:`decide` predicts each layout's µs per batched step and takes the least (docs/auto.md gives
+the rule). ``VECENV_BACKEND`` (``serial``, ``thread``, ``process``, ``inline``, ``ray``) forces
+auto's choice. Probing never changes results: the probe copy is closed and the run builds its
+envs as every fixed backend does.
 """
 
 from __future__ import annotations
@@ -42,15 +16,22 @@ from typing import Any
 
 import gymnasium as gym
 
-from vecenv.layout.load import contended, most, others_busy
-from vecenv.layout.machine import describe_costs, machine_costs
-from vecenv.layout.probe import cached_probe, keep_probe, probe_env
+from vecenv.layout.machine import (
+    cached_probe,
+    describe_costs,
+    keep_probe,
+    machine_costs,
+    most,
+    others_busy,
+    probe_env,
+)
 from vecenv.layout.rule import (
     FORCE_VAR,
     EnvProbe,
     Layout,
     MachineCosts,
     allowed_layouts,
+    contended,
     decide,
     fixed,
     forced,

@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vecenv.layout.load import contended
 from vecenv.system import gil_enabled, usable_cores
 from vecenv.transports.process import unavailable as processes_unavailable
 
@@ -29,8 +28,20 @@ CONTENDED_MARGIN = 0.2
 WAKE_US = 100.0
 #: µs one worker's reply costs when it travels as a message (a frame written, read and its wake-up)
 MESSAGE_US = 30.0
+#: the layouts from simplest to least simple: the first within TIE of the fastest wins
+_ORDER = ("serial", "thread", "process", "inline")
 #: backend_kwargs only the process backend takes
 _PROCESS_ONLY = {"context", "daemon", "spin_us", "yield_us", "start_timeout", "shared_memory", "mechanism"}
+#: other work of at least this many cores' worth makes the machine contended
+BUSY_CORES = 0.5
+
+
+def contended(cores: int, others: float | None) -> bool:
+    """Whether other work (``others`` cores' worth, from :func:`~vecenv.layout.others_busy`) takes
+    :data:`BUSY_CORES` or more, however many ``cores``: a layout spreads over every usable core,
+    so one shared core already stretches its crossings many times (docs/auto.md). An idle machine
+    reads 0.0–0.1, one CPU hog about 1.0; unknown (None) is not contended."""
+    return others is not None and cores > 0 and others >= BUSY_CORES
 
 
 # ==================================================================== what is measured
@@ -112,20 +123,13 @@ class Layout:
 
 
 # ==================================================================== the rule
-def decide(
-    probe: EnvProbe,
-    costs: MachineCosts,
-    num_envs: int,
-    cores: int,
-    *,
-    allowed: Sequence[str] = ("serial", "process", "inline"),
-    num_workers: int | None = None,
-    others: float | None = 0.0,
-) -> Layout:
+def decide(probe: EnvProbe, costs: MachineCosts, num_envs: int, cores: int, *,
+           allowed: Sequence[str] = ("serial", "process", "inline"), num_workers: int | None = None,
+           others: float | None = 0.0) -> Layout:
     """The fastest of the ``allowed`` layouts for ``num_envs`` copies of the probed env.
 
     ``num_workers`` fixes the groups of process and inline layouts; ``others`` is
-    :func:`vecenv.layout.load.others_busy` (see the package docstring for the contended rule).
+    :func:`vecenv.layout.others_busy` (docs/auto.md gives the contended rule).
 
     Examples:
         With made-up machine costs: a cheap step stays in the calling process, an expensive
@@ -148,30 +152,32 @@ def decide(
         >>> decide(EnvProbe(step_us=60.0), costs, num_envs=8, cores=4, others=3.0).backend
         'serial'
     """
-    n = num_envs
     busy = others if others is not None and contended(cores, others) else 0.0
-    predicted = _predict(probe, costs, n, cores, allowed, num_workers, busy)
+    predicted = _predict(probe, costs, num_envs, cores, allowed, num_workers, busy)
     if not predicted:
-        return fixed(allowed[0], n, num_workers, cores, "the only layout the arguments allow")
-    key = _pick(predicted, busy > 0)
-    kind, w = _shape(key)
-    reason = _reason(kind, w, probe, predicted, key, cores, busy)
-    return Layout(backend_of(kind), w, kind == "inline", reason, predicted)
+        return fixed(allowed[0], num_envs, num_workers, cores, "the only layout the arguments allow")
+    # the simplest layout within TIE of the fastest; on a busy machine, serial unless one with
+    # workers beats it by CONTENDED_MARGIN
+    best, serial = min(predicted.values()), predicted.get("serial")
+    if busy and serial is not None and best * (1 + CONTENDED_MARGIN) > serial:
+        kind, w = "serial", 1
+    else:
+        key = min((k for k in predicted if predicted[k] <= best * (1 + TIE)),
+                  key=lambda k: (_ORDER.index(_shape(k)[0]), predicted[k]))
+        kind, w = _shape(key)
+    return fixed(kind, num_envs, w, cores, _reason(kind, w, probe, predicted, cores, busy), predicted)
 
 
-def _predict(
-    probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: Sequence[str],
-    num_workers: int | None, busy: float,
-) -> dict[str, float]:
+def _predict(probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: Sequence[str],
+             num_workers: int | None, busy: float) -> dict[str, float]:
     """Predicted µs per batched step of each candidate (``serial``, ``process×W``, ...)."""
     work = probe.step_us + costs.per_env_us
     # the busy programs keep their cores: this run shares what is left (at least a fair share)
     left = max(cores - busy, cores / (1.0 + busy)) if busy else math.inf
 
-    def share(processes: int) -> float:  # of a core, for each of this run's busy processes
-        if not busy:
-            return 1.0
-        # a sync step waits whenever one of them falls behind
+    # the share of a core each of this run's busy processes gets (1 on an idle machine, where
+    # left is unbounded); a sync step waits whenever one of them falls behind
+    def share(processes: int) -> float:
         return min(1.0, left / max(1.0, processes * probe.cpu_share))
 
     if num_workers is not None:
@@ -185,9 +191,7 @@ def _predict(
     if "serial" in allowed and (num_workers in (None, 1)):
         predicted["serial"] = (costs.fixed_us + n * work) / share(1)
     if "thread" in allowed and costs.thread_us is not None:
-        for t in widths:
-            if t < 2:
-                continue  # one thread is the serial layout with a hand-off
+        for t in [t for t in widths if t > 1]:  # one thread is the serial layout with a hand-off
             # beside busy programs threads share what is left too; none waits for a slower one
             predicted[f"thread×{t}"] = costs.crossing("thread", t) + n * work / min(float(t), left)
     for kind in ("process", "inline"):
@@ -211,34 +215,15 @@ def _shape(key: str) -> tuple[str, int]:
     return kind, int(w or 1)
 
 
-def _pick(predicted: dict[str, float], busy: bool) -> str:
-    """The simplest layout within :data:`TIE` of the fastest; on a busy machine, serial unless
-    one with workers beats it by :data:`CONTENDED_MARGIN`."""
-    best = min(predicted.values())
-    serial = predicted.get("serial")
-    if busy and serial is not None and best * (1 + CONTENDED_MARGIN) > serial:
-        return "serial"
-    for kind in ("serial", "thread", "process", "inline"):
-        near = [k for k, t in predicted.items() if _shape(k)[0] == kind and t <= best * (1 + TIE)]
-        if near:
-            return min(near, key=predicted.__getitem__)
-    raise AssertionError("unreachable: the fastest layout is within TIE of itself")
-
-
-def backend_of(kind: str) -> str:
-    """The backend that builds a layout kind (``inline`` is the process backend's)."""
-    return "process" if kind == "inline" else kind
-
-
-def fixed(kind: str, n: int, workers: int | None, cores: int, reason: str) -> Layout:
-    """The ``kind`` layout with ``workers`` groups (default: the cores, at most ``n``)."""
+def fixed(kind: str, n: int, workers: int | None, cores: int, reason: str,
+          predicted: Mapping[str, float] | None = None) -> Layout:
+    """The ``kind`` layout with ``workers`` groups (default: the cores, at most ``n``); ``inline``
+    is the process backend's."""
     w = 1 if kind == "serial" else max(1, min(n, workers or cores))
-    return Layout(backend_of(kind), w, kind == "inline", reason)
+    return Layout("process" if kind == "inline" else kind, w, kind == "inline", reason, predicted or {})
 
 
-def _reason(
-    kind: str, w: int, probe: EnvProbe, predicted: dict[str, float], key: str, cores: int, busy: float
-) -> str:
+def _reason(kind: str, w: int, probe: EnvProbe, predicted: dict[str, float], cores: int, busy: float) -> str:
     step = f"a step costs {probe.step_us:,.1f} µs"
     if probe.cpu_share < WAITING_SHARE:
         step += f" ({probe.cpu_share:.0%} of it on a CPU)"
@@ -287,4 +272,5 @@ def forced(num_envs: int, backend_kwargs: Mapping[str, Any]) -> Layout | None:
     if value not in choices:
         raise ValueError(f"{FORCE_VAR}={value!r}: expected one of {list(choices)} or 'auto'")
     workers = backend_kwargs.get("num_workers") or min(num_envs, usable_cores())
-    return Layout(backend_of(value), 1 if value == "serial" else workers, value == "inline", f"forced by {FORCE_VAR}")
+    backend = "process" if value == "inline" else value
+    return Layout(backend, 1 if value == "serial" else workers, value == "inline", f"forced by {FORCE_VAR}")
