@@ -175,7 +175,8 @@ def _check_dtype(leaf: Leaf, array: np.ndarray, where: str) -> tuple[np.ndarray,
         raise TypeError(
             f"{where}: expected {need} values for {leaf.space} (dtype {want}), got dtype {array.dtype}"
         )
-    if want.kind in "iu" and got.kind in "iu" and not np.can_cast(got, want) and array.size:
+    # integers that may not fit (storing them would wrap around): their range is checked
+    if got != want and want.kind in "iu" and got.kind in "iu" and not np.can_cast(got, want) and array.size:
         limits = np.iinfo(want)
         low, high = array.min(), array.max()
         if low < limits.min or high > limits.max:

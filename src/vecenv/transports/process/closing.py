@@ -46,10 +46,22 @@ class Closing(Transport):
         if self._block is not None:  # first: no restart can need it now, and a Ctrl-C during
             self._block.release()  # the waits below must not leave a named block behind
         deadline = time.monotonic() + (DEFAULT_CLOSE_TIMEOUT if timeout is None else max(0.0, float(timeout)))
-        if not self._asked:
-            self._asked = True
-            if self.ctrl is not None:
-                self._ask_to_close(deadline)
+        # once, even when a Ctrl-C cuts it short: let busy workers finish (by the deadline), send
+        # each a Close, and report what their envs raised; a worker that died meanwhile is ended below
+        asking, self._asked = not self._asked and self.ctrl is not None, True
+        if asking:
+            asked = []
+            for w in range(len(self.processes)):
+                with contextlib.suppress(Exception):
+                    if self.outstanding(w) and not self.drop_outstanding(w, max(0.0, deadline - time.monotonic())):
+                        continue
+                    if w not in self.dead:
+                        self.send([(w, Close())])
+                        asked.append(w)
+            for w in asked:
+                with contextlib.suppress(Exception):
+                    if self.ready([w], max(0.0, deadline - time.monotonic())):
+                        warn_close_failures(self.fetch(w))
         for process, peer, watch in zip(self.processes, self.peers, self.watches, strict=True):
             # each worker ends by the deadline, else is ended; then its parts are released
             if not watch.released and watch.join(deadline - time.monotonic()) is None:
@@ -61,22 +73,6 @@ class Closing(Transport):
             watch.release()
         self.ctrl = self._mask = None
         self._ended = True
-
-    def _ask_to_close(self, deadline: float) -> None:
-        """Let busy workers finish (within the deadline), send each a Close, and report what
-        their envs raised while closing."""
-        asked = []
-        for w in range(len(self.processes)):
-            with contextlib.suppress(Exception):  # a worker that died meanwhile is ended below
-                if self.outstanding(w) and not self.drop_outstanding(w, max(0.0, deadline - time.monotonic())):
-                    continue
-                if w not in self.dead:
-                    self.send([(w, Close())])
-                    asked.append(w)
-        for w in asked:
-            with contextlib.suppress(Exception):
-                if self.ready([w], max(0.0, deadline - time.monotonic())):
-                    warn_close_failures(self.fetch(w))
 
     def disown(self) -> None:
         """In a process forked from the caller (the engine's fork hook): let go of this

@@ -215,6 +215,7 @@ class Starting(Closing):
         start, stop = self.partition[w]
         data = cloudpickle.dumps(self._layout._replace(start=start, stop=stop))
         self.peers[w].write_frame_with_fd(Frame.ATTACH, data, self._block.token)
+
     def _unpack(self, worker: int, data: bytes) -> Any:
         try:
             ok, value = wire.loads(data)
@@ -230,9 +231,17 @@ class Starting(Closing):
     # ------------------------------------------------------------ failures
     def restart(self, worker: int) -> None:
         """Start a new process for ``worker``'s envs, mapped onto the same rows (the inline
-        group: build it again here)."""
+        group: build it again here from its env_fns, its envs not yet reset)."""
         if worker == self.inline_worker:
-            self._restart_inline()
+            old, ctrl, infos = self.inline, self.ctrl, self._infos
+            if old is None or ctrl is None or infos is None:
+                raise self._no_block()
+            new = self._inline_group()
+            self._attach_inline(new)
+            self.inline = new
+            ctrl.drop(worker)
+            infos.restart(worker)
+            warn_close_failures(old.close())
             return
         self.terminate(worker)
         old, watch = self.peers[worker], self.watches[worker]
@@ -253,18 +262,6 @@ class Starting(Closing):
         except BaseException:
             self.terminate(worker)
             raise
-
-    def _restart_inline(self) -> None:
-        """Build the inline group again from its env_fns, on the same rows (its envs not yet reset)."""
-        old, ctrl, infos = self.inline, self.ctrl, self._infos
-        if old is None or ctrl is None or infos is None:
-            raise self._no_block()
-        new = self._inline_group()
-        self._attach_inline(new)
-        self.inline = new
-        ctrl.drop(self.inline_worker)
-        infos.restart(self.inline_worker)
-        warn_close_failures(old.close())
 
     def terminate(self, worker: int) -> None:
         """End ``worker``'s process; the inline group cannot be ended (its reply is always ready,
