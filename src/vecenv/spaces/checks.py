@@ -69,14 +69,11 @@ def split(tree: Any, leaves: list[Leaf], item: Any, what: str, out: list) -> Non
 
 def collect(tree: Any, leaves: list[Leaf], value: Any, k: int, where: str, out: list,
             given: list | None = None) -> bool:
-    """Check a batched value against the tree and append each leaf's array to ``out``.
-
-    Returns whether every array leaf came as a numpy array of the leaf's dtype (so the buffer
-    holds exactly what gymnasium's ``iterate`` would hand each env). ``given`` (optional) gets,
-    per leaf, what the envs are to be handed: the value as it came, or its exact integer cast.
-    The errors for a missing dict key and a short tuple are the ``KeyError`` / ``IndexError``
-    gymnasium raises.
-    """
+    """Check a batched value against the tree and append each leaf's array to ``out``; whether
+    every array leaf came as a numpy array of the leaf's dtype (so the buffer holds what
+    gymnasium's ``iterate`` would hand each env). ``given`` (optional) gets, per leaf, what the
+    envs are to be handed: the value as it came, or its exact integer cast. A missing dict key
+    and a short tuple raise gymnasium's ``KeyError`` / ``IndexError`` too."""
     if isinstance(tree, int):
         leaf = leaves[tree]
         checked = _check_leaf(leaf, value, k, where)
