@@ -1,9 +1,6 @@
 """Calls on the sub-envs: gymnasium's ``call``/``get_attr``/``set_attr``/``render`` and the
-per-env forms (``call_at``, ``get_attr_at``, ``set_attr_at``, ``apply``) the SB3 layer uses.
-
-A call is one command per worker whose envs it names, sent through the vector env's
-:class:`~vecenv.engine.flight.InFlight` like a step; :class:`Calls` sends it and collects the
-replies, keeping what arrived across a timed-out wait (the call stays pending, as in gymnasium).
+per-env forms the SB3 layer uses: one command per worker, sent through the flight like a step;
+replies that arrived are kept across a timed-out wait (the call stays pending, as in gymnasium).
 """
 
 from __future__ import annotations
@@ -51,10 +48,15 @@ class Calls:
                 for w in flight.wait(deadline, timeout, method, self.overdue):
                     flight.in_flight.pop(w)
                     try:
-                        self.replies[w] = flight.transport.fetch(w)
-                    except WorkerDiedError as exc:
-                        self.worker_died(w, exc)
-                    except BaseException as exc:
+                        try:
+                            self.replies[w] = flight.transport.fetch(w)
+                        except WorkerDiedError as exc:
+                            # died while idle, before this call: under on_error="restart" it is
+                            # replaced and runs the call (its envs' episodes end at their next step)
+                            if not flight.recovery.may_restart(w, exc):
+                                raise
+                            self.replies[w] = flight.recovery.rerun(w, exc, flight.commands.get(w))
+                    except BaseException as exc:  # the call fails with the first error
                         self.error = self.error or exc
             replies, self.replies = self.replies, {}
             error, self.error = self.error, None
@@ -67,19 +69,6 @@ class Calls:
         except BaseException as exc:
             flight.interrupted_collect(exc)
             raise
-
-    def worker_died(self, w: int, error: WorkerDiedError) -> None:
-        """Worker ``w`` died (while idle, before this call): under ``on_error="restart"`` it is
-        replaced and runs the call (its envs' episodes end at their next step); else the call
-        fails with ``error``."""
-        flight = self.flight
-        if not flight.recovery.may_restart(w, error):
-            self.error = self.error or error
-            return
-        try:
-            self.replies[w] = flight.recovery.rerun(w, error, flight.commands.get(w))
-        except BaseException as exc:
-            self.error = self.error or exc
 
     def overdue(self, w: int, envs: np.ndarray, method: str) -> None:
         """Worker ``w`` overran ``step_timeout`` on a call: it is ended, and the call fails."""

@@ -8,11 +8,7 @@ from gymnasium.vector import AutoresetMode
 
 __all__ = ["is_same_step", "parse_autoreset_mode"]
 
-_MODES = {
-    "nextstep": AutoresetMode.NEXT_STEP,
-    "samestep": AutoresetMode.SAME_STEP,
-    "disabled": AutoresetMode.DISABLED,
-}
+_MODES = {mode.name.lower().replace("_", ""): mode for mode in AutoresetMode}  # "nextstep"...
 
 
 def parse_autoreset_mode(mode: str | AutoresetMode) -> AutoresetMode:

@@ -1,9 +1,5 @@
-"""A vector env belongs to the process that made it.
-
-A forked child (a data loader's worker, another vector env's worker) inherits a copy of the
-object and must not act through it: its exit would close the owner's workers. At every fork the
-child's transports let go of what the fork copied (:func:`_forked`), and any later use is a clear
-error (:func:`refuse_if_foreign`).
+"""A vector env belongs to the process that made it: in a forked child its transport lets go of
+what the fork copied (:func:`_forked`), and any use is a clear error (:func:`refuse_if_foreign`).
 """
 
 from __future__ import annotations

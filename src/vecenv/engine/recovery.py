@@ -64,36 +64,27 @@ class Recovery:
         flight.run_now(w, Configure(flight.policy))
         report = restart_report(error)
         if type(command) is Reset:
-            return self.reset_again(w, envs, command, cut, report)
-        if same_step:
-            return self.reset_new_envs(w, envs, others, cut, report)
-        return Restart([InfoEntry(int(i), dict(report)) for i in envs], {i: (report, None, {}) for i in cut})
-
-    def reset_new_envs(self, w: int, envs: np.ndarray, others: list[int], cut: list[int], report: dict) -> Restart:
-        """SAME_STEP: reset the new worker's envs at once; what the caller holds stays."""
-        flight = self.flight
-        b = flight.buffers
-        start, stop = flight.partition[w]
+            # the new worker runs the failed reset (its seeds and options), so its envs return
+            # the observations the reset gives, never the dead worker's last
+            reply = flight.run_now(w, command)
+            infos: dict[int, Any] = {e.index: e.info for e in reply.entries}
+            made = [InfoEntry(int(i), {**infos.get(int(i), {}), **report}) for i in envs]
+            return Restart(made, {i: (report, None, {}) for i in cut}, True, reply.objects)
+        if not same_step:
+            return Restart([InfoEntry(int(i), dict(report)) for i in envs], {i: (report, None, {}) for i in cut})
+        # SAME_STEP: the new worker's envs are reset at once; what the caller holds stays
         kept = {i: (copy.deepcopy(b.observations.item(i)), b.rewards[i], b.terminations[i], b.truncations[i])
                 for i in others}
         finals = {int(i): copy.deepcopy(b.observations.item(int(i))) for i in envs}
         reply = flight.run_now(w, Reset())
         b.observations.set_objects(reply.objects, np.arange(start, stop))
-        infos: dict[int, Any] = {e.index: e.info for e in reply.entries}
+        infos = {e.index: e.info for e in reply.entries}
         made = [InfoEntry(i, {**infos.get(i, {}), **report}, True, finals[i], dict(report)) for i in finals]
         later = {i: (report, copy.deepcopy(b.observations.item(i)), infos.get(i, {})) for i in cut}
         for i, (obs, reward, terminated, truncated) in kept.items():  # what the caller holds or will get
             b.observations.write(i, obs)
             b.rewards[i], b.terminations[i], b.truncations[i] = reward, terminated, truncated
         return Restart(made, later)
-
-    def reset_again(self, w: int, envs: np.ndarray, command: Reset, cut: list[int], report: dict) -> Restart:
-        """The worker failed during a reset: the new one runs that reset (its seeds and options),
-        so its envs return the observations the reset gives, never the dead worker's last."""
-        reply = self.flight.run_now(w, command)
-        infos: dict[int, Any] = {e.index: e.info for e in reply.entries}
-        made = [InfoEntry(int(i), {**infos.get(int(i), {}), **report}) for i in envs]
-        return Restart(made, {i: (report, None, {}) for i in cut}, True, reply.objects)
 
     def rerun(self, w: int, error: VecEnvError, command: Any) -> Any:
         """A call (``get_attr``, ``env_method``...) found worker ``w`` dead: replace it, end its

@@ -1,9 +1,6 @@
-"""Checking what comes into a batch buffer against its space's leaves: one env's item (an
-observation, split into leaf values) and a batch for several envs (actions, collected per leaf).
-
-Every error names the leaf, what was expected and what came, and is raised before anything is
-written, so a refused value leaves the buffer as it was.
-"""
+"""Checking one env's item (split into leaf values) or a batch (collected per leaf) against a
+space's leaves; every error names the leaf, what was expected and what came, and is raised before
+anything is written."""
 
 from __future__ import annotations
 
@@ -19,31 +16,6 @@ if TYPE_CHECKING:
     from vecenv.spaces.buffers import Leaf
 
 __all__ = ["collect", "misfit", "shape_of", "split"]
-
-
-def _accepted_kinds(want: np.dtype) -> str:
-    """The dtype kinds a fixed leaf of dtype ``want`` takes: integer leaves only integers."""
-    return "biu" if want.kind in "biu" else "biuf"
-
-
-def _may_overflow(got: np.dtype, want: np.dtype) -> bool:
-    """Whether integer values of dtype ``got`` may not fit an integer leaf of dtype ``want``
-    (so that storing them would wrap around): their range must then be checked."""
-    if want.kind not in "iu" or got.kind == "b" or got == want:
-        return False
-    if got.kind == want.kind:
-        return got.itemsize > want.itemsize
-    return not (got.kind == "u" and got.itemsize < want.itemsize)  # signed into unsigned: negatives
-
-
-def _exact_cast(array: np.ndarray, want: np.dtype) -> np.ndarray | None:
-    """``array`` (floats) as integers of dtype ``want`` when every value is a whole number that
-    ``want`` holds exactly (so nothing is lost: 2.0 for a Discrete, 255.0 for uint8); ``None``
-    for anything lossy (0.5, 300.0 for uint8, -1.0 for unsigned, NaN, inf)."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        cast = array.astype(want)
-        exact = bool(np.all(cast == array))  # NaN equals nothing; wrapped values differ
-    return cast if exact else None
 
 
 def shape_of(value: Any) -> tuple[int, ...] | None:
@@ -97,13 +69,11 @@ def split(tree: Any, leaves: list[Leaf], item: Any, what: str, out: list) -> Non
 
 def collect(tree: Any, leaves: list[Leaf], value: Any, k: int, where: str, out: list,
             given: list | None = None) -> bool:
-    """Check a batched value against the tree and append each leaf's array to ``out``.
-
-    Returns whether every array leaf came as a numpy array of the leaf's dtype (so the buffer
-    holds exactly what gymnasium's ``iterate`` would hand each env). ``given`` (optional) gets,
-    per leaf, what the envs are to be handed: the value as it came, or its exact integer cast. The errors for a missing
-    dict key and a short tuple are also the ``KeyError`` / ``IndexError`` gymnasium raises.
-    """
+    """Check a batched value against the tree and append each leaf's array to ``out``; whether
+    every array leaf came as a numpy array of the leaf's dtype (so the buffer holds what
+    gymnasium's ``iterate`` would hand each env). ``given`` (optional) gets, per leaf, what the
+    envs are to be handed: the value as it came, or its exact integer cast. A missing dict key
+    and a short tuple raise gymnasium's ``KeyError`` / ``IndexError`` too."""
     if isinstance(tree, int):
         leaf = leaves[tree]
         checked = _check_leaf(leaf, value, k, where)
@@ -147,26 +117,18 @@ def _iterable(value: Any) -> bool:
     return True
 
 
-def _own_items(leaf: Leaf, value: Any, k: int, where: str) -> np.ndarray:
-    """A batch for a space a user registered with gymnasium, split into ``k`` items by the
-    ``iterate`` gymnasium would use on it (so each env gets what gymnasium would hand it)."""
-    try:
-        items = list(iterate(batch_space(leaf.space, k), value))
-    except Exception as exc:
-        raise ValueError(f"{where}: gymnasium's iterate could not split {value!r:.80} into {k} "
-                         f"items of {leaf.space} ({type(exc).__name__}: {exc})") from None
-    if len(items) != k:
-        raise ValueError(f"{where}: expected {k} items of {leaf.space}, got {len(items)}")
-    out = np.empty(k, dtype=object)
-    out[:] = items
-    return out
-
-
 def _check_leaf(leaf: Leaf, value: Any, k: int, where: str) -> Any:
-    if leaf.own:
-        return _own_items(leaf, value, k, where)
+    if leaf.own:  # a space registered with gymnasium: split by the iterate gymnasium would use
+        try:
+            items = list(iterate(batch_space(leaf.space, k), value))
+        except Exception as exc:
+            raise ValueError(f"{where}: gymnasium's iterate could not split {value!r:.80} into {k} "
+                             f"items of {leaf.space} ({type(exc).__name__}: {exc})") from None
+        if len(items) != k:
+            raise ValueError(f"{where}: expected {k} items of {leaf.space}, got {len(items)}")
+        value = items
     if not leaf.fixed:
-        if not isinstance(value, (tuple, list, np.ndarray)) or len(value) != k:
+        if not leaf.own and (not isinstance(value, (tuple, list, np.ndarray)) or len(value) != k):
             sequence = isinstance(value, (tuple, list, np.ndarray))
             got = f"{len(value)} items" if sequence else type(value).__name__
             error = ValueError if sequence or _iterable(value) else ActionSpaceError
@@ -199,17 +161,19 @@ def _check_leaf(leaf: Leaf, value: Any, k: int, where: str) -> Any:
 def _check_dtype(leaf: Leaf, array: np.ndarray, where: str) -> tuple[np.ndarray, bool]:
     """``array`` (of the leaf's shape) if its values fit the leaf's dtype, with whether it was
     cast: floats that an integer leaf holds exactly come back as the leaf's dtype."""
-    want = leaf.array.dtype
-    if array.dtype.kind == "f" and want.kind in "iu":
-        cast = _exact_cast(array, want)
-        if cast is not None:
-            return cast, True
-    if array.dtype.kind not in _accepted_kinds(want):
+    want, got = leaf.array.dtype, array.dtype
+    if got.kind == "f" and want.kind in "iu":
+        with np.errstate(invalid="ignore", over="ignore"):
+            cast = array.astype(want)
+            if np.all(cast == array):  # whole numbers only (NaN equals nothing; wrapped values differ)
+                return cast, True
+    if got.kind not in ("biu" if want.kind in "biu" else "biuf"):
         need = "integer" if want.kind in "biu" else "numeric"
         raise TypeError(
             f"{where}: expected {need} values for {leaf.space} (dtype {want}), got dtype {array.dtype}"
         )
-    if _may_overflow(array.dtype, want) and array.size:
+    # integers that may not fit (storing them would wrap around): their range is checked
+    if got != want and want.kind in "iu" and got.kind in "iu" and not np.can_cast(got, want) and array.size:
         limits = np.iinfo(want)
         low, high = array.min(), array.max()
         if low < limits.min or high > limits.max:

@@ -1,16 +1,10 @@
-"""Ray transport: env groups as Ray actors, on this machine or across a cluster.
-
-Each worker is one Ray actor holding a :class:`DetachedGroup`: an unchanged env group over
-buffers of its own. A command is one actor call that carries the action rows it reads; its reply
-carries the rows it wrote, which :meth:`RayTransport.fetch` copies into the caller's batch
-buffers, so after ``fetch`` the caller's rows hold the results as if written in place.
-:meth:`RayTransport.ready` is ``ray.wait`` on the calls in flight, so async batches take the
-actors that answer first. Named ``ray_actors`` so it never shadows ``ray``, which is imported
-only when a :class:`RayVectorEnv` is built.
-"""
+"""Ray transport: each env group in a Ray actor (:class:`DetachedGroup`), on this machine or
+across a cluster; a command carries the action rows it reads, its reply the rows it wrote (see
+docs/ray.md). Named ``ray_actors`` so it never shadows ``ray``, imported only when needed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -29,9 +23,7 @@ from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import Command, GivenStep, Reset, Step
 from vecenv.worker.group import EnvDescription, EnvGroup, warn_close_failures
 
-__all__ = ["DEFAULT_START_TIMEOUT", "DetachedGroup", "RayTransport", "command_inputs", "import_ray", "store_outputs"]
-
-_CLOSE_TIMEOUT = 5.0
+__all__ = ["DEFAULT_START_TIMEOUT", "DetachedGroup", "RayTransport", "import_ray"]
 
 
 def import_ray() -> Any:
@@ -44,7 +36,6 @@ def import_ray() -> Any:
     return ray
 
 
-# ------------------------------------------------------------------ Ray ownership
 # Ray is shut down by the last vecenv env that relies on a Ray that vecenv itself started; a Ray
 # the user started (ray.init, or a cluster joined before vecenv) is never shut down by vecenv.
 _lock = threading.Lock()
@@ -52,57 +43,9 @@ _generation = 0  # counts the Rays vecenv started; 0 while none of ours is runni
 _users = 0
 
 
-def _acquire_ray(address: str | None, init_kwargs: dict[str, Any]) -> int:
-    """Make sure Ray is initialised; return the generation of vecenv's Ray this env uses, or 0."""
-    global _generation, _users
-    ray = import_ray()
-    with _lock:
-        if not ray.is_initialized():
-            ray.init(address=address, **{"include_dashboard": False, **init_kwargs})
-            _generation, _users = _generation + 1, 0
-        elif _users == 0:  # someone else's Ray (or ours was shut down by hand): never ours to stop
-            return 0
-        _users += 1
-        return _generation
-
-
-def _release_ray(generation: int) -> None:
-    """The env that used vecenv's Ray ``generation`` is done; the last one shuts Ray down."""
-    global _users
-    ray = import_ray()
-    with _lock:
-        if generation != _generation or _users <= 0:
-            return  # that Ray is gone already
-        _users -= 1
-        if _users == 0 and ray.is_initialized():
-            ray.shutdown()
-
-
-# ------------------------------------------------------------------ the group in an actor
 def _rows(command: Reset | Step | GivenStep) -> Any:
     """The local env rows a command touches: an index array, or ``slice(None)`` for all."""
     return slice(None) if command.ids is None else np.asarray(command.ids, dtype=np.intp)
-
-
-def command_inputs(rows: StepBuffers, command: Command) -> list[np.ndarray] | None:
-    """Caller side: the action rows ``command`` reads, one array per action leaf (``Step`` only)."""
-    if not isinstance(command, (Step, GivenStep)):
-        return None
-    sel = _rows(command)
-    return [leaf.array[sel] for leaf in rows.actions.leaves]
-
-
-def store_outputs(rows: StepBuffers, command: Command, outputs: Any) -> None:
-    """Caller side: write a reply's ``outputs`` into the caller's rows of the batch buffers."""
-    if outputs is None or not isinstance(command, (Reset, Step, GivenStep)):
-        return  # only those commands write rows (DetachedGroup.run gives no outputs for others)
-    sel = _rows(command)
-    leaves, rewards, terms, truncs = outputs
-    for leaf, values in zip(rows.observations.leaves, leaves, strict=True):
-        leaf.array[sel] = values
-    rows.rewards[sel] = rewards
-    rows.terminations[sel] = terms
-    rows.truncations[sel] = truncs
 
 
 class DetachedGroup:
@@ -139,30 +82,24 @@ class DetachedGroup:
 
     def run(self, command: Command, inputs: list[np.ndarray] | None) -> tuple[bool, Any]:
         """``(True, (reply, outputs))``: ``outputs`` the rows it wrote (None for other commands)."""
+        group: Any = self.group
+        b = self.buffers
         try:
-            return True, self._run(command, inputs)
+            if not isinstance(command, (Reset, Step, GivenStep)):
+                return True, (group.run(command), None)
+            if b is None:
+                raise VecEnvError(f"worker {group.worker}: the detached group has no buffers (attach() has not run)")
+            sel = _rows(command)
+            if inputs is not None:
+                for leaf, values in zip(b.actions.leaves, inputs, strict=True):
+                    leaf.array[sel] = values
+            reply = group.run(command)
+            copied = isinstance(sel, np.ndarray)
+            leaves = [leaf.array[sel] if copied else leaf.array.copy() for leaf in b.observations.leaves]
+            outputs = (leaves, b.rewards[sel].copy(), b.terminations[sel].copy(), b.truncations[sel].copy())
+            return True, (reply, outputs)
         except BaseException as exc:
             return False, portable_error(exc)
-
-    def _run(self, command: Command, inputs: list[np.ndarray] | None) -> tuple[Any, Any]:
-        group: Any = self.group
-        if not isinstance(command, (Reset, Step, GivenStep)):
-            return group.run(command), None
-        b = self.buffers
-        if b is None:
-            raise VecEnvError(f"worker {group.worker}: the detached group has no buffers (attach() has not run)")
-        sel = _rows(command)
-        if inputs is not None:
-            for leaf, values in zip(b.actions.leaves, inputs, strict=True):
-                leaf.array[sel] = values
-        reply = group.run(command)
-        outputs = (
-            [leaf.array[sel] if isinstance(sel, np.ndarray) else leaf.array.copy() for leaf in b.observations.leaves],
-            b.rewards[sel].copy(),
-            b.terminations[sel].copy(),
-            b.truncations[sel].copy(),
-        )
-        return reply, outputs
 
     def close(self) -> list[str]:
         group, self.group = self.group, None
@@ -172,7 +109,6 @@ class DetachedGroup:
 _actor_class: Any = None  # DetachedGroup as a Ray actor class, made once
 
 
-# ------------------------------------------------------------------ the transport
 class RayTransport(Transport):
     """Runs each env group in a Ray actor; replies are copied into the caller's buffer rows."""
 
@@ -202,9 +138,19 @@ class RayTransport(Transport):
 
     def connect(self) -> Any:
         """Initialise Ray if it is not running (joining ``address`` when given); return ``ray``."""
+        global _generation, _users
         if self.ray is None:
-            self._our_ray = _acquire_ray(self.address, self.ray_init_kwargs)
-            self.ray = import_ray()
+            ray = import_ray()
+            with _lock:
+                ours = not ray.is_initialized()
+                if ours:
+                    ray.init(address=self.address, **{"include_dashboard": False, **self.ray_init_kwargs})
+                    _generation, _users = _generation + 1, 0
+                # else someone else's Ray (or ours, shut down by hand): never ours to stop
+                if ours or _users:
+                    _users += 1
+                    self._our_ray = _generation
+            self.ray = ray
         return self.ray
 
     def cluster_cpus(self) -> float:
@@ -213,7 +159,7 @@ class RayTransport(Transport):
     def launch(self) -> list[EnvDescription]:
         self.connect()
         try:
-            blobs = [cloudpickle.dumps(self.group_fns(w)) for w in range(self.num_workers)]
+            self._blobs = [cloudpickle.dumps(self.group_fns(w)) for w in range(self.num_workers)]
         except Exception as exc:
             raise TypeError(f"env_fns cannot be pickled to send them to Ray actors: {exc}") from exc
         needed = self.num_workers * self.num_cpus_per_worker
@@ -226,45 +172,39 @@ class RayTransport(Transport):
                 RuntimeWarning,
                 stacklevel=4,
             )
-        self._blobs = blobs
         self.actors = [None] * self.num_workers
-        refs = [self._start(w) for w in range(self.num_workers)]
-        self._await_start(refs, list(range(self.num_workers)))
-        replies = [self._get(ref, w) for w, ref in enumerate(refs)]
+        return self._start(list(range(self.num_workers)))
+
+    def _start(self, workers: list[int]) -> list[EnvDescription]:
+        """New actors for ``workers``; their envs' descriptions, once built within
+        ``start_timeout`` (an actor Ray cannot place would otherwise wait forever)."""
+        global _actor_class
+        if _actor_class is None:
+            _actor_class = self.ray.remote(DetachedGroup)
+        refs = []
+        for w in workers:
+            self.actors[w] = _actor_class.options(num_cpus=self.num_cpus_per_worker).remote()
+            start = self.actors[w].start
+            refs.append(start.remote(self._blobs[w], self.partition[w][0], w, self.autoreset_mode, list(sys.path)))
+        if self.start_timeout is not None:
+            done, _ = self.ray.wait(refs, num_returns=len(refs), timeout=self.start_timeout)
+            if len(done) < len(refs):
+                late = [w for w, ref in zip(workers, refs, strict=True) if ref not in set(done)]
+                raise StepTimeoutError(
+                    [i for w in late for i in range(*self.partition[w])],
+                    late[0],
+                    self.start_timeout,
+                    "start",
+                    f"{len(late)} of {len(refs)} Ray actors did not start; {self.num_workers} actors x "
+                    f"{self.num_cpus_per_worker:g} CPUs need {self.num_workers * self.num_cpus_per_worker:g} "
+                    f"CPUs and the cluster has {self.cluster_cpus():g} (lower num_workers or "
+                    "num_cpus_per_worker, or pass start_timeout=None to wait for an autoscaler or for slow env_fns)",
+                )
+        replies = [self._get(ref, w) for w, ref in zip(workers, refs, strict=True)]
         for ok, value in replies:
             if not ok:
                 raise value
         return [d for _, value in replies for d in value]
-
-    def _start(self, w: int) -> Any:
-        """A new actor for worker ``w``; the ref of its call that builds the envs."""
-        global _actor_class
-        if _actor_class is None:
-            _actor_class = self.ray.remote(DetachedGroup)
-        self.actors[w] = _actor_class.options(num_cpus=self.num_cpus_per_worker).remote()
-        return self.actors[w].start.remote(self._blobs[w], self.partition[w][0], w, self.autoreset_mode, list(sys.path))
-
-    def _await_start(self, refs: list[Any], workers: list[int]) -> None:
-        """Wait up to ``start_timeout`` for the actors of ``workers`` to build their envs (an
-        actor Ray cannot place would otherwise wait forever)."""
-        if self.start_timeout is None:
-            return
-        done, _ = self.ray.wait(refs, num_returns=len(refs), timeout=self.start_timeout)
-        if len(done) == len(refs):
-            return
-        finished = set(done)
-        late = [w for w, ref in zip(workers, refs, strict=True) if ref not in finished]
-        cpus = self.cluster_cpus()
-        raise StepTimeoutError(
-            [i for w in late for i in range(*self.partition[w])],
-            late[0],
-            self.start_timeout,
-            "start",
-            f"{len(late)} of {len(refs)} Ray actors did not start; {self.num_workers} actors x "
-            f"{self.num_cpus_per_worker:g} CPUs need {self.num_workers * self.num_cpus_per_worker:g} "
-            f"CPUs and the cluster has {cpus:g} (lower num_workers or num_cpus_per_worker, or pass "
-            "start_timeout=None to wait for an autoscaler or for slow env_fns)",
-        )
 
     def attach(self, buffers: StepBuffers) -> None:
         self._rows = [buffers.rows(a, b) for a, b in self.partition]
@@ -275,24 +215,20 @@ class RayTransport(Transport):
         """Kill ``worker``'s actor now (a hung env); later commands to it fail."""
         self._calls.pop(worker, None)
         self._finished.pop(worker, None)
-        try:
+        with contextlib.suppress(Exception):
             self.ray.kill(self.actors[worker], no_restart=True)
-        except Exception:
-            pass
 
     def restart(self, worker: int) -> None:
         """Replace ``worker``'s actor with a fresh one built from the same env_fns."""
         self.terminate(worker)
-        ref = self._start(worker)
-        self._await_start([ref], [worker])
-        ok, value = self._get(ref, worker)
-        if not ok:
-            raise value
+        self._start([worker])
         self.ray.get(self.actors[worker].attach.remote(*self._spaces))  # type: ignore[misc]
 
     def send(self, commands: Sequence[tuple[int, Command]]) -> None:
         for worker, command in commands:
-            inputs = command_inputs(self._rows[worker], command)
+            inputs = None  # the action rows a step reads, one array per action leaf
+            if isinstance(command, (Step, GivenStep)):
+                inputs = [leaf.array[_rows(command)] for leaf in self._rows[worker].actions.leaves]
             ref = self.actors[worker].run.remote(command, inputs)
             self._calls[worker] = (ref, command)
 
@@ -319,7 +255,11 @@ class RayTransport(Transport):
         if not ok:
             raise value
         reply, outputs = value
-        store_outputs(self._rows[worker], command, outputs)
+        if outputs is not None:  # the rows a reset or step wrote, into the caller's rows
+            rows, sel = self._rows[worker], _rows(command)  # type: ignore[arg-type]
+            leaves, rows.rewards[sel], rows.terminations[sel], rows.truncations[sel] = outputs
+            for leaf, values in zip(rows.observations.leaves, leaves, strict=True):
+                leaf.array[sel] = values
         return reply
 
     def _get(self, ref: Any, worker: int) -> Any:
@@ -337,6 +277,7 @@ class RayTransport(Transport):
             raise
 
     def close(self, timeout: float | None = None) -> None:
+        global _users
         actors, self.actors = self.actors, []
         self._calls.clear()
         self._finished.clear()
@@ -345,20 +286,20 @@ class RayTransport(Transport):
             return
         try:
             if actors and ray.is_initialized():
-                limit = _CLOSE_TIMEOUT if timeout is None else timeout
+                limit = 5.0 if timeout is None else timeout
                 refs = [a.close.remote() for a in actors]
                 closed, _ = ray.wait(refs, num_returns=len(refs), timeout=limit)  # let envs close cleanly
                 for ref in closed:
-                    try:
+                    with contextlib.suppress(Exception):  # an actor that died meanwhile
                         warn_close_failures(ray.get(ref))
-                    except Exception:  # noqa: PERF203 - an actor that died meanwhile
-                        pass
                 for a in actors:
-                    try:
+                    with contextlib.suppress(Exception):
                         ray.kill(a, no_restart=True)
-                    except Exception:
-                        pass
         finally:
-            if self._our_ray:
+            if self._our_ray:  # the last env that used vecenv's Ray shuts it down
                 generation, self._our_ray = self._our_ray, 0
-                _release_ray(generation)
+                with _lock:
+                    if generation == _generation and _users > 0:
+                        _users -= 1
+                        if _users == 0 and ray.is_initialized():
+                            ray.shutdown()

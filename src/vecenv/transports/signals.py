@@ -1,14 +1,8 @@
-"""Critical sections that an asynchronous exception cannot cut in two.
-
-A ``KeyboardInterrupt`` lands between two bytecodes. Where a transport must do two things or
-neither (post a command and write its message; start a worker and record it), it holds signal
-handlers back for those microseconds; env code never runs inside, so Ctrl-C still stops a hung
-env. A mask alone does not hold: a signal sent to the process goes to any thread that does not
-block it (numpy's BLAS threads) and CPython runs the handler in the main thread anyway. So the
-calling thread's mask blocks signals, and in the main thread SIGINT's handler is replaced by one
-that only notes it, raised again when the section ends. A section is a function call
-(:func:`deferred`), not a ``with`` block, so that putting things back holds wherever a handler
-raises (see :func:`_held`).
+"""Critical sections that a ``KeyboardInterrupt`` cannot cut in two (post a command and write
+its message; start a worker and record it); env code never runs inside. A mask alone does not
+hold (CPython runs the handler in the main thread whichever thread got the signal), so in the
+main thread SIGINT's handler is also replaced by one that only notes it, raised again when the
+section ends. A section is a function call (:func:`deferred`), not a ``with`` block (see :func:`_held`).
 """
 
 from __future__ import annotations

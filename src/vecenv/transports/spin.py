@@ -1,6 +1,5 @@
-"""Waiting without a lock: a bounded spin that gives up when its thread loses its core
-(:func:`spin_until`), and a lock section that an interrupt in the main thread cannot leave held
-(:func:`locked`)."""
+"""Waiting without a lock (:func:`spin_until`), and a lock section that an interrupt cannot
+leave held (:func:`locked`)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""The commands an env group runs, one small picklable class each.
-
-The engine builds a command, a transport carries it (as it is, pickled, or as a shared-memory
-flag for a :class:`Step`), and the group runs it with :meth:`EnvGroup.run
-<vecenv.worker.EnvGroup.run>`, which dispatches on the command's type. ``ids`` are local indices
-within the group (``None``: every env of the group).
-
-Most commands' ``run`` only calls the group's method of the same name. That layer stays: a
-command is that call as a small picklable value, which a transport carries to the group as it is
-(across a process, a thread's queue or a Ray actor), and which the engine builds, records in
-flight and reports by name without knowing the group's methods.
+"""The commands an env group runs: each one call of the group's method as a small picklable
+value, which the engine builds and a transport carries (as it is, pickled, or as a shared-memory
+flag for a :class:`Step`). ``ids`` are local indices within the group (``None``: all its envs).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Closing the process transport: bounded, idempotent, and finished by a second ``close()``
-when a Ctrl-C cut the first one short.
-
-Each part (releasing the shared block, asking the workers once to close their envs, ending each
-worker with wait, SIGTERM, SIGKILL, releasing its socket, watch and process object) can be done
-again without harm, and a worker counts as closed only once all of it is done. In a fork of the
-caller, :meth:`Closing.disown` only lets go of what the fork copied. Ending one (hung or
-failed) worker is :meth:`Closing.terminate`.
-"""
+when a Ctrl-C cut the first one short (each part can be done again without harm)."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import threading
 import time
@@ -52,46 +46,33 @@ class Closing(Transport):
         if self._block is not None:  # first: no restart can need it now, and a Ctrl-C during
             self._block.release()  # the waits below must not leave a named block behind
         deadline = time.monotonic() + (DEFAULT_CLOSE_TIMEOUT if timeout is None else max(0.0, float(timeout)))
-        if not self._asked:
-            self._asked = True
-            if self.ctrl is not None:
-                self._ask_to_close(deadline)
-        for w in range(len(self.processes)):
-            self._end_worker(w, deadline)
+        # once, even when a Ctrl-C cuts it short: let busy workers finish (by the deadline), send
+        # each a Close, and report what their envs raised; a worker that died meanwhile is ended below
+        asking, self._asked = not self._asked and self.ctrl is not None, True
+        if asking:
+            asked = []
+            for w in range(len(self.processes)):
+                with contextlib.suppress(Exception):
+                    if self.outstanding(w) and not self.drop_outstanding(w, max(0.0, deadline - time.monotonic())):
+                        continue
+                    if w not in self.dead:
+                        self.send([(w, Close())])
+                        asked.append(w)
+            for w in asked:
+                with contextlib.suppress(Exception):
+                    if self.ready([w], max(0.0, deadline - time.monotonic())):
+                        warn_close_failures(self.fetch(w))
+        for process, peer, watch in zip(self.processes, self.peers, self.watches, strict=True):
+            # each worker ends by the deadline, else is ended; then its parts are released
+            if not watch.released and watch.join(deadline - time.monotonic()) is None:
+                for end in (process.terminate, process.kill):
+                    if watch.join(0) is None:
+                        end()
+                        watch.join(1.0)
+            peer.close()
+            watch.release()
         self.ctrl = self._mask = None
         self._ended = True
-
-    def _end_worker(self, w: int, deadline: float) -> None:
-        """Let worker ``w`` end by ``deadline``, else end it; release what the caller holds of it."""
-        watch = self.watches[w]
-        if not watch.released and watch.join(deadline - time.monotonic()) is None:
-            process = self.processes[w]
-            for end in (process.terminate, process.kill):
-                if watch.join(0) is None:
-                    end()
-                    watch.join(1.0)
-        self.peers[w].close()
-        watch.release()
-
-    def _ask_to_close(self, deadline: float) -> None:
-        """Let busy workers finish (within the deadline), send each a Close, and report what
-        their envs raised while closing."""
-        asked = []
-        for w in range(len(self.processes)):
-            try:
-                if self.outstanding(w) and not self.drop_outstanding(w, max(0.0, deadline - time.monotonic())):
-                    continue
-                if w not in self.dead:
-                    self.send([(w, Close())])
-                    asked.append(w)
-            except Exception:  # noqa: PERF203 - a worker that died meanwhile is ended below
-                pass
-        for w in asked:
-            try:
-                if self.ready([w], max(0.0, deadline - time.monotonic())):
-                    warn_close_failures(self.fetch(w))
-            except Exception:  # noqa: PERF203
-                pass
 
     def disown(self) -> None:
         """In a process forked from the caller (the engine's fork hook): let go of this
@@ -99,10 +80,8 @@ class Closing(Transport):
         multiprocessing would end them at this process's exit)."""
         self._closed = self._asked = self._ended = True
         lifetime.LIVE.discard(self)
-        children = getattr(multiprocessing.process, "_children", None)
         for process in self.processes:
-            if children is not None:
-                children.discard(process)
+            getattr(multiprocessing.process, "_children", set()).discard(process)
         for peer in self.peers:
             peer.close()
         for watch in self.watches:

@@ -1,8 +1,5 @@
-"""The env_fns on their way to the workers.
-
-Inherited as they are under ``fork``; under ``spawn`` and ``forkserver`` each is pickled once in
-the caller (one that cannot be is named before any worker starts) and unpickled in the worker.
-"""
+"""The env_fns on their way to the workers: inherited under ``fork``, else each pickled once in
+the caller (one that cannot be is named before any worker starts) and unpickled in the worker."""
 
 from __future__ import annotations
 

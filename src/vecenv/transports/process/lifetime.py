@@ -1,21 +1,12 @@
 """How processes and descriptors live: workers end with their caller and hold nothing else.
-
-Caller's side: :data:`LIVE` transports are closed at interpreter exit; a :class:`Watch` sees a
-worker's death through the process itself (a pidfd, or the process handle on Windows), never
-through descriptors that an env's forked helper may also hold; :func:`start_lasting` starts
-workers from a thread that lives as long as the process, since the parent-death signal follows
-the parent *thread*.
-
-Worker's side: :func:`drop_inherited` (fork only) lets go of other vector envs' mappings and of
-the caller's end of its socket; :func:`watch_caller` ends the worker with its caller
-(``PR_SET_PDEATHSIG`` on Linux, which works even while an env holds the GIL in native code, and a
-thread waiting on the caller's pidfd or handle); :func:`mark_copies` lets a process an env forks
-from a worker never answer for it.
-"""
+On the caller's side :data:`LIVE` transports are closed at exit and a :class:`Watch` sees a
+worker's death through the process itself; on the worker's side :func:`watch_caller` ends it with
+its caller, and :func:`mark_copies` lets a process an env forks from it never answer for it."""
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import multiprocessing
 import os
 import signal
@@ -36,17 +27,12 @@ __all__ = ["LIVE", "Watch", "drop_inherited", "mark_copies", "start_lasting", "w
 #: the caller's transports that are not closed yet
 LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
 
-_PR_SET_PDEATHSIG = 1
-_POLL_S = 0.5
-
 
 @atexit.register
 def _close_all() -> None:  # before multiprocessing joins non-daemon workers that wait for us
     for transport in list(LIVE):
-        try:
+        with contextlib.suppress(Exception):
             transport.close(1.0)
-        except Exception:
-            pass
 
 
 def drop_inherited(keep: Any) -> None:
@@ -58,56 +44,42 @@ def drop_inherited(keep: Any) -> None:
 
 
 def _exit_with_caller(pid: int) -> None:
-    """Wait until process ``pid`` (the caller) ends, then end this process."""
-    waitable = _caller_waitable(pid)
+    """Wait until process ``pid`` (the caller) ends, then end this process: on its pidfd, or on
+    Windows the parent's process handle when the parent is the caller; else polling."""
+    waitable: Any = None
+    if os.name == "nt":
+        parent = multiprocessing.parent_process()
+        waitable = parent.sentinel if parent is not None and parent.pid == pid else None
+    else:
+        with contextlib.suppress(AttributeError, OSError):  # no pidfds, or the caller is gone
+            waitable = os.pidfd_open(pid)
     if waitable is not None:
         wait([waitable])
     else:
         while process_alive(pid):
-            time.sleep(_POLL_S)
+            time.sleep(0.5)
     os._exit(0)
-
-
-def _caller_waitable(pid: int) -> Any:
-    """Something ready once the caller has ended: its pidfd, or on Windows the parent's process
-    handle when the parent is the caller; None where there is neither (then the watch polls)."""
-    if os.name == "nt":
-        parent = multiprocessing.parent_process()
-        return parent.sentinel if parent is not None and parent.pid == pid else None
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):  # no pidfds, or the caller is already gone
-        return None
 
 
 def watch_caller(pid: int) -> None:
     """End this worker when process ``pid`` (the caller) ends. On Linux the kernel also kills
     it when its parent ends: a lasting thread of the caller (:func:`start_lasting`), or the fork
     server, which ends with the caller once this worker lets go of its "alive" pipe."""
-    _release_fork_server()
+    # the fork server runs as long as a write end of that pipe is open, and every process it
+    # starts inherits one (so does a fork); a forkserver used from here is a new one
+    server: Any = getattr(sys.modules.get("multiprocessing.forkserver"), "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        server._forkserver_alive_fd = None
+        with contextlib.suppress(OSError):
+            os.close(fd)
     if sys.platform.startswith("linux"):
         parent = os.getppid()
-        try:
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):
-            pass
+        with contextlib.suppress(OSError, AttributeError):
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:  # the parent ended before the request took effect
             os._exit(0)
     threading.Thread(target=_exit_with_caller, args=(pid,), name="vecenv-caller-watch", daemon=True).start()
-
-
-def _release_fork_server() -> None:
-    """Close this process's write end of the fork server's "alive" pipe (inherited by every
-    process the server starts, and through ``fork``): the server runs as long as one is open."""
-    forkserver = sys.modules.get("multiprocessing.forkserver")
-    server: Any = getattr(forkserver, "_forkserver", None)
-    fd = getattr(server, "_forkserver_alive_fd", None)
-    if fd is not None:
-        server._forkserver_alive_fd = None  # a forkserver used from here is a new one
-        try:
-            os.close(fd)
-        except OSError:
-            pass
 
 
 class Watch:
@@ -121,10 +93,8 @@ class Watch:
         self.released = False
         self.fd: int | None = None
         if sys.platform.startswith("linux"):
-            try:
+            with contextlib.suppress(AttributeError, OSError):  # no pidfds (before Linux 5.3)
                 self.fd = os.pidfd_open(process.pid)
-            except (AttributeError, OSError):  # no pidfds (before Linux 5.3)
-                pass
         self.waitable: Any = process.sentinel if self.fd is None else self.fd
         self.exact = self.fd is not None or os.name == "nt"
 
@@ -156,10 +126,8 @@ class Watch:
             return
         self.close_fd()
         self.released = True
-        try:
+        with contextlib.suppress(ValueError):  # still running after SIGKILL: nothing more to do
             self.process.close()
-        except ValueError:  # still running after SIGKILL: nothing more to do
-            pass
 
 
 _T = TypeVar("_T")

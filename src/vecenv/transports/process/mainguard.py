@@ -1,10 +1,6 @@
-"""The main guard: under ``spawn`` and ``forkserver`` a new process runs the caller's script again.
-
-A worker started with ``spawn`` or ``forkserver`` imports the main script as ``__mp_main__``; one
-that builds its vector env outside ``if __name__ == "__main__":`` would build it again there, and
-the caller would see a worker die. :func:`check_main_guard` says what to do instead before any
-worker starts, in the caller and in a child that is running the script again.
-"""
+"""The main guard: a worker started with ``spawn`` or ``forkserver`` imports the main script,
+and would build again a vector env built outside ``if __name__ == "__main__":``;
+:func:`check_main_guard` says what to do instead before any worker starts."""
 
 from __future__ import annotations
 

@@ -1,21 +1,11 @@
-"""The process transport's seam with the operating system: a channel and a shared block.
-
-The protocol (counters in shared memory, the sleep/wake handshake, restarts, errors) is written
-once, in :mod:`.transport` and :mod:`.child`. A :class:`Mechanism` provides what it needs: a
-**channel** between the caller and a worker (``pair``, then ``peer`` on each end: frames,
-one-byte wake-ups, something to wait on) with a ``poller`` over channels and process sentinels,
-and a **shared block** (``block``; ``attach_block`` maps it from a ``token`` sent with the attach
-frame). Two mechanisms, picked by ``mechanism=`` or ``VECENV_PROCESS_MECHANISM``:
-
-- ``posix`` (:mod:`.wire`, :mod:`.shm`; Linux's default): a non-blocking Unix socketpair,
-  ``select.poll``, and ``memfd_create`` memory whose descriptor is passed with ``send_fds``;
-- ``portable`` (below; Windows' default): a ``multiprocessing`` duplex pipe with one message per
-  frame, ``multiprocessing.connection.wait``, and memory shared by name (``shm_open``, or a
-  named section on Windows).
-"""
+"""The process transport's seam with the operating system (see docs/process.md): a
+:class:`Mechanism` gives the protocol of :mod:`.transport` and :mod:`.child` a channel between the
+caller and a worker and a shared block. ``posix`` (:mod:`.wire`, :mod:`.shm`; Linux's default) and
+``portable`` (below; Windows' default: ``multiprocessing`` pipes, memory shared by name)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib.util
 import mmap
@@ -24,6 +14,7 @@ import os
 import secrets
 import select
 import socket
+import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -32,7 +23,6 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from vecenv.transports.process import shm, wire
-from vecenv.transports.process.protocol import Wake
 from vecenv.transports.signals import deferred
 
 __all__ = ["MECHANISMS", "MECHANISM_VAR", "Mechanism", "NamedBlock", "PipePeer", "PipePoller", "choose_mechanism",
@@ -44,20 +34,19 @@ MECHANISM_VAR = "VECENV_PROCESS_MECHANISM"
 
 @dataclass(frozen=True)
 class Mechanism:
-    """How one platform provides the channel and the shared block (see the module docstring)."""
+    """How one platform provides the channel and the shared block: ``missing()`` what this
+    platform lacks for it (empty: it runs here); ``pair()`` the caller's and the worker's ends of
+    a new channel; ``peer(end, sentinel=None)`` one end as a :class:`.wire.Peer` or
+    :class:`PipePeer`; ``poller()`` something to ``register`` channels and sentinels with and
+    ``poll(ms)``; ``block(size)`` a new zeroed shared block; ``attach_block(token, size)`` the
+    block a worker was handed (a descriptor, or a name)."""
 
     name: str
-    #: what this platform lacks for this mechanism (empty: it runs here)
     missing: Callable[[], list[str]]
-    #: the two ends of a new channel: the caller's and the worker's
     pair: Callable[[], tuple[Any, Any]]
-    #: ``peer(end, sentinel=None)``: one end of a channel, as a :class:`.wire.Peer` or :class:`PipePeer`
     peer: Callable[..., Any]
-    #: something to ``register`` channels and sentinels with and ``poll(ms)``
     poller: Callable[[], Any]
-    #: ``block(size)``: a new shared block of ``size`` zeroed bytes
     block: Callable[[int], Any]
-    #: ``attach_block(token, size)``: map the block a worker was handed (a descriptor, or a name)
     attach_block: Callable[[Any, int], Any]
 
 
@@ -113,11 +102,7 @@ def unavailable() -> str | None:
 
 
 # ------------------------------------------------------------------ the portable mechanism
-# What Windows (and every platform multiprocessing supports) offers in place of the POSIX pieces:
-# a duplex Pipe carries one message per frame or wake-up byte, connection.wait waits on pipes and
-# process sentinels together, and a block is shared by name instead of by passing a descriptor.
-_WAKEUPS = Wake.ALL
-_HEAD = 9  # a frame's op byte and length (wire.frame)
+_WAKEUPS, _HEAD = wire._WAKEUPS, wire._HEAD  # wake-up bytes; a frame's op byte and length
 
 
 class PipePoller:
@@ -146,7 +131,16 @@ class PipePeer:
         self.waitable: Any = conn
         self.sentinel = sentinel
         self.pending: deque[bytes] = deque()
-        _bound_reads(conn)
+        if os.name == "nt":
+            return
+        # POSIX: a receive timeout, since a signal handler raising between a message's length and
+        # its bytes would leave a read waiting for bytes that never come
+        try:
+            sock = socket.socket(fileno=os.dup(conn.fileno()))
+        except OSError:
+            return
+        with sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", STALL_S, 0))
 
     def wake(self, byte: bytes) -> None:
         try:
@@ -217,22 +211,6 @@ class PipePeer:
 STALL_S = 30
 
 
-def _bound_reads(conn: Connection) -> None:
-    """Give the pipe's socket a receive timeout (POSIX): a signal handler raising between a
-    message's length and its bytes would leave a read waiting for bytes that never come."""
-    if os.name == "nt":
-        return
-    import socket
-    import struct
-
-    try:
-        sock = socket.socket(fileno=os.dup(conn.fileno()))
-    except OSError:
-        return
-    with sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", STALL_S, 0))
-
-
 def _reserve(fd: int, size: int, name: str) -> None:
     """Give the block all its memory now: a page that a full ``/dev/shm`` cannot provide later
     is a ``SIGBUS`` in whichever process first touches it."""
@@ -295,11 +273,6 @@ class NamedBlock:
             resource_tracker.register(self.token, "shared_memory")
         return memory
 
-    @classmethod
-    def attach(cls, token: str, size: int) -> NamedBlock:
-        """Map a block another process made."""
-        return cls(size, token)
-
     def release(self) -> None:
         """In the process that made it: remove the name (the mappings stay valid); elsewhere
         nothing."""
@@ -309,10 +282,8 @@ class NamedBlock:
         import _posixshmem  # type: ignore[import-not-found]
         from multiprocessing import resource_tracker
 
-        try:
+        with contextlib.suppress(FileNotFoundError):
             _posixshmem.shm_unlink(self.token)
-        except FileNotFoundError:
-            pass
         resource_tracker.unregister(self.token, "shared_memory")
 
 
@@ -320,5 +291,5 @@ MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (
     Mechanism("posix", _posix_missing, lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM),
               wire.Peer, _PosixPoller, shm.SharedBlock, shm.SharedBlock.attach),
     Mechanism("portable", _portable_missing, lambda: multiprocessing.Pipe(duplex=True),
-              PipePeer, PipePoller, NamedBlock, NamedBlock.attach),
+              PipePeer, PipePoller, NamedBlock, lambda token, size: NamedBlock(size, token)),
 )}

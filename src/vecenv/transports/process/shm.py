@@ -1,10 +1,6 @@
-"""Shared memory that cannot leak: an anonymous memory file mapped into every worker.
-
-A :class:`SharedBlock` is a ``memfd_create`` file (elsewhere a temporary file unlinked at once):
-nothing is named in ``/dev/shm``, so no crash can leave a segment behind. Workers receive the
-descriptor with ``socket.send_fds``. It is mapped with ``mmap(2)`` through ctypes: Python's
-``mmap`` keeps a duplicate descriptor that a later fork would inherit, keeping the memory alive.
-"""
+"""Shared memory that cannot leak: a ``memfd_create`` file (elsewhere a temporary file unlinked
+at once) whose descriptor workers receive with ``send_fds``, mapped with ``mmap(2)`` through ctypes
+(Python's ``mmap`` keeps a duplicate descriptor that a later fork would inherit)."""
 
 from __future__ import annotations
 
@@ -34,21 +30,6 @@ if os.name == "posix":
 _MAPPED: dict[int, int] = {}
 
 
-def _anonymous_fd(size: int) -> int:
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("vecenv", os.MFD_CLOEXEC)
-    else:  # pragma: no cover - non-Linux fallback
-        directory = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        fd, path = tempfile.mkstemp(prefix="vecenv-", dir=directory)
-        os.unlink(path)
-    try:
-        os.ftruncate(fd, size)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def _map(address: int | None, size: int, flags: int, fd: int) -> int:
     result = libc.mmap(address, size, _RW, flags, fd, 0)
     if result in (None, _FAILED):
@@ -76,9 +57,18 @@ class SharedBlock:
 
     def __init__(self, size: int, fd: int | None = None) -> None:
         self.size = max(int(size), 1)
-        self.fd: int | None = _anonymous_fd(self.size) if fd is None else fd
+        created = fd is None
+        if fd is None:
+            if hasattr(os, "memfd_create"):
+                fd = os.memfd_create("vecenv", os.MFD_CLOEXEC)
+            else:  # pragma: no cover - non-Linux fallback
+                fd, path = tempfile.mkstemp(prefix="vecenv-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+                os.unlink(path)
+        self.fd: int | None = fd
         try:
-            self.address = _map(None, self.size, mmap.MAP_SHARED, self.fd)
+            if created:
+                os.ftruncate(fd, self.size)
+            self.address = _map(None, self.size, mmap.MAP_SHARED, fd)
         except BaseException:
             self.close_fd()
             raise

@@ -1,11 +1,6 @@
-"""Starting the process transport's workers: spawn each process, read the description of its
-envs, map the shared block (the batch buffers, the control block, the step mask, the info rows)
-into it, and start a worker again in place after a failure.
-
-With ``inline``, the last env group is no process: it is built here, in the caller's process,
-and attached to the same shared rows (its infos included) as a worker's group would be;
-:class:`~.transport.ProcessTransport` runs its commands in the caller's thread.
-"""
+"""Starting the process transport's workers: spawn each process, read its envs' description,
+map the shared block into it, and start a worker again in place after a failure. With ``inline``
+the last env group is built in the caller's process, on the same shared rows."""
 
 from __future__ import annotations
 
@@ -86,7 +81,7 @@ class Starting(Closing):
             self._spawn(w)
         if self.inline_worker >= 0:  # built here while the workers build theirs
             self.inline = self._inline_group()
-        deadline = self._start_deadline()
+        deadline = None if self.start_timeout is None else time.monotonic() + self.start_timeout
         descriptions, errors = [], []
         for w in range(n):
             try:
@@ -113,22 +108,17 @@ class Starting(Closing):
             self.inline_infos = InfoWriter(reader.area.part(start, stop), start)
         group.info_sink = self.inline_infos.write
 
-    def _start_deadline(self) -> float | None:
-        return None if self.start_timeout is None else time.monotonic() + self.start_timeout
-
     def _spawn(self, w: int) -> None:
-        """Start worker ``w``'s process (replacing an old one in place)."""
-        start, stop = self.partition[w]
-        parent, child = self.mechanism.pair()
-        fns = self.env_fns[start:stop] if self._payloads is None else self._payloads[start:stop]
-        forked = self.start_method == "fork"
-        # Ctrl-C is the caller's: workers start deaf to it, and it waits until the worker is
-        # recorded; from a thread that lasts, which their parent-death signal follows
-        lifetime.start_lasting(quietly_started, not forked, self._start, w, parent, child, fns, forked)
+        """Start worker ``w``'s process and record it (replacing an old one in place). Ctrl-C is
+        the caller's: workers start deaf to it, and it waits until the worker is recorded; from a
+        thread that lasts, which their parent-death signal follows."""
+        lifetime.start_lasting(quietly_started, self.start_method != "fork", self._start, w)
 
-    def _start(self, w: int, parent: Any, child: Any, fns: Any, forked: bool) -> None:
-        """Start worker ``w``'s process and record it (quietly: see :meth:`_spawn`)."""
-        start, _ = self.partition[w]
+    def _start(self, w: int) -> None:
+        start, stop = self.partition[w]
+        forked = self.start_method == "fork"
+        fns = self.env_fns[start:stop] if self._payloads is None else self._payloads[start:stop]
+        parent, child = self.mechanism.pair()
         try:
             # every context multiprocessing makes has Process; typeshed's BaseContext does not say so
             process = self.ctx.Process(  # type: ignore[attr-defined]
@@ -209,13 +199,6 @@ class Starting(Closing):
         why = "the transport is closed" if self._closed else "allocate() has not run"
         return VecEnvError(f"ProcessTransport: no shared block (buffers, control block, infos): {why}")
 
-    @property
-    def info_reader(self) -> InfoReader:
-        """The caller's reader of the info rows (made by :meth:`allocate`)."""
-        if self._infos is None:
-            raise RuntimeError("ProcessTransport.info_reader: allocate() has not run")
-        return self._infos
-
     def attach(self, buffers: StepBuffers) -> None:
         if buffers is not self._buffers:
             raise ValueError("ProcessTransport.attach needs the buffers its allocate() returned")
@@ -223,7 +206,7 @@ class Starting(Closing):
             self._send_layout(w)
         if self.inline is not None:
             self._attach_inline(self.inline)
-        deadline = self._start_deadline()
+        deadline = None if self.start_timeout is None else time.monotonic() + self.start_timeout
         for w in range(self.spawned):
             self._handshake(w, deadline, "start")
         # the descriptor stays open until close(): a restarted worker maps the same block
@@ -232,7 +215,6 @@ class Starting(Closing):
         start, stop = self.partition[w]
         data = cloudpickle.dumps(self._layout._replace(start=start, stop=stop))
         self.peers[w].write_frame_with_fd(Frame.ATTACH, data, self._block.token)
-
 
     def _unpack(self, worker: int, data: bytes) -> Any:
         try:
@@ -249,22 +231,30 @@ class Starting(Closing):
     # ------------------------------------------------------------ failures
     def restart(self, worker: int) -> None:
         """Start a new process for ``worker``'s envs, mapped onto the same rows (the inline
-        group: build it again here)."""
+        group: build it again here from its env_fns, its envs not yet reset)."""
         if worker == self.inline_worker:
-            self._restart_inline()
+            old, ctrl, infos = self.inline, self.ctrl, self._infos
+            if old is None or ctrl is None or infos is None:
+                raise self._no_block()
+            new = self._inline_group()
+            self._attach_inline(new)
+            self.inline = new
+            ctrl.drop(worker)
+            infos.restart(worker)
+            warn_close_failures(old.close())
             return
         self.terminate(worker)
         old, watch = self.peers[worker], self.watches[worker]
         self._spawn(worker)
         old.close()
         watch.release()
-        ctrl = self.ctrl
-        if ctrl is None:
+        ctrl, infos = self.ctrl, self._infos
+        if ctrl is None or infos is None:
             raise self._no_block()
         ctrl.drop(worker)
-        self.info_reader.restart(worker)
+        infos.restart(worker)
         self.dead.pop(worker, None)
-        deadline = self._start_deadline()
+        deadline = None if self.start_timeout is None else time.monotonic() + self.start_timeout
         try:
             self._handshake(worker, deadline, "restart")  # the new group's description
             self._send_layout(worker)
@@ -272,18 +262,6 @@ class Starting(Closing):
         except BaseException:
             self.terminate(worker)
             raise
-
-    def _restart_inline(self) -> None:
-        """Build the inline group again from its env_fns, on the same rows (its envs not yet reset)."""
-        old, ctrl = self.inline, self.ctrl
-        if old is None or ctrl is None:
-            raise self._no_block()
-        new = self._inline_group()
-        self._attach_inline(new)
-        self.inline = new
-        ctrl.drop(self.inline_worker)
-        self.info_reader.restart(self.inline_worker)
-        warn_close_failures(old.close())
 
     def terminate(self, worker: int) -> None:
         """End ``worker``'s process; the inline group cannot be ended (its reply is always ready,

@@ -1,8 +1,5 @@
-"""Windows: workers end with their caller through a job object, never through a signal.
-
-The caller alone holds a job object with ``JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`` holding every
-worker: when the caller ends, however, Windows ends them all, even one whose env holds the GIL in
-native code. Where that fails the worker's own watch thread still ends it.
+"""Windows: workers end with their caller through a job object (``KILL_ON_JOB_CLOSE``) that only
+the caller holds, even one whose env holds the GIL in native code; else their watch thread ends them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """Bytes on a worker's socket: framing, pickling, and reads and writes that notice a dead peer.
-
-Besides one-byte wake-ups (``W`` to a worker, ``K`` to the caller), everything on the socket is
-a frame: an op byte, an 8-byte length and the payload (``P``: a pickled message; ``A``: the
-shared-memory layout, sent with the block's descriptor). Wake-up bytes are skipped wherever a
-frame is read, so a stale one is never mistaken for data.
+Besides one-byte wake-ups (skipped wherever a frame is read), everything on the socket is a frame:
+an op byte, an 8-byte length and the payload (the attach frame comes with the block's descriptor).
 """
 
 from __future__ import annotations
@@ -30,26 +27,20 @@ def frame(op: bytes, data: bytes) -> bytes:
     return op + len(data).to_bytes(8, "little") + data
 
 
-def dumps(obj: Any, check: bool = False) -> bytes:
-    """Pickle ``obj`` (cloudpickle when plain pickle fails); ``check`` also tries to load it."""
+def dumps(obj: Any) -> bytes:
+    """Pickle ``obj`` (cloudpickle when plain pickle fails)."""
     try:
-        data = pickle.dumps(obj, PROTOCOL)
+        return pickle.dumps(obj, PROTOCOL)
     except Exception:
-        data = cloudpickle.dumps(obj, PROTOCOL)
-    if check:
-        pickle.loads(data)
-    return data
+        return cloudpickle.dumps(obj, PROTOCOL)
 
 
 loads = pickle.loads
 
 
 class Peer:
-    """One end of a worker's socket, non-blocking, watched together with ``sentinel``.
-
-    ``sentinel`` (the worker process's, on the caller's side) turns a wait on a dead peer into
-    ``EOFError`` instead of a hang; the worker's side passes ``None`` and relies on EOF.
-    """
+    """One end of a worker's socket, non-blocking. ``sentinel`` (the worker process's, on the
+    caller's side) turns a wait on a dead peer into ``EOFError``; a worker relies on EOF."""
 
     def __init__(self, sock: socket.socket, sentinel: int | None = None) -> None:
         self.sock = sock
