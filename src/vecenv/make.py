@@ -127,17 +127,22 @@ def _check_env_keywords(env: Any, spec: EnvSpec | None, keywords: Mapping[str, A
         return
     creator: Any = env
     allowed, where = set(), f"the env factory {getattr(env, '__name__', env)!r}"
-    try:
-        if spec is not None:
-            entry = spec.entry_point
+    if spec is not None:
+        entry = spec.entry_point
+        try:
             creator = load_env_creator(entry) if isinstance(entry, str) else entry
-            allowed = set(GYM_MAKE_KEYWORDS)
-            where = f"{spec.id} (made by gym.make, which also takes {list(GYM_MAKE_KEYWORDS)})"
+        except Exception:  # noqa: BLE001 - gym.make reports an unloadable entry point itself
+            return
+        allowed = set(GYM_MAKE_KEYWORDS)
+        where = f"{spec.id} (made by gym.make, which also takes {list(GYM_MAKE_KEYWORDS)})"
+    try:
         names, any_keyword = _keywords(creator)
-    except Exception:  # noqa: BLE001 - gym.make reports an unloadable entry point; an unreadable
-        return  # signature accepts anything
+    except (TypeError, ValueError):  # a signature that cannot be read accepts anything
+        return
+    if any_keyword:
+        return
     takes = set(names) | allowed
-    for key in keywords if not any_keyword else ():
+    for key in keywords:
         if key not in takes:
             raise TypeError(
                 f"{key!r}: not a keyword of {where}, which takes {sorted(takes)}, nor of "
