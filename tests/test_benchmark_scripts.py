@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import multiprocessing
 import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import needs_processes
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -71,3 +74,20 @@ def test_core_ceiling_sums_processes_that_never_communicate():
     one, together = (float(x.replace(",", "")) for x in row.split()[1:3])
     assert one > 0 and together > 0
     assert "x of 2x one" in row
+
+
+@pytest.mark.timeout(120)
+@needs_processes
+def test_many_core_layouts_measures_each_layout_against_gym_sync(tmp_path):
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "many_core_layouts.py"), "--env", "CartPole-v1", "--num-envs", "4",
+         "--rounds", "1", "--seconds", "0.1", "--layouts", "gym-sync,process,inline,batch-half",
+         "--json", str(tmp_path / "out.json")],
+        capture_output=True, text=True, timeout=110, check=True,
+    ).stdout
+    rounds = json.loads((tmp_path / "out.json").read_text())["envs"]["CartPole-v1"]
+    assert list(rounds[0]) == ["gym-sync", "process", "inline", "batch-half"]
+    assert all(r["steps_per_s"] > 0 and r["caller_cpu_us"] >= 0 for r in rounds[0].values())
+    assert "share" in out.splitlines()[-1]

@@ -48,6 +48,18 @@ def test_groups_follow_the_cores_and_never_exceed_the_envs():
     assert decide(EnvProbe(step_us=500.0), SIXTEEN_CORES, 4, cores=16).num_workers == 4
 
 
+def test_on_many_cores_a_group_per_core_steps_one_group_in_the_caller():
+    # 16 worker processes and the caller are 17 processes on 16 cores: no wait can spin, a cost the
+    # calibration (at 8 groups) never saw; inline×16 is 15 workers and the caller
+    got = decide(EnvProbe(step_us=500.0), SIXTEEN_CORES, 64, cores=16)
+    assert got.inline
+    assert got.predicted_us["process×16"] == pytest.approx(60 + 4 * 15 + 2 * L.rule.WAKE_US + 4 * 503)
+    assert got.predicted_us["inline×16"] == pytest.approx(25 + 4 * 15 + 4 * 503)
+    # a machine of 8 cores or fewer was calibrated at a group per core: nothing is added
+    eight = decide(EnvProbe(step_us=500.0), replace(SIXTEEN_CORES, cores=8), 64, cores=8)
+    assert (eight.inline, eight.predicted_us["process×8"]) == (False, pytest.approx(60 + 4 * 7 + 8 * 503))
+
+
 def test_an_env_that_waits_gets_more_workers_than_cores():
     got = decide(EnvProbe(step_us=2000.0, cpu_share=0.05), TWO_CORES, 16, cores=2)
     assert got.backend == "process" and got.num_workers == 16

@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 
 from vecenv import infos
-from vecenv.layout.rule import EnvProbe, MachineCosts, contended
+from vecenv.layout.rule import CALIBRATED_GROUPS, EnvProbe, MachineCosts, contended
 from vecenv.runs import private_dir, read_private, write_private
 from vecenv.spaces.buffers import is_fixed_leaf
 from vecenv.system import gil_enabled, usable_cores
@@ -171,7 +171,7 @@ def measure_machine(cores: int | None = None) -> MachineCosts:
     t1, t8 = figure("serial", 1), figure("serial", 8)
     per_env = max((t8 - t1) / 7, 0.1)
     fixed = max(t1 - per_env, 0.0)
-    wide = max(2, min(cores, 8))
+    wide = max(2, min(cores, CALIBRATED_GROUPS))
 
     def fit(kind: str, narrow: int) -> tuple[float, float]:
         a = max(figure(kind, narrow) - per_env, 0.0)

@@ -24,8 +24,11 @@ TIE = 0.05
 MAX_WAITING_WORKERS = 64
 #: on a contended machine, a layout with workers must be predicted this much faster than serial
 CONTENDED_MARGIN = 0.2
-#: µs a blocking wait's wake-up adds, each way, when waits cannot spin (a contended machine)
+#: µs a blocking wait's wake-up adds, each way, when waits cannot spin (a contended machine, or
+#: more processes than cores)
 WAKE_US = 100.0
+#: the calibration measures crossings at up to this many groups (:func:`~vecenv.layout.measure_machine`)
+CALIBRATED_GROUPS = 8
 #: µs one worker's reply costs when it travels as a message (a frame written, read and its wake-up)
 MESSAGE_US = 30.0
 #: the layouts from simplest to least simple: the first within TIE of the fastest wins
@@ -198,7 +201,8 @@ def _predict(probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: 
         for w in widths if kind in allowed else ():
             if (kind == "inline" and w < 2) or (kind == "process" and w < 2 and "serial" in predicted):
                 continue  # one worker only adds a crossing to serial
-            crossing = costs.crossing(kind, w) + n * probe.pickle_us + (2 * WAKE_US if busy else 0.0)
+            wakes = 2 * WAKE_US if busy or _crowded(kind, w, cores) else 0.0
+            crossing = costs.crossing(kind, w) + n * probe.pickle_us + wakes
             if probe.info_us:  # the inline group's infos do not cross
                 remote = w - 1 if kind == "inline" else w
                 # workers write in parallel; the caller reads every remote env's infos, from
@@ -207,6 +211,13 @@ def _predict(probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: 
                 crossing += remote * (message + math.ceil(n / w) * probe.info_us / 2)
             predicted[f"{kind}×{w}"] = crossing + math.ceil(n / w) * work / share(w)
     return predicted
+
+
+def _crowded(kind: str, w: int, cores: int) -> bool:
+    """Whether ``w`` groups leave some process without a core to spin on (the caller is one, unless
+    it steps the inline group) where the calibration, at up to :data:`CALIBRATED_GROUPS` groups,
+    never was: then every wait blocks and pays a wake-up each way (docs/auto.md)."""
+    return cores > CALIBRATED_GROUPS and w + (kind == "process") > cores
 
 
 def _shape(key: str) -> tuple[str, int]:

@@ -1,0 +1,147 @@
+"""Which process layout a many-core machine wants: the same envs stepped by several layouts.
+
+For each env, every round builds each layout in turn (interleaved), warms it up and counts env
+steps for ``--seconds``, with the caller thread's CPU time per vector step beside. ``gym-sync``
+(gymnasium's SyncVectorEnv) is the serial step the others are read against: the summary prints
+each layout's steps/s and its share of ``cores x gym-sync`` measured in the same round.
+
+Layouts (``ProcessVectorEnv`` unless named otherwise; ``C`` is the usable cores):
+
+- ``process``: the default, ``C`` workers;
+- ``inline``: ``C`` groups, the last stepped in the caller (``C - 1`` worker processes);
+- ``workers-1``: ``C - 1`` workers, a core left for the caller;
+- ``affinity``: ``C`` workers pinned to the cores in order;
+- ``workers-1-affinity``: ``C - 1`` workers pinned to cores 1.., core 0 left for the caller;
+- ``inline-affinity``: ``inline`` with its worker processes pinned to cores 1..;
+- ``batch-half``: ``C`` workers, async batches of the first half of the envs to finish.
+
+    python benchmarks/many_core_layouts.py --num-envs 64 --env HalfCheetah-v5 --env Pong --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+
+import vecenv  # noqa: E402
+from vecenv.system import usable_cores  # noqa: E402
+
+LAYOUTS = ("gym-sync", "process", "inline", "workers-1", "affinity", "workers-1-affinity",
+           "inline-affinity", "batch-half")
+
+
+def _factory(name: str):
+    import vecenv.bench.envs  # noqa: F401  registers vecenv/Busy-v0
+
+    if name == "Pong":
+        from shared_bench.targets import make_pong
+
+        return make_pong
+    return lambda: gym.make(name)
+
+
+def build(layout: str, name: str, n: int) -> Any:
+    """The vector env ``layout`` names, of ``n`` envs ``name``."""
+    fns, cores = [_factory(name)] * n, usable_cores()
+    rest = list(range(1, cores))
+    options: dict[str, dict[str, Any]] = {
+        "process": {}, "inline": {"inline": True}, "workers-1": {"num_workers": cores - 1},
+        "affinity": {"affinity": True}, "workers-1-affinity": {"num_workers": cores - 1, "affinity": rest},
+        "inline-affinity": {"inline": True, "affinity": rest}, "batch-half": {"batch_size": n // 2},
+        "workers-1-spin": {"num_workers": cores - 1, "spin_us": 2000}, "inline-spin": {"inline": True, "spin_us": 2000},
+    }
+    if layout == "gym-sync":
+        return gym.vector.SyncVectorEnv(fns)
+    return vecenv.ProcessVectorEnv(fns, **{"num_workers": min(cores, n), **options[layout]})
+
+
+def measure(layout: str, name: str, n: int, seconds: float) -> dict[str, float]:
+    """Env steps/s and the caller's CPU µs per vector step of one layout, built fresh."""
+    envs = build(layout, name, n)
+    try:
+        batch = getattr(envs, "batch_size", None) or n
+        _, infos = envs.reset(seed=0)
+        actions = [envs.action_space.sample() for _ in range(16)]
+        ids = infos.get("env_id")
+        if batch < n:
+            actions = [np.asarray(a)[:batch] for a in actions]
+        calls = 0
+
+        def once() -> int:
+            nonlocal ids
+            if batch < n:
+                envs.send(actions[calls % 16], ids)
+                *_, got = envs.recv()
+                ids = got["env_id"]
+                return len(ids)
+            envs.step(actions[calls % 16])
+            return n
+
+        warm = time.perf_counter()
+        while time.perf_counter() - warm < 0.3:
+            once()
+            calls += 1
+        steps, calls, cpu, t0 = 0, 0, time.thread_time(), time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            steps += once()
+            calls += 1
+        wall, cpu = time.perf_counter() - t0, time.thread_time() - cpu
+        return {"steps_per_s": steps / wall, "caller_cpu_us": cpu / calls * 1e6}
+    finally:
+        envs.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", action="append", help="env ids (default: HalfCheetah-v5, Pong)")
+    parser.add_argument("--layouts", default=",".join(LAYOUTS))
+    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--json", type=Path, help="write every round here (rewritten after each)")
+    args = parser.parse_args(argv)
+    cores, layouts = usable_cores(), args.layouts.split(",")
+    runs: dict[str, Any] = {"cores": cores, "num_envs": args.num_envs, "python": sys.version,
+                            "cpu": os.uname().machine, "envs": {}}
+    for name in args.env or ["HalfCheetah-v5", "Pong"]:
+        rounds: list[dict[str, dict[str, float]]] = []
+        runs["envs"][name] = rounds
+        for r in range(args.rounds):
+            rounds.append({})
+            for layout in layouts:
+                rounds[-1][layout] = measure(layout, name, args.num_envs, args.seconds)
+                print(f"{name} round {r + 1} {layout:<19} {rounds[-1][layout]['steps_per_s']:10,.0f} "
+                      f"steps/s  caller {rounds[-1][layout]['caller_cpu_us']:7.0f} µs/step", flush=True)
+            if args.json:
+                args.json.write_text(json.dumps(runs, indent=1))
+        summarize(name, rounds, cores)
+    return 0
+
+
+def summarize(name: str, rounds: list[dict[str, dict[str, float]]], cores: int) -> None:
+    """Each layout's median steps/s (range) and median share of ``cores x gym-sync``, per round."""
+    print(f"\n{name}: env steps/s, median [min-max] of {len(rounds)} rounds; "
+          f"share = steps/s / ({cores} x gym-sync in the same round)")
+    for layout in rounds[0]:
+        speeds = [r[layout]["steps_per_s"] for r in rounds]
+        line = f"  {layout:<19} {statistics.median(speeds):10,.0f} [{min(speeds):,.0f}-{max(speeds):,.0f}]"
+        if "gym-sync" in rounds[0]:
+            shares = [r[layout]["steps_per_s"] / (cores * r["gym-sync"]["steps_per_s"]) for r in rounds]
+            line += f"  share {statistics.median(shares):.2f} [{min(shares):.2f}-{max(shares):.2f}]"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
