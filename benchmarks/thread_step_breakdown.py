@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import thread_ceiling  # noqa: E402
 
 import vecenv  # noqa: E402
+from vecenv.bench import envs as _registers_busy  # noqa: E402, F401  (vecenv/Busy-v0)
 from vecenv.worker.group import EnvGroup  # noqa: E402
 
 #: (thread, start ns, end ns, envs stepped) of every EnvGroup.step while stamping is on
