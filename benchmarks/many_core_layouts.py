@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import platform
 import statistics
 import sys
 import time
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cores, layouts = usable_cores(), args.layouts.split(",")
     runs: dict[str, Any] = {"cores": cores, "num_envs": args.num_envs, "python": sys.version,
-                            "cpu": os.uname().machine, "envs": {}}
+                            "cpu": platform.machine(), "envs": {}}
     for name in args.env or ["HalfCheetah-v5", "Pong"]:
         rounds: list[dict[str, dict[str, float]]] = []
         runs["envs"][name] = rounds
