@@ -13,7 +13,9 @@ Layouts (``ProcessVectorEnv`` unless named otherwise; ``C`` is the usable cores)
 - ``affinity``: ``C`` workers pinned to the cores in order;
 - ``workers-1-affinity``: ``C - 1`` workers pinned to cores 1.., core 0 left for the caller;
 - ``inline-affinity``: ``inline`` with its worker processes pinned to cores 1..;
-- ``batch-half``: ``C`` workers, async batches of the first half of the envs to finish.
+- ``batch-half``: ``C`` workers, async batches of the first half of the envs to finish;
+- ``workers-1-spin``, ``inline-spin``: those, spinning up to 2 ms (``spin_us=2000``);
+- ``auto``: ``vecenv.make``'s choice (``envs.layout`` says which).
 
     python benchmarks/many_core_layouts.py --num-envs 64 --env HalfCheetah-v5 --env Pong --json out.json
 """
@@ -39,7 +41,7 @@ import vecenv  # noqa: E402
 from vecenv.system import usable_cores  # noqa: E402
 
 LAYOUTS = ("gym-sync", "process", "inline", "workers-1", "affinity", "workers-1-affinity",
-           "inline-affinity", "batch-half")
+           "inline-affinity", "batch-half", "auto")
 
 
 def _factory(name: str):
@@ -64,11 +66,14 @@ def build(layout: str, name: str, n: int) -> Any:
     }
     if layout == "gym-sync":
         return gym.vector.SyncVectorEnv(fns)
+    if layout == "auto":
+        return vecenv.make(fns[0], n)
     return vecenv.ProcessVectorEnv(fns, **{"num_workers": min(cores, n), **options[layout]})
 
 
-def measure(layout: str, name: str, n: int, seconds: float) -> dict[str, float]:
-    """Env steps/s and the caller's CPU µs per vector step of one layout, built fresh."""
+def measure(layout: str, name: str, n: int, seconds: float) -> dict[str, Any]:
+    """Env steps/s and the caller's CPU µs per vector step of one layout, built fresh (and, for
+    ``auto``, the layout it chose)."""
     envs = build(layout, name, n)
     try:
         batch = getattr(envs, "batch_size", None) or n
@@ -98,7 +103,9 @@ def measure(layout: str, name: str, n: int, seconds: float) -> dict[str, float]:
             steps += once()
             calls += 1
         wall, cpu = time.perf_counter() - t0, time.thread_time() - cpu
-        return {"steps_per_s": steps / wall, "caller_cpu_us": cpu / calls * 1e6}
+        chosen = getattr(envs, "layout", None)
+        return {"steps_per_s": steps / wall, "caller_cpu_us": cpu / calls * 1e6,
+                **({"chose": f"{chosen.name} x{chosen.num_workers}"} if chosen else {})}
     finally:
         envs.close()
 
@@ -116,21 +123,22 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, Any] = {"cores": cores, "num_envs": args.num_envs, "python": sys.version,
                             "cpu": platform.machine(), "envs": {}}
     for name in args.env or ["HalfCheetah-v5", "Pong"]:
-        rounds: list[dict[str, dict[str, float]]] = []
+        rounds: list[dict[str, dict[str, Any]]] = []
         runs["envs"][name] = rounds
         for r in range(args.rounds):
             rounds.append({})
             for layout in layouts:
                 rounds[-1][layout] = measure(layout, name, args.num_envs, args.seconds)
                 print(f"{name} round {r + 1} {layout:<19} {rounds[-1][layout]['steps_per_s']:10,.0f} "
-                      f"steps/s  caller {rounds[-1][layout]['caller_cpu_us']:7.0f} µs/step", flush=True)
+                      f"steps/s  caller {rounds[-1][layout]['caller_cpu_us']:7.0f} µs/step "
+                      f"{rounds[-1][layout].get('chose', '')}", flush=True)
             if args.json:
                 args.json.write_text(json.dumps(runs, indent=1))
         summarize(name, rounds, cores)
     return 0
 
 
-def summarize(name: str, rounds: list[dict[str, dict[str, float]]], cores: int) -> None:
+def summarize(name: str, rounds: list[dict[str, dict[str, Any]]], cores: int) -> None:
     """Each layout's median steps/s (range) and median share of ``cores x gym-sync``, per round."""
     print(f"\n{name}: env steps/s, median [min-max] of {len(rounds)} rounds; "
           f"share = steps/s / ({cores} x gym-sync in the same round)")
