@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vecenv.system import gil_enabled, usable_cores
+from vecenv.transports.process import spins
 from vecenv.transports.process import unavailable as processes_unavailable
 
 #: environment variable that forces auto's choice
@@ -214,10 +215,11 @@ def _predict(probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: 
 
 
 def _crowded(kind: str, w: int, cores: int) -> bool:
-    """Whether ``w`` groups leave some process without a core to spin on (the caller is one, unless
-    it steps the inline group) where the calibration, at up to :data:`CALIBRATED_GROUPS` groups,
-    never was: then every wait blocks and pays a wake-up each way (docs/auto.md)."""
-    return cores > CALIBRATED_GROUPS and w + (kind == "process") > cores
+    """Whether ``w`` groups' waits cannot spin (:func:`~vecenv.transports.process.spins`: the
+    inline group steps in the caller, so it has ``w - 1`` workers) where the calibration, at up to
+    :data:`CALIBRATED_GROUPS` groups, always spun: then every wait blocks and pays a wake-up each
+    way (docs/auto.md)."""
+    return cores > CALIBRATED_GROUPS and not spins(w - (kind == "inline"), cores)
 
 
 def _shape(key: str) -> tuple[str, int]:

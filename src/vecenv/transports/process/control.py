@@ -46,7 +46,7 @@ import numpy as np
 from vecenv.system import usable_cores
 from vecenv.transports.process.protocol import Reply, Sleep, Slot
 
-__all__ = ["Bell", "ControlBlock", "TSO", "bell_available", "default_spin", "fence"]
+__all__ = ["Bell", "ControlBlock", "TSO", "bell_available", "default_spin", "fence", "spins"]
 
 CMD, DONE, STAMP, OP, REPLY = Slot.CMD, Slot.DONE, Slot.STAMP, Slot.OP, Slot.REPLY
 #: stores are seen in program order (x86 TSO): a peer that spins needs no wake-up byte; elsewhere
@@ -64,10 +64,15 @@ def fence() -> None:
     threading.Lock().acquire()
 
 
+def spins(num_workers: int, cores: int) -> bool:
+    """Whether waits spin by default: only when every process (``num_workers`` workers and the
+    caller) has a core of its own (a spinning waiter on a shared core holds the core its peer needs)."""
+    return num_workers + 1 <= cores
+
+
 def default_spin(num_workers: int) -> tuple[float, float]:
-    """``(caller, worker)`` busy-spin seconds: only when every process has a core of its own
-    (a spinning waiter on a shared core holds the core its peer needs)."""
-    if num_workers + 1 <= usable_cores():
+    """``(caller, worker)`` busy-spin seconds (:func:`spins`)."""
+    if spins(num_workers, usable_cores()):
         return 50e-6, 50e-6
     return 0.0, 0.0
 
