@@ -50,6 +50,7 @@ to ``--json``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -58,6 +59,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -141,16 +143,15 @@ def measure(env_id: str, kwargs: dict, seconds: float, warmup: int, policy_us: f
 
         # random actions drawn before the clock starts (one draw costs ~9 µs on 3.13t, time the
         # plain-thread modes, whose actions are fixed, never spend), used in turn
-        drawn: dict[int, list] = {}
-        turn = iter(range(1 << 62))
+        drawn: dict[int, Iterator[Any]] = {}
 
         def act(o: np.ndarray, rows: int) -> Any:
             if policy is None or not isinstance(space, gym.spaces.Discrete):
                 if policy is not None:
                     policy(o)
                 if rows not in drawn:
-                    drawn[rows] = [_actions(envs, rows, rng) for _ in range(16)]
-                return drawn[rows][next(turn) % 16]
+                    drawn[rows] = itertools.cycle([_actions(envs, rows, rng) for _ in range(16)])
+                return next(drawn[rows])
             return policy(o)
 
         if batch:  # EnvPool's loop: send to the envs the last recv returned, recv the next ones
