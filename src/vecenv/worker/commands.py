@@ -153,6 +153,5 @@ class Close(NamedTuple):
         return group.close()
 
 
-#: every command type a group accepts
+#: every command type a group accepts (a union ``isinstance`` takes)
 Command = Reset | Step | GivenStep | Call | GetAttr | SetAttr | Apply | Render | Configure | Close
-COMMANDS = (Reset, Step, GivenStep, Call, GetAttr, SetAttr, Apply, Render, Configure, Close)

@@ -20,7 +20,7 @@ from gymnasium.vector import AutoresetMode
 from vecenv.errors import EnvError, VecEnvError
 from vecenv.infos import NO_REPLY, InfoEntry, StepReply
 from vecenv.spaces import StepBuffers
-from vecenv.worker.commands import COMMANDS, Command, EnvIds
+from vecenv.worker.commands import Command, EnvIds
 from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
 from vecenv.worker.view import StepView
 
@@ -87,14 +87,6 @@ def _short(value: Any) -> str:
 
 def _given_or_row(given: Mapping[int, Any], row: Callable[[int], Any], j: int) -> Any:
     return given[j] if j in given else row(j)
-
-
-def _set_attr(env: Any, name: str, value: Any) -> None:
-    setter = getattr(env, "set_wrapper_attr", None)
-    if setter is not None:
-        setter(name, value)
-    else:
-        setattr(env, name, value)
 
 
 class EnvGroup:
@@ -180,11 +172,8 @@ class EnvGroup:
         """The group's buffers (off the step path; a clear error before :meth:`attach`)."""
         buffers = self.buffers
         if buffers is None:
-            raise self._unattached()
+            raise VecEnvError(f"worker {self.worker}: the env group has no buffers (attach() has not run)")
         return buffers
-
-    def _unattached(self) -> VecEnvError:
-        return VecEnvError(f"worker {self.worker}: the env group has no buffers (attach() has not run)")
 
     def configure(self, on_error: str, max_restarts: int, restart_window: float) -> None:
         """Set the failure policy: ``"raise"``, or ``"restart"`` a failed env from its env_fn
@@ -249,12 +238,9 @@ class EnvGroup:
 
     def _objects(self, ids: EnvIds | None = None) -> list | None:
         """Object-leaf rows of envs ``ids`` (all when ``None``) when the group ships them."""
-        if not self.ship_objects:
+        if not self.ship_objects:  # (set only by attach())
             return None
-        buffers = self.buffers  # on the step path: narrowed here, not through _attached
-        if buffers is None:
-            raise self._unattached()
-        objects = buffers.observations.get_objects()
+        objects = self._attached.observations.get_objects()
         if objects is None or ids is None:
             return objects
         return [leaf[np.asarray(ids, dtype=np.intp)] for leaf in objects]
@@ -370,54 +356,49 @@ class EnvGroup:
         return InfoEntry(self.start + j, report)
 
     # ----------------------------------------------------------------- other calls
-    def call(self, name: str, args: tuple, kwargs: dict, ids: EnvIds | None = None) -> list:
-        """gymnasium's ``call``: call ``name`` if it is callable, else return its value."""
+    def _each(self, ids: EnvIds | None, method: str, fn: Callable[[Any], Any]) -> list:
+        """``fn(env)`` for each selected env; an env that raises fails as ``method``."""
         out = []
         for j in self._ids(ids):
             try:
-                attr = _get_attr(self.envs[j], name)
-                out.append(attr(*args, **kwargs) if callable(attr) else attr)
+                out.append(fn(self.envs[j]))
             except self._catch as exc:
-                raise self._error(j, f"call({name!r})", exc) from exc
+                raise self._error(j, method, exc) from exc
         return out
+
+    def call(self, name: str, args: tuple, kwargs: dict, ids: EnvIds | None = None) -> list:
+        """gymnasium's ``call``: call ``name`` if it is callable, else return its value."""
+
+        def call_one(env: Any) -> Any:
+            attr = _get_attr(env, name)
+            return attr(*args, **kwargs) if callable(attr) else attr
+
+        return self._each(ids, f"call({name!r})", call_one)
 
     def get_attr(self, name: str, ids: EnvIds | None = None) -> list:
         """The attribute ``name`` of each env, looked up through its wrappers (never called)."""
-        out = []
-        for j in self._ids(ids):
-            try:
-                out.append(_get_attr(self.envs[j], name))
-            except self._catch as exc:
-                raise self._error(j, f"get_attr({name!r})", exc) from exc
-        return out
+        return self._each(ids, f"get_attr({name!r})", lambda env: _get_attr(env, name))
 
     def set_attr(self, name: str, values: Sequence[Any], ids: EnvIds | None = None) -> None:
         """Set ``name`` on each env (through its wrappers), env ``ids[k]`` to ``values[k]``."""
         for j, value in zip(self._ids(ids), values, strict=True):
             try:
-                _set_attr(self.envs[j], name, value)
+                env = self.envs[j]
+                setter = getattr(env, "set_wrapper_attr", None)
+                if setter is not None:
+                    setter(name, value)
+                else:
+                    setattr(env, name, value)
             except self._catch as exc:
                 raise self._error(j, f"set_attr({name!r})", exc) from exc
 
     def apply(self, fn: Callable[..., Any], args: tuple, ids: EnvIds | None = None) -> list:
         """Run ``fn(env, *args)`` on each selected env and return the results."""
-        out = []
-        for j in self._ids(ids):
-            try:
-                out.append(fn(self.envs[j], *args))
-            except self._catch as exc:
-                raise self._error(j, f"apply({getattr(fn, '__name__', fn)!r})", exc) from exc
-        return out
+        return self._each(ids, f"apply({getattr(fn, '__name__', fn)!r})", lambda env: fn(env, *args))
 
     def render(self, ids: EnvIds | None = None) -> list:
         """Each env's ``render()`` result."""
-        out = []
-        for j in self._ids(ids):
-            try:
-                out.append(self.envs[j].render())
-            except self._catch as exc:
-                raise self._error(j, "render", exc) from exc
-        return out
+        return self._each(ids, "render", lambda env: env.render())
 
     def close(self) -> list[str]:
         """Close every env, even when one of them fails to close; a line for each failure (the
@@ -429,6 +410,6 @@ class EnvGroup:
     # ----------------------------------------------------------------- dispatch
     def run(self, command: Command) -> Any:
         """Run one command (see :mod:`vecenv.worker.commands`) and return its result."""
-        if not isinstance(command, COMMANDS):
+        if not isinstance(command, Command):
             raise TypeError(f"worker {self.worker}: not an env-group command: {command!r:.100}")
         return command.run(self)
