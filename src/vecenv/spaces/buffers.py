@@ -15,6 +15,7 @@ arrays, tuple of items for custom spaces).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,12 +76,6 @@ class Leaf:
         return "".join(f"[{p!r}]" for p in self.path)
 
 
-def _leaf_shape_dtype(space: spaces.Space) -> tuple[tuple[int, ...], np.dtype]:
-    if isinstance(space, spaces.Discrete):
-        return (), np.dtype(space.dtype)
-    return tuple(space.shape), np.dtype(space.dtype)  # type: ignore[arg-type]
-
-
 def _walk(space: spaces.Space, path: tuple = ()):
     """Yield (path, leaf_space) in a fixed order, and describe the tree shape."""
     kind = batching(space)
@@ -111,19 +106,17 @@ class BatchBuffer:
         self.leaves: list[Leaf] = []
         pos = offset
         for path, leaf_space in _walk(space):
-            if is_fixed_leaf(leaf_space):
-                shape, dtype = _leaf_shape_dtype(leaf_space)
-                if memory is None:
-                    array = np.zeros((n, *shape), dtype=dtype)
-                else:
-                    pos = aligned(pos)
-                    count = n * int(np.prod(shape, dtype=np.int64))
-                    array = np.frombuffer(memory, dtype=dtype, count=count, offset=pos)
-                    array = array.reshape((n, *shape))
-                    pos += array.nbytes
-                self.leaves.append(Leaf(path, leaf_space, array, True))
-            else:
+            if not is_fixed_leaf(leaf_space):
                 self.leaves.append(Leaf(path, leaf_space, np.full(n, None, dtype=object), False))
+                continue
+            shape = (n, *leaf_space.shape)  # type: ignore[misc]
+            if memory is None:
+                array = np.zeros(shape, leaf_space.dtype)
+            else:
+                pos = aligned(pos)
+                array = np.ndarray(shape, leaf_space.dtype, buffer=memory, offset=pos)
+                pos += array.nbytes
+            self.leaves.append(Leaf(path, leaf_space, array, True))
         self._tree = _tree(space, iter(range(len(self.leaves))))
         self.has_objects = any(not leaf.fixed for leaf in self.leaves)
         self._single_array = (
@@ -144,20 +137,16 @@ class BatchBuffer:
         pos = 0
         for _, leaf_space in _walk(space):
             if is_fixed_leaf(leaf_space):
-                shape, dtype = _leaf_shape_dtype(leaf_space)
-                pos = aligned(pos) + n * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                row = int(np.prod(leaf_space.shape, dtype=np.int64)) * np.dtype(leaf_space.dtype).itemsize
+                pos = aligned(pos) + n * row
         return aligned(pos)
 
     def rows(self, start: int, stop: int) -> BatchBuffer:
         """A buffer over rows ``start:stop`` that shares this buffer's memory."""
-        view = object.__new__(BatchBuffer)
-        view.space = self.space
+        view = copy.copy(self)  # the same space and layout, over other arrays
         view.n = stop - start
         view.leaves = [Leaf(lf.path, lf.space, lf.array[start:stop], lf.fixed) for lf in self.leaves]
-        view._tree = self._tree
-        view.has_objects = self.has_objects
         view._single_array = view.leaves[0].array if self._single_array is not None else None
-        view._single_shape = self._single_shape
         view.unconverted = {}
         view._batched = None
         return view
@@ -350,21 +339,15 @@ class StepBuffers:
         self.n = n
         obs_bytes = BatchBuffer.nbytes(observation_space, n)
         act_bytes = BatchBuffer.nbytes(action_space, n)
-        if slots > 1 and memory is None:  # slots are lent from one block, here a private one
+        if memory is None:  # one block all the same, here a private one (slots are lent from it)
             memory = memoryview(bytearray(StepBuffers.nbytes(observation_space, action_space, n, slots)))
         self.slots = [BatchBuffer(observation_space, n, memory, k * obs_bytes) for k in range(slots)]
         self.actions = BatchBuffer(action_space, n, memory, slots * obs_bytes)
         flags = slots * obs_bytes + act_bytes
-        if memory is None:
-            self.rewards = np.zeros(n, dtype=np.float64)
-            self.terminations = np.zeros(n, dtype=np.bool_)
-            self.truncations = np.zeros(n, dtype=np.bool_)
-            self.slot_cell = np.zeros(3, dtype=np.int64)
-        else:
-            self.rewards = np.frombuffer(memory, np.float64, n, flags)
-            self.terminations = np.frombuffer(memory, np.bool_, n, flags + 8 * n)
-            self.truncations = np.frombuffer(memory, np.bool_, n, flags + 9 * n)
-            self.slot_cell = np.frombuffer(memory, np.int64, 3, aligned(flags + 10 * n))
+        self.rewards = np.frombuffer(memory, np.float64, n, flags)
+        self.terminations = np.frombuffer(memory, np.bool_, n, flags + 8 * n)
+        self.truncations = np.frombuffer(memory, np.bool_, n, flags + 9 * n)
+        self.slot_cell = np.frombuffer(memory, np.int64, 3, aligned(flags + 10 * n))
         self.lender = None
         if slots > 1:
             regions = [memory[k * obs_bytes:(k + 1) * obs_bytes] for k in range(slots)]
