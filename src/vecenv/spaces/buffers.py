@@ -76,17 +76,23 @@ class Leaf:
         return "".join(f"[{p!r}]" for p in self.path)
 
 
-def _walk(space: spaces.Space, path: tuple = ()):
-    """Yield (path, leaf_space) in a fixed order, and describe the tree shape."""
+def _tree(space: spaces.Space, found: list[tuple[tuple, Any]], path: tuple = ()) -> Any:
+    """The shape of ``space``'s tree: a leaf's index, ``("dict", [(key, tree)...])`` or
+    ``("tuple", [tree...])``; appends each leaf's ``(path, space)`` to ``found``, in leaf order."""
     kind = batching(space)
     if kind == "dict":
-        for key, sub in space.spaces.items():  # type: ignore[attr-defined]
-            yield from _walk(sub, path + (key,))
-    elif kind == "tuple":
-        for i, sub in enumerate(space.spaces):  # type: ignore[attr-defined]
-            yield from _walk(sub, path + (i,))
-    else:
-        yield path, space
+        return ("dict", [(k, _tree(s, found, (*path, k))) for k, s in space.spaces.items()])  # type: ignore[attr-defined]
+    if kind == "tuple":
+        return ("tuple", [_tree(s, found, (*path, i)) for i, s in enumerate(space.spaces)])  # type: ignore[attr-defined]
+    found.append((path, space))
+    return len(found) - 1
+
+
+def _walk(space: spaces.Space) -> list[tuple[tuple, Any]]:
+    """``(path, leaf space)`` of each leaf of ``space``, in leaf order."""
+    found: list[tuple[tuple, Any]] = []
+    _tree(space, found)
+    return found
 
 
 class BatchBuffer:
@@ -105,11 +111,13 @@ class BatchBuffer:
         self.n = n
         self.leaves: list[Leaf] = []
         pos = offset
-        for path, leaf_space in _walk(space):
+        found: list[tuple[tuple, Any]] = []
+        self._tree = _tree(space, found)
+        for path, leaf_space in found:
             if not is_fixed_leaf(leaf_space):
                 self.leaves.append(Leaf(path, leaf_space, np.full(n, None, dtype=object), False))
                 continue
-            shape = (n, *leaf_space.shape)  # type: ignore[misc]
+            shape = (n, *leaf_space.shape)
             if memory is None:
                 array = np.zeros(shape, leaf_space.dtype)
             else:
@@ -117,7 +125,6 @@ class BatchBuffer:
                 array = np.ndarray(shape, leaf_space.dtype, buffer=memory, offset=pos)
                 pos += array.nbytes
             self.leaves.append(Leaf(path, leaf_space, array, True))
-        self._tree = _tree(space, iter(range(len(self.leaves))))
         self.has_objects = any(not leaf.fixed for leaf in self.leaves)
         self._single_array = (
             self.leaves[0].array
@@ -276,16 +283,6 @@ class BatchBuffer:
 def aligned(pos: int, to: int = _ALIGN) -> int:
     """``pos`` rounded up to a multiple of ``to`` (a cache line: parts of a block never share one)."""
     return (pos + to - 1) // to * to
-
-
-# The tree is an int (leaf index), ("dict", [(key, tree)...]) or ("tuple", [tree...]).
-def _tree(space: spaces.Space, counter) -> Any:
-    kind = batching(space)
-    if kind == "dict":
-        return ("dict", [(k, _tree(s, counter)) for k, s in space.spaces.items()])  # type: ignore[attr-defined]
-    if kind == "tuple":
-        return ("tuple", [_tree(s, counter) for s in space.spaces])  # type: ignore[attr-defined]
-    return next(counter)
 
 
 def _assemble(tree: Any, values: list) -> Any:
