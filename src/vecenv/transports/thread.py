@@ -22,6 +22,7 @@ under the transport's lock after a last look; whoever wakes it does so under the
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -136,9 +137,9 @@ class ThreadTransport(Transport):
         for w in range(g):  # every group is built (or failed) before one is used
             self.ready([w])
         results = [self._take(w) for w in range(g)]
-        failed = [value for ok, value in results if not ok]
-        if failed:
-            raise failed[0]
+        for ok, value in results:
+            if not ok:
+                raise value
         return [d for _, described in results for d in described]
 
     def attach(self, buffers: StepBuffers) -> None:
@@ -238,11 +239,8 @@ class ThreadTransport(Transport):
         if self._caller_in == worker:
             self._cut(worker, KeyboardInterrupt())
         for jobs in [self._mine, *(h.jobs for h in self.helpers)]:  # (handed on by a timed wait)
-            if worker in jobs:
-                try:
-                    jobs.remove(worker)  # atomic: either this takes it or a helper does
-                except ValueError:
-                    pass
+            with contextlib.suppress(ValueError):  # not there, or a helper took it first
+                jobs.remove(worker)  # atomic: either this takes it or a helper does
         deadline = None if timeout is None else time.monotonic() + timeout
         while self._running(worker):  # a helper marks it current before it leaves the jobs
             if self._stopping or (deadline is not None and time.monotonic() >= deadline):
