@@ -1,4 +1,4 @@
-"""Thread transport: env groups stepped by threads, your thread one of them.
+"""Thread transport: env groups stepped by threads, your thread one of them (docs/thread.md).
 
 Data flow of one call::
 
@@ -6,13 +6,6 @@ Data flow of one call::
     engine ◄── ready(ws) ── your thread: runs the commands of the groups it owns, then waits for
                             the helpers' replies (a short spin, then sleep until woken)
     engine ◄── fetch(w) ─── reply[w] (a group's error raised here)
-
-With whole batches (``step``/``reset`` wait for every group) the partition is static: your
-thread owns the first group and steps it while each helper steps its own, and a group is built
-by the thread that steps it and stepped by no other, so each env's objects stay with one thread.
-With async batches (``batch_size < num_envs``, every env a group of its own) the helpers take
-envs from one queue, oldest first, so a slow env holds back no other, and ``recv`` returns as
-soon as enough envs are done while your thread computes the next actions.
 
 A waiting thread spins for ``spin`` seconds (on a free-threaded Python only: under the GIL a
 spinning thread keeps the GIL from the thread it waits for), then sleeps. It marks itself asleep
@@ -83,8 +76,9 @@ class ThreadTransport(Transport):
     ``threads``: how many threads step at once (default 1). ``spin_us``: how long a waiting
     thread looks before it sleeps; ``None``: 100 µs on a free-threaded Python, 0 under the GIL.
     ``whole_batches``: the engine waits for every group of a call, so your thread owns the first
-    group(s) and each helper a contiguous block of the others; otherwise (async batches) helpers
-    take the groups' commands from one queue, oldest first, and your thread only waits.
+    group(s) and each helper a contiguous block of the others, each group built and stepped by
+    its owner only; otherwise (async batches, every env a group) helpers take the groups'
+    commands from one queue, oldest first, and your thread only waits.
     """
 
     name = "thread"
