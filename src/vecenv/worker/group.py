@@ -289,7 +289,7 @@ class EnvGroup:
         if view is None or view.cell[2] != self._moves:
             view = self._follow_slot()
         (obs_buf, action_of, rewards, terms, truncs, needs_reset, envs, rows, shape, next_step,
-         same_step, _, _) = view
+         same_step, _) = view
         if given:
             action_of = partial(_given_or_row, given, action_of)
         sink, start = self.info_sink, self.start

@@ -31,8 +31,7 @@ class StepView(NamedTuple):
     shape: tuple[int, ...] | None  # the shape an observation written there must have
     next_step: bool  # the autoreset mode is NEXT_STEP
     same_step: bool  # ... SAME_STEP
-    slot: int  # the observation slot it writes (:mod:`vecenv.spaces.slots`)
-    cell: np.ndarray  # the shared cell that says which slot the engine chose
+    cell: np.ndarray  # the shared cell naming the slot the engine chose (:mod:`vecenv.spaces.slots`)
 
     @classmethod
     def of(cls, group: EnvGroup, slot: int) -> StepView:
@@ -46,4 +45,4 @@ class StepView(NamedTuple):
         return cls(observations, b.actions.item if actions is None else actions.__getitem__, b.rewards,
                    b.terminations, b.truncations, group._needs_reset[:], list(group.envs), rows,
                    None if shape is None else tuple(list(shape)), mode is AutoresetMode.NEXT_STEP,
-                   mode is AutoresetMode.SAME_STEP, slot, buffers.slot_cell)
+                   mode is AutoresetMode.SAME_STEP, buffers.slot_cell)
