@@ -55,7 +55,6 @@ class DetachedGroup:
 
     def __init__(self) -> None:
         self.group: EnvGroup | None = None
-        self.buffers: StepBuffers | None = None
 
     def start(self, fns_blob: bytes, start: int, worker: int, mode: AutoresetMode,
               driver_path: list[str]) -> tuple[bool, Any]:
@@ -77,16 +76,15 @@ class DetachedGroup:
     def attach(self, observation_space: spaces.Space, action_space: spaces.Space) -> None:
         """Allocate the group's own rows (object leaves travel in the replies like the rest)."""
         group: Any = self.group
-        self.buffers = StepBuffers(observation_space, action_space, len(group.envs))
-        group.attach(self.buffers)
+        group.attach(StepBuffers(observation_space, action_space, len(group.envs)))
 
     def run(self, command: Command, inputs: list[np.ndarray] | None) -> tuple[bool, Any]:
         """``(True, (reply, outputs))``: ``outputs`` the rows it wrote (None for other commands)."""
         group: Any = self.group
-        b = self.buffers
         try:
             if not isinstance(command, (Reset, Step, GivenStep)):
                 return True, (group.run(command), None)
+            b = group.buffers
             if b is None:
                 raise VecEnvError(f"worker {group.worker}: the detached group has no buffers (attach() has not run)")
             sel = _rows(command)
