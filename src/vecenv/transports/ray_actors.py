@@ -43,7 +43,7 @@ _generation = 0  # counts the Rays vecenv started; 0 while none of ours is runni
 _users = 0
 
 
-def _rows(command: Reset | Step | GivenStep) -> Any:
+def _selected(command: Reset | Step | GivenStep) -> Any:
     """The local env rows a command touches: an index array, or ``slice(None)`` for all."""
     return slice(None) if command.ids is None else np.asarray(command.ids, dtype=np.intp)
 
@@ -87,7 +87,7 @@ class DetachedGroup:
             b = group.buffers
             if b is None:
                 raise VecEnvError(f"worker {group.worker}: the detached group has no buffers (attach() has not run)")
-            sel = _rows(command)
+            sel = _selected(command)
             if inputs is not None:
                 for leaf, values in zip(b.actions.leaves, inputs, strict=True):
                     leaf.array[sel] = values
@@ -226,7 +226,7 @@ class RayTransport(Transport):
         for worker, command in commands:
             inputs = None  # the action rows a step reads, one array per action leaf
             if isinstance(command, (Step, GivenStep)):
-                inputs = [leaf.array[_rows(command)] for leaf in self._rows[worker].actions.leaves]
+                inputs = [leaf.array[_selected(command)] for leaf in self._rows[worker].actions.leaves]
             ref = self.actors[worker].run.remote(command, inputs)
             self._calls[worker] = (ref, command)
 
@@ -254,7 +254,7 @@ class RayTransport(Transport):
             raise value
         reply, outputs = value
         if outputs is not None:  # the rows a reset or step wrote, into the caller's rows
-            rows, sel = self._rows[worker], _rows(command)  # type: ignore[arg-type]
+            rows, sel = self._rows[worker], _selected(command)  # type: ignore[arg-type]
             leaves, rows.rewards[sel], rows.terminations[sel], rows.truncations[sel] = outputs
             for leaf, values in zip(rows.observations.leaves, leaves, strict=True):
                 leaf.array[sel] = values
