@@ -16,6 +16,7 @@ arrays, tuple of items for custom spaces).
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,14 +77,14 @@ class Leaf:
         return "".join(f"[{p!r}]" for p in self.path)
 
 
-def _tree(space: spaces.Space, found: list[tuple[tuple, Any]], path: tuple = ()) -> Any:
+def _tree(space: Any, found: list[tuple[tuple, Any]], path: tuple = ()) -> Any:
     """The shape of ``space``'s tree: a leaf's index, ``("dict", [(key, tree)...])`` or
     ``("tuple", [tree...])``; appends each leaf's ``(path, space)`` to ``found``, in leaf order."""
     kind = batching(space)
     if kind == "dict":
-        return ("dict", [(k, _tree(s, found, (*path, k))) for k, s in space.spaces.items()])  # type: ignore[attr-defined]
+        return ("dict", [(k, _tree(s, found, (*path, k))) for k, s in space.spaces.items()])
     if kind == "tuple":
-        return ("tuple", [_tree(s, found, (*path, i)) for i, s in enumerate(space.spaces)])  # type: ignore[attr-defined]
+        return ("tuple", [_tree(s, found, (*path, i)) for i, s in enumerate(space.spaces)])
     found.append((path, space))
     return len(found) - 1
 
@@ -144,7 +145,7 @@ class BatchBuffer:
         pos = 0
         for _, leaf_space in _walk(space):
             if is_fixed_leaf(leaf_space):
-                row = int(np.prod(leaf_space.shape, dtype=np.int64)) * np.dtype(leaf_space.dtype).itemsize
+                row = math.prod(leaf_space.shape) * np.dtype(leaf_space.dtype).itemsize
                 pos = aligned(pos) + n * row
         return aligned(pos)
 

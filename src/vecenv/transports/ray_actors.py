@@ -226,7 +226,8 @@ class RayTransport(Transport):
         for worker, command in commands:
             inputs = None  # the action rows a step reads, one array per action leaf
             if isinstance(command, (Step, GivenStep)):
-                inputs = [leaf.array[_selected(command)] for leaf in self._rows[worker].actions.leaves]
+                sel = _selected(command)
+                inputs = [leaf.array[sel] for leaf in self._rows[worker].actions.leaves]
             ref = self.actors[worker].run.remote(command, inputs)
             self._calls[worker] = (ref, command)
 
