@@ -230,11 +230,9 @@ class BatchBuffer:
         values: list = []
         handed: list = []
         exact = collect(self._tree, self.leaves, batch, k, what, values, handed)
+        where = ... if rows is None else rows
         for leaf, value in zip(self.leaves, values, strict=True):
-            if rows is None:
-                leaf.array[...] = value
-            else:
-                leaf.array[rows] = value
+            leaf.array[where] = value
         if not exact:  # the batch as it came, but with exactly cast leaves as cast
             batch = _assemble(self._tree, handed)
         self._keep_unconverted(batch, rows, exact)
