@@ -238,9 +238,10 @@ class EnvGroup:
 
     def _objects(self, ids: EnvIds | None = None) -> list | None:
         """Object-leaf rows of envs ``ids`` (all when ``None``) when the group ships them."""
-        if not self.ship_objects:  # (set only by attach())
+        if not self.ship_objects:
             return None
-        objects = self._attached.observations.get_objects()
+        # only attach() sets ship_objects, so buffers exist (on the step path: no _attached call)
+        objects = self.buffers.observations.get_objects()  # type: ignore[union-attr]
         if objects is None or ids is None:
             return objects
         return [leaf[np.asarray(ids, dtype=np.intp)] for leaf in objects]
