@@ -5,7 +5,6 @@ replies that arrived are kept across a timed-out wait (the call stays pending, a
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from collections.abc import Callable
 from typing import Any
@@ -64,9 +63,7 @@ class Calls:
             if error is not None:
                 raise error
             return replies
-        except multiprocessing.TimeoutError:
-            raise
-        except BaseException as exc:
+        except BaseException as exc:  # a timeout leaves the call pending (interrupted_collect)
             flight.interrupted_collect(exc)
             raise
 

@@ -123,7 +123,7 @@ def check_reset_mask(mask: Any, n: int) -> None:
         )
 
 
-def check_env_ids(env_ids: Any, n: int, unique: bool = True, name: str = "env_ids") -> np.ndarray:
+def check_env_ids(env_ids: Any, n: int, name: str = "env_ids") -> np.ndarray:
     """``env_ids`` as an int64 array of distinct indices below ``n`` (``name`` is what the
     caller calls the argument, for the messages)."""
     ids = np.asarray(env_ids)
@@ -133,7 +133,7 @@ def check_env_ids(env_ids: Any, n: int, unique: bool = True, name: str = "env_id
     values = ids.tolist()  # plain Python: batches are small, and numpy's per-call cost dominates
     if values and (min(values) < 0 or max(values) >= n):
         raise ValueError(f"{name}: {[i for i in values if not 0 <= i < n]} out of range for num_envs={n}")
-    if unique and len(set(values)) != len(values):
+    if len(set(values)) != len(values):
         raise ValueError(f"{name}: each env may appear once, got {values}")
     return ids
 

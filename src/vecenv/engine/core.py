@@ -46,7 +46,6 @@ from vecenv.engine.transport import Transport
 from vecenv.errors import ClosedEnvironmentError, NoAsyncCallError
 from vecenv.infos import InfoParts
 from vecenv.policy import FailureOptions
-from vecenv.worker import EnvDescription
 from vecenv.worker.commands import Apply, Call, Command, Configure, GetAttr, Render, SetAttr
 
 __all__ = ["SpaceMismatchError", "VectorEnv"]
@@ -110,7 +109,11 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         self.closed = False
         self._open = True  # the transport is not closed yet (closed: close() was called)
         try:
-            self._setup_spaces(descriptions, observation_mode)
+            first = descriptions[0]
+            self.metadata = {**first.metadata, "autoreset_mode": self.autoreset_mode}
+            self.render_mode = first.render_mode
+            (self.single_observation_space, self.observation_space, self.single_action_space,
+             self.action_space) = batched_spaces(descriptions, observation_mode, type(self))
             self._buffers = flight.allocate(self.single_observation_space, self.single_action_space)
             transport.attach(self._buffers)
             if self.policy.restarts:
@@ -134,13 +137,6 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     @closed.setter
     def closed(self, value: bool) -> None:
         self._flight.closed = value
-
-    def _setup_spaces(self, descriptions: list[EnvDescription], observation_mode: Any) -> None:
-        first = descriptions[0]
-        self.metadata = {**first.metadata, "autoreset_mode": self.autoreset_mode}
-        self.render_mode = first.render_mode
-        (self.single_observation_space, self.observation_space, self.single_action_space,
-         self.action_space) = batched_spaces(descriptions, observation_mode, type(self))
 
     # ================================================================ reset
     @one_caller
@@ -194,10 +190,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     @one_caller
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
         """Wait for :meth:`reset_async`'s results: ``(observations, infos)``."""
-        check_timeout(timeout, "reset_wait")
-        self._check_open()
-        if self._flight.state is not CallState.WAITING_RESET:
-            raise NoAsyncCallError("Calling `reset_wait` without any prior call to `reset_async`.", "reset")
+        self._check_wait(timeout, "reset_wait", CallState.WAITING_RESET)
         obs, _, _, _, infos = self._flight.batches.collect(timeout, "reset_wait")
         self._has_reset = True
         return obs, infos
@@ -239,10 +232,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     @one_caller
     def recv(self, timeout: float | None = None) -> StepResult:
         """Wait for the results of :meth:`send`: all envs, or the first ``batch_size`` ready."""
-        check_timeout(timeout, "recv")
-        self._check_open()
-        if self._flight.state is not CallState.WAITING_STEP:
-            raise NoAsyncCallError("Calling `step_wait` without any prior call to `step_async`.", "step")
+        self._check_wait(timeout, "recv", CallState.WAITING_STEP)
         return self._flight.batches.collect(timeout, "step_wait")
 
     def _check_step(self) -> None:
@@ -316,10 +306,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
     @one_caller
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
         """Wait for :meth:`call_async`'s results, one per env."""
-        check_timeout(timeout, "call_wait")
-        self._check_open()
-        if self._flight.state is not CallState.WAITING_CALL:
-            raise NoAsyncCallError("Calling `call_wait` without any prior call to `call_async`.", "call")
+        self._check_wait(timeout, "call_wait", CallState.WAITING_CALL)
         results = self._calls.collect(timeout, "call_wait")
         return tuple(x for w in range(self.num_workers) for x in results[w])
 
@@ -439,6 +426,14 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         if self.closed:
             owner.refuse_if_foreign(self, self._owner)
             raise ClosedEnvironmentError(f"Trying to operate on `{type(self).__name__}`, after a call to `close()`.")
+
+    def _check_wait(self, timeout: Any, method: str, pending: CallState) -> None:
+        """Refuse a wait (``method``) for a ``pending`` call that was not sent, as gymnasium words it."""
+        check_timeout(timeout, method)
+        self._check_open()
+        if self._flight.state is not pending:
+            kind = pending.value  # "reset", "step" or "call"
+            raise NoAsyncCallError(f"Calling `{kind}_wait` without any prior call to `{kind}_async`.", kind)
 
     def _check_idle(self, method: str) -> None:
         self._check_open()

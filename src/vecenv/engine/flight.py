@@ -427,8 +427,7 @@ class InFlight:
 
     def drop_held(self) -> None:
         """Nothing is in flight any more: drop every deferred step and every reply not returned."""
-        if self.deferred:
-            self.deferred.clear()
+        self.deferred.clear()
         self.replies.clear()
         self.batches.drop()
         self.lifecycle.fire(Event.DROPPED)
