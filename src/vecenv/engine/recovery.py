@@ -63,15 +63,16 @@ class Recovery:
         flight.transport.restart(w)
         flight.run_now(w, Configure(flight.policy))
         report = restart_report(error)
+        ended = {i: (report, None, {}) for i in cut}  # NEXT_STEP, DISABLED, a rerun reset
         if type(command) is Reset:
             # the new worker runs the failed reset (its seeds and options), so its envs return
             # the observations the reset gives, never the dead worker's last
             reply = flight.run_now(w, command)
             infos: dict[int, Any] = {e.index: e.info for e in reply.entries}
             made = [InfoEntry(int(i), {**infos.get(int(i), {}), **report}) for i in envs]
-            return Restart(made, {i: (report, None, {}) for i in cut}, True, reply.objects)
+            return Restart(made, ended, True, reply.objects)
         if not same_step:
-            return Restart([InfoEntry(int(i), dict(report)) for i in envs], {i: (report, None, {}) for i in cut})
+            return Restart([InfoEntry(int(i), dict(report)) for i in envs], ended)
         # SAME_STEP: the new worker's envs are reset at once; what the caller holds stays
         kept = {i: (copy.deepcopy(b.observations.item(i)), b.rewards[i], b.terminations[i], b.truncations[i])
                 for i in others}

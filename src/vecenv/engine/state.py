@@ -211,9 +211,8 @@ class FirstReady:
         self.ready: deque[int] = deque()
 
     def sent(self, ids: np.ndarray, reset: bool) -> None:
-        if reset:  # every env starts a new episode
-            self.entries.clear()
-            self.ready.clear()
+        if reset:  # every env (a reset here is never partial) starts a new episode
+            self.drop()
             self.flight.replies.clear()
             self.flight.restarted.clear()
         self.flight.busy[ids] = True
