@@ -42,7 +42,6 @@ class Starting(Closing):
     start_timeout: float | None
     spin_us: float | None
     yield_s: float
-    main_spin: float
     worker_spin: float
     waiter: handshake.Waiter
     _buffers: StepBuffers | None
@@ -71,10 +70,10 @@ class Starting(Closing):
         if n:
             check_main_guard(self.start_method)
         if self.spin_us is None:
-            self.main_spin, self.worker_spin = default_spin(n)
+            main_spin, self.worker_spin = default_spin(n)
         else:
-            self.main_spin = self.worker_spin = max(0.0, float(self.spin_us)) * 1e-6
-        self.waiter = handshake.Waiter(self.main_spin, self.yield_s)
+            main_spin = self.worker_spin = max(0.0, float(self.spin_us)) * 1e-6
+        self.waiter = handshake.Waiter(main_spin, self.yield_s)
         self._payloads = envfns.pack(self.env_fns[: self.partition[n - 1][1] if n else 0], self.start_method)
         lifetime.LIVE.add(self)
         for w in range(n):
@@ -232,9 +231,11 @@ class Starting(Closing):
     def restart(self, worker: int) -> None:
         """Start a new process for ``worker``'s envs, mapped onto the same rows (the inline
         group: build it again here from its env_fns, its envs not yet reset)."""
+        old, ctrl, infos = self.inline, self.ctrl, self._infos
+        if ctrl is None or infos is None:
+            raise self._no_block()
         if worker == self.inline_worker:
-            old, ctrl, infos = self.inline, self.ctrl, self._infos
-            if old is None or ctrl is None or infos is None:
+            if old is None:
                 raise self._no_block()
             new = self._inline_group()
             self._attach_inline(new)
@@ -244,13 +245,10 @@ class Starting(Closing):
             warn_close_failures(old.close())
             return
         self.terminate(worker)
-        old, watch = self.peers[worker], self.watches[worker]
+        peer, watch = self.peers[worker], self.watches[worker]
         self._spawn(worker)
-        old.close()
+        peer.close()
         watch.release()
-        ctrl, infos = self.ctrl, self._infos
-        if ctrl is None or infos is None:
-            raise self._no_block()
         ctrl.drop(worker)
         infos.restart(worker)
         self.dead.pop(worker, None)

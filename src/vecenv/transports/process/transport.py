@@ -80,7 +80,7 @@ class ProcessTransport(Starting):
         self._next_death_check = 0.0
         self._closed = False
         self._closer: int | None = None  # the thread running close(): waits in others end
-        self.main_spin = self.worker_spin = 0.0
+        self.worker_spin = 0.0
         self.waiter = handshake.Waiter(0.0, 0.0)
 
     # ------------------------------------------------------------ commands
@@ -198,9 +198,9 @@ class ProcessTransport(Starting):
         found = self._sleep(workers, None if timeout is None else time.monotonic() + timeout, every)
         return found if found or not every else self._done(workers)  # at the deadline: those done
 
-    def _done(self, workers: Collection[int]) -> list[int]:
+    def _done(self, workers: Collection[int], every: bool = False) -> list[int]:
         ctrl = self.ctrl
-        return [] if ctrl is None else ctrl.finished(workers, self.dead)
+        return [] if ctrl is None else ctrl.finished(workers, self.dead, every)
 
     def _look_for_deaths(self, workers: Collection[int], done: list[int]) -> None:
         now = time.monotonic()
@@ -251,10 +251,7 @@ class ProcessTransport(Starting):
         def check() -> list[int]:
             if not exact:
                 self._look_at_exit_codes(live)
-            done = self._done(workers)
-            if every and len(done) < len(workers) and not any(w in self.dead for w in workers):
-                return []
-            return done
+            return self._done(workers, every)
 
         done = handshake.sleep(
             check, declare, poller, lambda fd: self._on_event(owner[fd], fd), deadline,
