@@ -292,12 +292,6 @@ class Starting(Closing):
             self.terminate(worker)
             raise
 
-    def terminate(self, worker: int) -> None:
-        """End ``worker``'s process; the inline group cannot be ended (its reply is always ready,
-        so it is never found overdue)."""
-        if worker != self.inline_worker:
-            super().terminate(worker)
-
     def close(self, timeout: float | None = None) -> None:
         inline, self.inline = self.inline, None
         try:
