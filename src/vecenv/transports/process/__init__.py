@@ -27,31 +27,10 @@ One step, from the caller's ``step()`` to a worker and back::
       FullBatch.collect: batch the infos (by column when they allow), return the rows (large
       observations lent as views of their slot, vecenv.spaces.slots)
 
-Modules, one concern each:
-
-- :mod:`.protocol`: every code the two sides exchange (slot fields, operations, reply kinds,
-  frame ops, wake-up bytes, the typed attach message), named once.
-- :mod:`.control`: the control block (post / finish / the sleep flags), the bell every sleeping
-  worker waits on, rung once for all (a Linux futex), and the memory fence.
-- :mod:`.handshake`: the sleep/wake handshake both sides use: a :class:`~.handshake.Waiter` that
-  spins and yields only while its waits say it pays, the declared sleep, and the wake-up.
-- :mod:`.mechanism`: the seam with the operating system (a channel, a shared block, a poller)
-  and its two mechanisms: POSIX (:mod:`.wire`, :mod:`.shm`) and portable (pipes, memory shared
-  by name).
-- :mod:`.wire`: frames, pickling, and socket I/O that notices a dead peer (POSIX).
-- :mod:`.shm`: the anonymous shared-memory block (POSIX).
-- :mod:`.infos`: where the info rows (:mod:`vecenv.infos`) lie in the shared block.
-- :mod:`.envfns`: the env_fns on their way to a worker (pickled once each for spawn/forkserver).
-- :mod:`.lifetime`: live transports (closed at exit), how the caller sees a worker end (the
-  process itself), the thread workers start from, what a forked worker drops of other vector
-  envs, the watch that ends a worker with its caller, and the mark on an env's forked copies.
-- :mod:`.closing`: ``close()``, finished by a second call when an interruption cut it short.
-- :mod:`.winjob`: Windows's job object, which ends the workers with their caller.
-- :mod:`.child`: the worker process's loop.
-- :mod:`.starting`: starting the workers (spawn, describe, attach, restart), and with
-  ``inline=True`` the last group, built in the caller's process.
-- :mod:`.transport`: :class:`ProcessTransport`, the caller's side of a step (send, ready, fetch);
-  with ``inline=True`` it steps the last group itself between posting and waiting.
+Each module holds one concern: the table in docs/process.md ("How it works") says which, beside
+:mod:`.mechanism` (the seam with the operating system: a channel, a shared block, a poller, in
+a POSIX and a portable mechanism), :mod:`.envfns` (the env_fns on their way to a worker) and
+:mod:`.mainguard` (refusing to start workers that would run the caller's script again).
 
 Commands other than a step (reset, calls, close) travel as pickled
 :mod:`~vecenv.worker.commands` on the socket, posted through the same counter. Posting a message

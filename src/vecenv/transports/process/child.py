@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from vecenv.errors import EnvError, VecEnvError, portable_error
+from vecenv.errors import EnvError, portable_error
 from vecenv.infos import InfoWriter, RowsReply, StepReply
-from vecenv.spaces import StepBuffers
+from vecenv.spaces import BatchBuffer, StepBuffers
 from vecenv.transports.process import control, envfns, handshake, lifetime, wire
 from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.infos import worker_writer
@@ -43,16 +43,20 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VE
 class Child:
     """The loop one worker process runs over its env group."""
 
+    # set by attach(), before serve() runs: the worker's control block, step mask, info writer
+    # and action rows, and the bell (None: the worker sleeps on its socket)
+    ctrl: ControlBlock
+    mask: np.ndarray
+    infos: InfoWriter
+    actions: BatchBuffer
+    bell: control.Bell | None
+
     def __init__(self, index: int, peer: Any, spin: tuple[float, float], mechanism: Mechanism) -> None:
         self.index = index
         self.peer = peer
         self.mechanism = mechanism
         self.waiter = handshake.Waiter(*spin)  # seconds of busy spinning, then of sched_yield() spinning
         self.group: EnvGroup | None = None
-        self.ctrl: ControlBlock | None = None
-        self.mask: np.ndarray | None = None
-        self.infos: InfoWriter | None = None
-        self.bell: control.Bell | None = None  # where sleeping means waiting on the futex word
         self.seq = 0
         self.copy = False  # this process is a copy of the worker that an env forked
 
@@ -73,19 +77,18 @@ class Child:
         os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 
     # ------------------------------------------------------------ handshake
-    def attach(self) -> None:
+    def attach(self, group: EnvGroup) -> None:
         """Map the shared block the caller sends and give the group its rows."""
         op, data, token = self.peer.read_frame_with_fd()
         at = wire.loads(data)
         if op != Frame.ATTACH or type(at) is not Attach:
             raise RuntimeError(f"worker {self.index}: expected the shared-memory layout, got {op!r} "
                                f"{type(at).__name__}")
-        group = self.group
-        if group is None:
-            raise self._missing("env group (worker_main() builds it before attach())")
         block = self.mechanism.attach_block(token, at.nbytes)
         buffers = StepBuffers(at.observation_space, at.action_space, at.num_envs, block.buffer, at.slots)
-        group.attach(buffers.rows(at.start, at.stop), ship_objects=True)
+        rows = buffers.rows(at.start, at.stop)
+        group.attach(rows, ship_objects=True)
+        self.actions = rows.actions  # the group's, for the life of this process
         ctrl = self.ctrl = ControlBlock(block.buffer, at.control_at, at.num_workers)
         self.mask = np.frombuffer(block.buffer, np.bool_, at.stop - at.start, at.mask_at + at.start)
         infos = self.infos = worker_writer(at.observation_space, at.num_envs, block.buffer, at.infos_at, at.start,
@@ -96,13 +99,10 @@ class Child:
         self.send(True, None, "attach")
 
     # ------------------------------------------------------------ commands
-    def serve(self) -> None:
+    def serve(self, group: EnvGroup) -> None:
         """Run commands until the caller sends Close or goes away."""
-        group, ctrl, infos, mask = self.group, self.ctrl, self.infos, self.mask
-        if group is None or group.buffers is None or ctrl is None or infos is None or mask is None:
-            raise self._missing("shared rows (attach() has not run)")
-        actions = group.buffers.actions  # attach() gave them once, for the life of this process
-        slot = ctrl.slots[self.index]
+        infos, mask, actions = self.infos, self.mask, self.actions
+        slot = self.ctrl.slots[self.index]
         while True:
             self.wait_command(slot)
             self.seq = int(slot[CMD])
@@ -158,8 +158,6 @@ class Child:
         if self.copy:
             self.leave_if_copy(None if ok else value)
         infos, ctrl = self.infos, self.ctrl
-        if infos is None or ctrl is None:
-            raise self._missing("shared rows (attach() has not run)")
         if ok and type(value) is StepReply:
             message = infos.reply(value.entries, value.objects)
             if message is None:
@@ -173,10 +171,6 @@ class Child:
         data = self.dump(ok, value, name)
         ctrl.finish(self.index, self.seq, Reply.MESSAGE)
         self.peer.write(wire.frame(Frame.MESSAGE, data))
-
-    def _missing(self, what: str) -> VecEnvError:
-        """The error for a step of the loop that came before what it needs."""
-        return VecEnvError(f"worker {self.index}: no {what}")
 
     def send(self, ok: bool, value: Any, name: str) -> None:
         """A reply outside the counters (during the handshake)."""
@@ -236,14 +230,14 @@ def worker_main(
     try:
         try:
             fns = [envfns.unpack(fn, start + j, index) for j, fn in enumerate(env_fns)]
-            child.group = EnvGroup(fns, start, index, autoreset_mode, contain_exits=True)
-            descriptions = child.group.describe()
+            group = child.group = EnvGroup(fns, start, index, autoreset_mode, contain_exits=True)
+            descriptions = group.describe()
         except Exception as exc:
             child.send(False, exc, "env_fn()")
             return
         child.send(True, descriptions, "describe")
-        child.attach()
-        child.serve()
+        child.attach(group)
+        child.serve(group)
     except (SystemExit, KeyboardInterrupt, EOFError, OSError) as exc:
         child.leave_if_copy(exc)
     finally:

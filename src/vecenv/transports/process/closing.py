@@ -33,6 +33,7 @@ class Closing(Transport):
     _mask: Any
     _closed: bool
     _closer: int | None
+    inline_worker: int
     #: the workers were asked to close their envs; every worker was ended and released
     _asked = False
     _ended = False
@@ -98,7 +99,10 @@ class Closing(Transport):
 
     # ------------------------------------------------------------ ending one worker
     def terminate(self, worker: int) -> None:
-        """Kill ``worker`` (SIGKILL: a hung env may ignore anything gentler)."""
+        """Kill ``worker`` (SIGKILL: a hung env may ignore anything gentler). The inline group
+        cannot be ended (its reply is always ready, so it is never found overdue)."""
+        if worker == self.inline_worker:
+            return
         if not self.watches[worker].ended():
             self.processes[worker].kill()
             self.watches[worker].join(2.0)

@@ -35,12 +35,11 @@ def _close_all() -> None:  # before multiprocessing joins non-daemon workers tha
             transport.close(1.0)
 
 
-def drop_inherited(keep: Any) -> None:
+def drop_inherited(caller_end: Any) -> None:
     """In a forked worker: let go of every vector env's mappings and of the caller's end of this
     worker's socket (EOF must mean the caller left)."""
     drop_inherited_mappings()
-    if keep is not None:
-        keep.close()
+    caller_end.close()
 
 
 def _exit_with_caller(pid: int) -> None:

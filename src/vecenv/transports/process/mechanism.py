@@ -69,10 +69,10 @@ class _PosixPoller:
     def __init__(self) -> None:
         self._poll = select.poll()
 
-    def register(self, fd: int, _events: int = 0) -> None:
+    def register(self, fd: int) -> None:
         self._poll.register(fd, select.POLLIN)
 
-    def poll(self, timeout_ms: float | None = None) -> list[tuple[int, int]]:
+    def poll(self, timeout_ms: float) -> list[tuple[int, int]]:
         return self._poll.poll(timeout_ms)
 
 
@@ -112,12 +112,11 @@ class PipePoller:
     def __init__(self) -> None:
         self._keys: list[Any] = []
 
-    def register(self, key: Any, _events: int = 0) -> None:
+    def register(self, key: Any) -> None:
         self._keys.append(key)
 
-    def poll(self, timeout_ms: float | None = None) -> list[tuple[Any, int]]:
-        ready = wait(self._keys, None if timeout_ms is None else timeout_ms / 1000)
-        return [(key, 0) for key in ready]
+    def poll(self, timeout_ms: float) -> list[tuple[Any, int]]:
+        return [(key, 0) for key in wait(self._keys, timeout_ms / 1000)]
 
 
 class PipePeer:

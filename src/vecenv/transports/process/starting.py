@@ -5,6 +5,7 @@ the last env group is built in the caller's process, on the same shared rows."""
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import time
 from typing import Any
@@ -13,6 +14,7 @@ import cloudpickle
 import numpy as np
 from gymnasium import spaces
 
+from vecenv.engine.transport import DEFAULT_START_TIMEOUT
 from vecenv.errors import StepTimeoutError, VecEnvError
 from vecenv.infos import InfoReader, InfoWriter
 from vecenv.spaces import StepBuffers
@@ -22,42 +24,70 @@ from vecenv.transports.process.closing import Closing
 from vecenv.transports.process.control import ControlBlock, default_spin
 from vecenv.transports.process.infos import caller_reader, infos_nbytes
 from vecenv.transports.process.mainguard import check_main_guard
-from vecenv.transports.process.mechanism import Mechanism
+from vecenv.transports.process.mechanism import choose_mechanism
 from vecenv.transports.process.protocol import Attach, Frame
 from vecenv.transports.process.shm import aligned
 from vecenv.transports.signals import quietly_started
 from vecenv.worker import EnvDescription, EnvGroup
 from vecenv.worker.group import warn_close_failures
 
-__all__ = ["Starting"]
+__all__ = ["DEFAULT_YIELD_US", "Starting"]
+
+#: default time each side calls sched_yield() (checking for its peer) before it blocks in the
+#: kernel: hands the core to a runnable peer without the cross-CPU wake-up blocking costs
+DEFAULT_YIELD_US = 500.0
 
 
 class Starting(Closing):
-    """The starting half of :class:`~.transport.ProcessTransport` (see the module docstring)."""
+    """The starting half of :class:`~.transport.ProcessTransport` (see the module docstring),
+    with the transport's options and state."""
 
-    mechanism: Mechanism
-    ctx: Any
-    start_method: str
-    daemon: bool
-    start_timeout: float | None
-    spin_us: float | None
-    yield_s: float
-    main_spin: float
-    worker_spin: float
-    waiter: handshake.Waiter
-    _buffers: StepBuffers | None
-    _payloads: list[bytes] | None
-    _infos: InfoReader | None
-    _bell: control.Bell | None
-    _action_objects: bool
-    _layout: Attach
-    cores: tuple[int, ...] | None  # worker w pinned to cores[w % len(cores)] (``affinity=``)
+    _layout: Attach  # the shared block's layout, from allocate(): each worker's part of it
     #: the last group's index when it steps in the caller's thread (``inline``), else -1; the
     #: group, and the writer of its info rows
-    runs_inline: bool
     inline_worker: int = -1
     inline: EnvGroup | None = None
     inline_infos: InfoWriter | None = None
+
+    def __init__(
+        self,
+        context: str | multiprocessing.context.BaseContext | None = None,
+        daemon: bool = True,
+        spin_us: float | None = None,
+        yield_us: float | None = None,
+        start_timeout: float | None = DEFAULT_START_TIMEOUT,
+        mechanism: str | None = None,
+        inline: bool = False,
+        cores: tuple[int, ...] | None = None,
+    ) -> None:
+        self.cores = cores  # worker w runs on cores[w % len(cores)]; None: wherever the OS puts it
+        self.runs_inline = inline  # the last group steps in the caller's thread (``inline_worker``)
+        self._held: tuple[bool, Any] = (True, None)  # the inline group's reply, when not in the rows
+        self.mechanism = choose_mechanism(mechanism)
+        self.ctx = multiprocessing.get_context(context) if context is None or isinstance(context, str) else context
+        self.start_method = self.ctx.get_start_method()
+        self.daemon = daemon
+        self.start_timeout = start_timeout
+        self.spin_us = spin_us
+        self.yield_s = DEFAULT_YIELD_US * 1e-6 if yield_us is None else max(0.0, float(yield_us)) * 1e-6
+        self.processes: list[Any] = []
+        self.peers: list[wire.Peer] = []
+        self.watches: list[lifetime.Watch] = []  # how each worker's end is seen
+        self.dead: dict[int, int | None] = {}
+        self.ctrl: ControlBlock | None = None
+        self._block: Any = None  # the mechanism's shared block
+        self._buffers: StepBuffers | None = None
+        self._mask: np.ndarray | None = None
+        self._payloads: list[bytes] | None = None
+        self._infos: InfoReader | None = None
+        self._bell: control.Bell | None = None  # where workers sleep on a futex: the word they wait on
+        self._unrung = False  # commands posted since the bell last rang
+        self._action_objects = False
+        self._next_death_check = 0.0
+        self._closed = False
+        self._closer: int | None = None  # the thread running close(): waits in others end
+        self.worker_spin = 0.0
+        self.waiter = handshake.Waiter(0.0, 0.0)
 
     # ------------------------------------------------------------ start
     @property
@@ -71,10 +101,10 @@ class Starting(Closing):
         if n:
             check_main_guard(self.start_method)
         if self.spin_us is None:
-            self.main_spin, self.worker_spin = default_spin(n)
+            main_spin, self.worker_spin = default_spin(n)
         else:
-            self.main_spin = self.worker_spin = max(0.0, float(self.spin_us)) * 1e-6
-        self.waiter = handshake.Waiter(self.main_spin, self.yield_s)
+            main_spin = self.worker_spin = max(0.0, float(self.spin_us)) * 1e-6
+        self.waiter = handshake.Waiter(main_spin, self.yield_s)
         self._payloads = envfns.pack(self.env_fns[: self.partition[n - 1][1] if n else 0], self.start_method)
         lifetime.LIVE.add(self)
         for w in range(n):
@@ -232,9 +262,11 @@ class Starting(Closing):
     def restart(self, worker: int) -> None:
         """Start a new process for ``worker``'s envs, mapped onto the same rows (the inline
         group: build it again here from its env_fns, its envs not yet reset)."""
+        old, ctrl, infos = self.inline, self.ctrl, self._infos
+        if ctrl is None or infos is None:
+            raise self._no_block()
         if worker == self.inline_worker:
-            old, ctrl, infos = self.inline, self.ctrl, self._infos
-            if old is None or ctrl is None or infos is None:
+            if old is None:
                 raise self._no_block()
             new = self._inline_group()
             self._attach_inline(new)
@@ -244,13 +276,10 @@ class Starting(Closing):
             warn_close_failures(old.close())
             return
         self.terminate(worker)
-        old, watch = self.peers[worker], self.watches[worker]
+        peer, watch = self.peers[worker], self.watches[worker]
         self._spawn(worker)
-        old.close()
+        peer.close()
         watch.release()
-        ctrl, infos = self.ctrl, self._infos
-        if ctrl is None or infos is None:
-            raise self._no_block()
         ctrl.drop(worker)
         infos.restart(worker)
         self.dead.pop(worker, None)
@@ -262,12 +291,6 @@ class Starting(Closing):
         except BaseException:
             self.terminate(worker)
             raise
-
-    def terminate(self, worker: int) -> None:
-        """End ``worker``'s process; the inline group cannot be ended (its reply is always ready,
-        so it is never found overdue)."""
-        if worker != self.inline_worker:
-            super().terminate(worker)
 
     def close(self, timeout: float | None = None) -> None:
         inline, self.inline = self.inline, None

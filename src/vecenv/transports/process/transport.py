@@ -3,7 +3,6 @@ is :mod:`.starting`, closing them :mod:`.closing`)."""
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 import time
 from collections.abc import Collection, Sequence
@@ -11,26 +10,19 @@ from functools import partial
 from typing import Any
 
 import cloudpickle
-import numpy as np
 
-from vecenv.engine.transport import DEFAULT_START_TIMEOUT
-from vecenv.infos import IN_ROWS, NO_REPLY, InfoReader, RowsReply, StepReply
-from vecenv.spaces import StepBuffers
-from vecenv.transports.process import control, handshake, lifetime, wire
+from vecenv.infos import IN_ROWS, NO_REPLY, RowsReply, StepReply
+from vecenv.transports.process import control, handshake, wire
 from vecenv.transports.process.closing import DEFAULT_CLOSE_TIMEOUT
 from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.envfns import EnvFnPicklingError
-from vecenv.transports.process.mechanism import choose_mechanism
 from vecenv.transports.process.protocol import Frame, Op, Reply, Sleep, Slot, Wake
-from vecenv.transports.process.starting import Starting
+from vecenv.transports.process.starting import DEFAULT_YIELD_US, Starting
 from vecenv.transports.signals import deferred
 from vecenv.worker.commands import Command, GivenStep, Step
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport"]
 
-#: default time each side calls sched_yield() (checking for its peer) before it blocks in the
-#: kernel: hands the core to a runnable peer without the cross-CPU wake-up blocking costs
-DEFAULT_YIELD_US = 500.0
 #: seconds between looks at the sentinels of workers that other workers keep outpacing
 DEATH_CHECK_S = 0.05
 #: longest pause inside a reply's frame; past it the socket is out of step and the worker is ended
@@ -38,50 +30,11 @@ FRAME_TIMEOUT = 30.0
 
 
 class ProcessTransport(Starting):
-    """Runs each env group in its own worker process; see the package docstring."""
+    """Runs each env group in its own worker process; see the package docstring (its options,
+    and the state both halves share, are set up by :class:`~.starting.Starting`)."""
 
     name = "process"
     can_end_workers = True
-
-    def __init__(
-        self,
-        context: str | multiprocessing.context.BaseContext | None = None,
-        daemon: bool = True,
-        spin_us: float | None = None,
-        yield_us: float | None = None,
-        start_timeout: float | None = DEFAULT_START_TIMEOUT,
-        mechanism: str | None = None,
-        inline: bool = False,
-        cores: tuple[int, ...] | None = None,
-    ) -> None:
-        self.cores = cores  # worker w runs on cores[w % len(cores)]; None: wherever the OS puts it
-        self.runs_inline = inline  # the last group steps in the caller's thread (:mod:`.starting`)
-        self._held: tuple[bool, Any] = (True, None)  # the inline group's reply, when not in the rows
-        self.mechanism = choose_mechanism(mechanism)
-        self.ctx = multiprocessing.get_context(context) if context is None or isinstance(context, str) else context
-        self.start_method = self.ctx.get_start_method()
-        self.daemon = daemon
-        self.start_timeout = start_timeout
-        self.spin_us = spin_us
-        self.yield_s = DEFAULT_YIELD_US * 1e-6 if yield_us is None else max(0.0, float(yield_us)) * 1e-6
-        self.processes: list[Any] = []
-        self.peers: list[wire.Peer] = []
-        self.watches: list[lifetime.Watch] = []  # how each worker's end is seen
-        self.dead: dict[int, int | None] = {}
-        self.ctrl: ControlBlock | None = None
-        self._block: Any = None  # the mechanism's shared block
-        self._buffers: StepBuffers | None = None
-        self._mask: np.ndarray | None = None
-        self._payloads: list[bytes] | None = None
-        self._infos: InfoReader | None = None
-        self._bell: control.Bell | None = None  # where workers sleep on a futex: the word they wait on
-        self._unrung = False  # commands posted since the bell last rang
-        self._action_objects = False
-        self._next_death_check = 0.0
-        self._closed = False
-        self._closer: int | None = None  # the thread running close(): waits in others end
-        self.main_spin = self.worker_spin = 0.0
-        self.waiter = handshake.Waiter(0.0, 0.0)
 
     # ------------------------------------------------------------ commands
     def send(self, commands: Sequence[tuple[int, Command]]) -> None:
@@ -198,9 +151,9 @@ class ProcessTransport(Starting):
         found = self._sleep(workers, None if timeout is None else time.monotonic() + timeout, every)
         return found if found or not every else self._done(workers)  # at the deadline: those done
 
-    def _done(self, workers: Collection[int]) -> list[int]:
+    def _done(self, workers: Collection[int], every: bool = False) -> list[int]:
         ctrl = self.ctrl
-        return [] if ctrl is None else ctrl.finished(workers, self.dead)
+        return [] if ctrl is None else ctrl.finished(workers, self.dead, every)
 
     def _look_for_deaths(self, workers: Collection[int], done: list[int]) -> None:
         now = time.monotonic()
@@ -251,10 +204,7 @@ class ProcessTransport(Starting):
         def check() -> list[int]:
             if not exact:
                 self._look_at_exit_codes(live)
-            done = self._done(workers)
-            if every and len(done) < len(workers) and not any(w in self.dead for w in workers):
-                return []
-            return done
+            return self._done(workers, every)
 
         done = handshake.sleep(
             check, declare, poller, lambda fd: self._on_event(owner[fd], fd), deadline,
