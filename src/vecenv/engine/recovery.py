@@ -63,7 +63,8 @@ class Recovery:
         flight.transport.restart(w)
         flight.run_now(w, Configure(flight.policy))
         report = restart_report(error)
-        ended = {i: (report, None, {}) for i in cut}  # NEXT_STEP, DISABLED, a rerun reset
+        # the others' episodes end with the report (NEXT_STEP, DISABLED, a rerun reset)
+        ended: dict[int, tuple[dict, Any, dict]] = {i: (report, None, {}) for i in cut}
         if type(command) is Reset:
             # the new worker runs the failed reset (its seeds and options), so its envs return
             # the observations the reset gives, never the dead worker's last
