@@ -28,7 +28,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 from vecenv.spaces.checks import collect, misfit, shape_of, split
 from vecenv.spaces.slots import Lender
 
-__all__ = ["BatchBuffer", "Leaf", "StepBuffers", "aligned", "is_fixed_leaf"]
+__all__ = ["BatchBuffer", "Leaf", "StepBuffers", "aligned", "is_fixed_leaf", "leaves_of"]
 
 _FIXED = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 _ALIGN = 64
@@ -89,7 +89,7 @@ def _tree(space: Any, found: list[tuple[tuple, Any]], path: tuple = ()) -> Any:
     return len(found) - 1
 
 
-def _walk(space: spaces.Space) -> list[tuple[tuple, Any]]:
+def leaves_of(space: spaces.Space) -> list[tuple[tuple, Any]]:
     """``(path, leaf space)`` of each leaf of ``space``, in leaf order."""
     found: list[tuple[tuple, Any]] = []
     _tree(space, found)
@@ -143,7 +143,7 @@ class BatchBuffer:
     def nbytes(space: spaces.Space, n: int) -> int:
         """Bytes of shared memory the fixed leaves of ``n`` items need (with alignment)."""
         pos = 0
-        for _, leaf_space in _walk(space):
+        for _, leaf_space in leaves_of(space):
             if is_fixed_leaf(leaf_space):
                 row = math.prod(leaf_space.shape) * np.dtype(leaf_space.dtype).itemsize
                 pos = aligned(pos) + n * row
