@@ -54,7 +54,8 @@ class Scripted(Transport):
     def reply(self, worker: int, value: object = None) -> None:
         self.replies[worker] = StepReply(()) if value is None else value
 
-    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False,
+              enough: object = None) -> list[int]:
         if self.interrupt_next_wait:
             self.interrupt_next_wait = False
             raise KeyboardInterrupt

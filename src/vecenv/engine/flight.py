@@ -8,7 +8,8 @@ through the :class:`~vecenv.engine.state.Collect` strategy the flight holds::
       InFlight.send_steps         one command per worker, recorded and handed to the transport as
                                   one round (InFlight.send: Transport.send), or deferred while that
                                   worker is busy (async batches)
-      InFlight.batches.collect    FullBatch: every reply; FirstReady: the first batch_size envs
+      InFlight.batches.collect    FullBatch: every reply; FirstReady / EachReady: the first
+                                  batch_size envs (.collect)
         InFlight.receive          wait (Transport.ready) for workers with a reply and fetch each
                                   (Transport.fetch): rows are in the buffers already, the info
                                   entries kept in replies; a worker that died or overran
@@ -32,9 +33,10 @@ from gymnasium import logger
 from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.checks import check_env_ids, refuse_ended
+from vecenv.engine.collect import Collect, EachReady, FirstReady, FullBatch
 from vecenv.engine.partition import Partition
 from vecenv.engine.recovery import Recovery, Restart
-from vecenv.engine.state import CallLifecycle, CallState, Collect, Event, FirstReady, FullBatch
+from vecenv.engine.state import CallLifecycle, CallState, Event
 from vecenv.engine.transport import Transport
 from vecenv.errors import (
     AlreadyPendingCallError,
@@ -48,7 +50,7 @@ from vecenv.infos import InfoEntry
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
 from vecenv.spaces.slots import slots_for
-from vecenv.worker.commands import STEP_ALL, Command, Reset, Step, with_given
+from vecenv.worker.commands import STEP_ALL, Command, Reset, Step, StepQueued, with_given
 from vecenv.worker.restarts import truncate_rows
 
 __all__ = ["DROP_TIMEOUT", "NO_IDS", "InFlight"]
@@ -68,8 +70,8 @@ class InFlight:
 
     One command per worker at a time; ``in_flight[w]`` holds the envs of worker ``w``'s command.
     A step for a busy worker waits in ``deferred`` (async batches); ``replies`` keeps what came
-    back and was not returned yet. ``batches`` collects the results: every env's (:class:`~.state.FullBatch`) or the first ready
-    (:class:`~.state.FirstReady`); ``log_env_errors`` logs an env's error as gymnasium's
+    back and was not returned yet. ``batches`` collects the results: every env's (:class:`~.collect.FullBatch`) or the first ready
+    (:class:`~.collect.FirstReady`, :class:`~.collect.EachReady`); ``log_env_errors`` logs an env's error as gymnasium's
     AsyncVectorEnv does.
     """
 
@@ -176,6 +178,11 @@ class InFlight:
                 stepping = ids[~np.isin(ids, restarted)] if restarted else ids
                 commands = [(w, STEP_ALL if local is None else Step(local), envs)
                             for w, local, envs in self.partition.by_worker(stepping)]
+            if type(self.batches) is EachReady:  # a busy worker takes its envs' steps as it goes
+                self.send(self.batches.post(stepping))
+                if restarted:
+                    self.return_restarted(restarted)
+                return
             if self.buffers.lender is not None:
                 self.choose_slot([w for w, _, _ in commands])
             if self.in_flight:  # async batches: a busy worker's steps wait until it is free
@@ -231,6 +238,8 @@ class InFlight:
         if self.copy and self.batch_size == n and transport.lends_observations:
             transport.observation_slots = slots_for(observation_space, n)
         self.buffers = transport.allocate(observation_space, action_space, n)
+        if self.batch_size < n and transport.queues_envs:  # readiness env by env
+            self.batches = EachReady(self)
         return self.buffers
 
     def choose_slot(self, workers: list[int]) -> None:
@@ -259,13 +268,15 @@ class InFlight:
         self.replies.append((np.array(ids, dtype=np.int64), entries))
 
     # ================================================================ receiving
-    def receive(self, deadline: float | None, timeout: float | None, method: str, every: bool = False) -> None:
+    def receive(self, deadline: float | None, timeout: float | None, method: str, every: bool = False,
+                enough: Callable[[], bool] | None = None) -> None:
         """Wait until a worker in flight has a reply (or ``deadline``) and fetch every reply
         there: the rows are in the buffers already, the info entries go to :attr:`replies`,
         and a step deferred for that worker goes out. A worker that died or overran
         ``step_timeout`` is replaced (its envs' entries say so) or fails the call. ``every``:
-        the caller wants every reply, so the transport may wake it once, when all are there."""
-        for w in self.wait(deadline, timeout, method, self.step_overdue, every):
+        the caller wants every reply, so the transport may wake it once, when all are there;
+        ``enough``: the wait may also end when it holds (envs published one by one)."""
+        for w in self.wait(deadline, timeout, method, self.step_overdue, every, enough):
             envs = self.in_flight.pop(w)
             try:
                 reply = self.transport.fetch(w)
@@ -275,6 +286,9 @@ class InFlight:
             except BaseException:
                 self.drop_in_flight()
                 raise
+            if type(self.commands.get(w)) is StepQueued:
+                self.batches.fetched(w, reply)  # type: ignore[attr-defined]
+                continue
             if reply.objects is not None:
                 self.buffers.observations.set_objects(reply.objects, envs)
             self.replies.append((envs, reply.entries))
@@ -282,7 +296,7 @@ class InFlight:
                 self.send_deferred(w)
 
     def wait(self, deadline: float | None, timeout: float | None, method: str, overdue: Overdue,
-             every: bool = False) -> list[int]:
+             every: bool = False, enough: Callable[[], bool] | None = None) -> list[int]:
         """Workers with a reply, waiting until one has, the caller's deadline, or a step deadline;
         a worker past ``step_timeout`` leaves the flight through ``overdue``.
 
@@ -298,7 +312,7 @@ class InFlight:
             due = min(self.sent_at[w] for w in workers) + step_timeout
             left = max(0.0, due - now) if left is None else min(left, max(0.0, due - now))
         try:
-            ready = self.transport.ready(workers, left, every)
+            ready = self.transport.ready(workers, left, every, enough)
         except BaseException as exc:
             if self.closed:
                 raise ClosedEnvironmentError(f"the vector env was closed during `{method}`") from exc
@@ -315,7 +329,7 @@ class InFlight:
                 overdue(w, self.in_flight.pop(w), method)
             if late:
                 return ready
-        if not ready and deadline is not None and now >= deadline:
+        if not ready and deadline is not None and now >= deadline and not (enough is not None and enough()):
             raise multiprocessing.TimeoutError(f"The call to `{method}` has timed out after {timeout} second(s).")
         return ready
 
@@ -362,6 +376,8 @@ class InFlight:
     def worker_failed(self, w: int, envs: np.ndarray, error: VecEnvError) -> None:
         """Worker ``w`` died or hung while running a step or reset for ``envs``: replaced as the
         recovery plans it (its envs' episodes truncated), or the call fails."""
+        if type(self.commands.get(w)) is StepQueued:  # every env it holds, posted before or since
+            envs = self.batches.lost(w)  # type: ignore[attr-defined]
         lender = self.buffers.lender
         if lender is not None and lender.moved:  # its rows: the last ones the caller got
             lender.restore(*self.partition[w])

@@ -40,6 +40,9 @@ class Transport(ABC):
     observation_slots = 1
     #: whether the groups write observations in the buffers themselves, so slots can be lent
     lends_observations = True
+    #: whether async batches can be collected env by env (the process transport's per-env
+    #: counters, :mod:`vecenv.transports.process.queue`); else a worker's envs return together
+    queues_envs = False
 
     #: short name used by ``vecenv.make(backend=...)`` and in reprs
     name: str = "transport"
@@ -98,10 +101,12 @@ class Transport(ABC):
         (a transport may wake its workers once for all of them). A worker appears at most once."""
 
     @abstractmethod
-    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False,
+              enough: Callable[[], bool] | None = None) -> list[int]:
         """Block until at least one of ``workers`` has a reply (or ``timeout``); return those.
         ``every``: the caller wants every reply, so the transport may wait until all are there
-        (or one failed) and wake it once."""
+        (or one failed) and wake it once. ``enough`` (transports that :attr:`queues_envs`): the
+        wait may also end, with no reply, when it holds."""
 
     @abstractmethod
     def fetch(self, worker: int) -> Any:

@@ -101,11 +101,19 @@ class InfoWriter:
     def reply(self, entries: Sequence[InfoEntry], objects: list | None) -> RowsReply | None:
         """The message a command's result needs besides the rows: the entries that did not
         fit, the object leaves and the schemas new to the caller (None: nothing to send)."""
-        rest = [entry for entry in entries if not self._pack(entry, self.new)]
+        rest = self.pack(entries)
         if not rest and not self.new and objects is None:
             return None
         new, self.new = self.new, []  # the caller learns them with this reply
         return RowsReply(rest, objects, new)
+
+    def pack(self, entries: Sequence[InfoEntry]) -> list[InfoEntry]:
+        """Put ``entries`` in their envs' rows; those that do not fit."""
+        return [entry for entry in entries if not self._pack(entry, self.new)]
+
+    def clear(self, j: int) -> None:
+        """Env ``j``'s (local index) rows hold nothing: before a step of that env alone."""
+        self.area.ids[j] = 0
 
     def _pack(self, entry: InfoEntry, new: list) -> bool:
         """Put one entry in its env's rows; False (rows left empty) when it does not fit."""
@@ -214,6 +222,19 @@ class InfoReader:
                     return StepReply(self._some_columns(schema, start, present), reply.objects)
         return StepReply(self._entries(known, reply, start, ids), reply.objects)
 
+    def learn(self, worker: int, reply: RowsReply) -> StepReply:
+        """The schemas ``reply`` brings, learned; its entries alone (the rows of a worker that
+        publishes env by env are read env by env: :meth:`entries_of`)."""
+        known = self.schemas[worker]
+        for sid, sig in reply.schemas:
+            known[sid] = Schema(sig)
+        return StepReply(list(reply.entries), reply.objects)
+
+    def entries_of(self, worker: int, ids: Sequence[int]) -> list[InfoEntry]:
+        """The entries in the rows of ``worker``'s envs ``ids`` (global), read now."""
+        area = self.area
+        return self._entries(self.schemas[worker], IN_ROWS, 0, [area.ids[i].tolist() for i in ids], ids)
+
     def _every_env(self, schema: Schema) -> np.ndarray:
         """Every env's first page as records of ``schema`` (a strided view of the rows)."""
         dtype = schema.dtype
@@ -235,10 +256,12 @@ class InfoReader:
         return InfoColumns(at, schema.keys, schema.types, self._every_env(schema)[at])
 
     def _entries(self, known: dict[int, Schema], reply: RowsReply, start: int,
-                 ids: list[list[int]]) -> list[InfoEntry]:
+                 ids: list[list[int]], envs: Sequence[int] | None = None) -> list[InfoEntry]:
+        """The entries ``reply`` carried and those in the rows whose schema ids are ``ids``: of
+        envs ``start, start+1, ...``, or of ``envs`` when given."""
         rows, final_rows = self.area.rows, self.area.final_rows
         entries = list(reply.entries)
-        for i, (sid, final) in enumerate(ids, start):
+        for i, (sid, final) in zip(range(start, start + len(ids)) if envs is None else envs, ids, strict=True):
             if not sid:
                 continue
             info = known[sid].unpack(rows[i, 0])

@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import cloudpickle
@@ -234,7 +234,8 @@ class RayTransport(Transport):
     def outstanding(self, worker: int) -> bool:
         return worker in self._calls
 
-    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False,
+              enough: Callable[[], bool] | None = None) -> list[int]:
         wanted = [w for w in workers if w in self._calls]
         waiting = {self._calls[w][0]: w for w in wanted if w not in self._finished}
         if waiting and not any(w in self._finished for w in wanted):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from vecenv.engine.transport import Transport
@@ -41,7 +41,8 @@ class SerialTransport(Transport):
             except Exception as exc:  # delivered by fetch, like a remote error
                 self._replies[worker] = (False, exc)
 
-    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False,
+              enough: Callable[[], bool] | None = None) -> list[int]:
         return [w for w in workers if w in self._replies]
 
     def outstanding(self, worker: int) -> bool:

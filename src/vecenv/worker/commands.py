@@ -30,7 +30,9 @@ __all__ = [
     "Reset",
     "SetAttr",
     "STEP_ALL",
+    "STEP_QUEUED",
     "Step",
+    "StepQueued",
     "StepReply",
     "with_given",
 ]
@@ -153,5 +155,17 @@ class Close(NamedTuple):
         return group.close()
 
 
+class StepQueued(NamedTuple):
+    """Step, one at a time, each env of the group whose per-env step counter the caller moved,
+    publishing each as it is done (async batches on the process transport:
+    :mod:`vecenv.transports.process.queue`). Only a worker holding those counters runs it."""
+
+    def run(self, group: EnvGroup) -> StepReply:
+        raise TypeError(f"worker {group.worker}: StepQueued needs the per-env counters of a process transport")
+
+
+#: the one queued step: the counters say which envs
+STEP_QUEUED = StepQueued()
+
 #: every command type a group accepts (a union ``isinstance`` takes)
-Command = Reset | Step | GivenStep | Call | GetAttr | SetAttr | Apply | Render | Configure | Close
+Command = Reset | Step | GivenStep | StepQueued | Call | GetAttr | SetAttr | Apply | Render | Configure | Close

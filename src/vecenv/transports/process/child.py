@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.infos import worker_writer
 from vecenv.transports.process.mechanism import MECHANISMS, Mechanism
 from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, Wake
+from vecenv.transports.process.queue import EnvCounters
 from vecenv.worker import EnvGroup
 from vecenv.worker.commands import Close
 
@@ -47,6 +49,7 @@ class Child:
     # and action rows, and the bell (None: the worker sleeps on its socket)
     ctrl: ControlBlock
     mask: np.ndarray
+    counters: EnvCounters
     infos: InfoWriter
     actions: BatchBuffer
     bell: control.Bell | None
@@ -91,6 +94,7 @@ class Child:
         self.actions = rows.actions  # the group's, for the life of this process
         ctrl = self.ctrl = ControlBlock(block.buffer, at.control_at, at.num_workers)
         self.mask = np.frombuffer(block.buffer, np.bool_, at.stop - at.start, at.mask_at + at.start)
+        self.counters = EnvCounters(block.buffer, at.queue_at, at.num_envs)
         infos = self.infos = worker_writer(at.observation_space, at.num_envs, block.buffer, at.infos_at, at.start,
                                            at.stop)
         group.info_sink = infos.write
@@ -107,6 +111,14 @@ class Child:
             self.wait_command(slot)
             self.seq = int(slot[CMD])
             op, name = int(slot[OP]), "step"
+            if op == Op.QUEUE:  # its envs' rows are published env by env, never cleared at once
+                try:
+                    late = self.run_queue(group)
+                except Exception as exc:
+                    self.reply(False, exc, name)
+                    continue
+                self.finish_queue(late)
+                continue
             infos.begin()
             try:
                 if op == Op.STEP:
@@ -126,6 +138,50 @@ class Child:
                 self.reply(False, exc, name)
                 continue
             self.reply(True, result, name)
+
+    def run_queue(self, group: EnvGroup) -> RowsReply | None:
+        """Step every env of the group that the caller posted, one at a time, each published as
+        soon as it is done, looking again until none is left (:mod:`.queue`); what the reply
+        must carry (entries that did not fit their rows, schemas new to the caller), if any."""
+        counters, infos, start = self.counters, self.infos, group.start
+        posted, slot, clock = counters.posted, self.ctrl.slots[self.index], time.monotonic_ns
+        infos.new = []
+        late: list = []
+        stop = start + len(group.envs)
+        while True:
+            todo = counters.pending(start, stop)
+            if not todo.size:
+                break
+            for i in todo.tolist():
+                j = i - start
+                seq = int(posted[i])
+                infos.clear(j)
+                reply = group.step((j,))
+                if self.copy:
+                    self.leave_if_copy()
+                rest = infos.pack(reply.entries) if reply.entries else ()
+                held = bool(rest) or bool(infos.new)
+                late.extend(rest)
+                counters.publish(i, seq, held, clock())
+                control.fence()
+                if slot[Slot.CALLER_SLEEPS] and not held:
+                    self.peer.wake(Wake.CALLER)
+        if not late and not infos.new:
+            return None
+        new, infos.new = infos.new, []
+        return RowsReply(late, None, new)
+
+    def finish_queue(self, late: RowsReply | None) -> None:
+        """Finish a queue command: in shared memory alone, or with the message ``late``."""
+        if self.copy:
+            self.leave_if_copy()
+        if late is not None:
+            self.reply(True, late, "step")
+            return
+        self.ctrl.finish(self.index, self.seq, Reply.IN_MEMORY)
+        control.fence()
+        if not control.TSO or self.ctrl.caller_waits_on(self.index):
+            self.peer.wake(Wake.CALLER)
 
     def wait_command(self, slot: np.ndarray) -> None:
         """Return once the command counter moves (:mod:`.handshake`; the caller's death ends the

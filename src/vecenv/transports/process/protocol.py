@@ -6,6 +6,8 @@ What travels, and where::
     ------                                   ----------------------              ------
     Attach (typed, pickled) with the block's descriptor, in a Frame.ATTACH ----> maps the block
     a step:    slot[OP] = Op.STEP or Op.MASKED_STEP (+ the step mask) ---------> steps in place
+    a queue:   POSTED[i] += 1 per env, slot[OP] = Op.QUEUE ---------------------> steps each env,
+               <-------------- DONE[i] = POSTED[i] as each env is done            publishing it
     a command: slot[OP] = Op.COMMAND, then a Frame.MESSAGE (pickled command) --> runs it
                           slot[CMD] += 1 is the commit point of either
     a Wake.WORKER byte, only if the worker declared it sleeps -----------------> wakes
@@ -54,6 +56,9 @@ class Op:
     MASKED_STEP = ord("M")
     #: read a pickled command from the socket (a :class:`Frame.MESSAGE`) and run it
     COMMAND = ord("P")
+    #: step, one at a time, the envs whose per-env counter moved, publishing each when done
+    #: (:mod:`.queue`), until none is left
+    QUEUE = ord("Q")
 
 
 class Reply:
@@ -97,6 +102,8 @@ class Attach(NamedTuple):
     control_at: int
     num_workers: int
     mask_at: int
+    #: the per-env counters of async batches (:mod:`.queue`)
+    queue_at: int
     infos_at: int
     #: sleeping workers wait on the control block's futex word (:mod:`.futex`), not their socket
     bell: bool

@@ -26,6 +26,7 @@ from vecenv.transports.process.infos import caller_reader, infos_nbytes
 from vecenv.transports.process.mainguard import check_main_guard
 from vecenv.transports.process.mechanism import choose_mechanism
 from vecenv.transports.process.protocol import Attach, Frame
+from vecenv.transports.process.queue import EnvCounters
 from vecenv.transports.process.shm import aligned
 from vecenv.transports.signals import quietly_started
 from vecenv.worker import EnvDescription, EnvGroup
@@ -78,6 +79,7 @@ class Starting(Closing):
         self._block: Any = None  # the mechanism's shared block
         self._buffers: StepBuffers | None = None
         self._mask: np.ndarray | None = None
+        self.counters: EnvCounters | None = None  # per-env readiness of async batches (.queue)
         self._payloads: list[bytes] | None = None
         self._infos: InfoReader | None = None
         self._bell: control.Bell | None = None  # where workers sleep on a futex: the word they wait on
@@ -210,18 +212,24 @@ class Starting(Closing):
         nbytes = StepBuffers.nbytes(observation_space, action_space, num_envs, slots)
         ctrl_off = aligned(nbytes)
         mask_off = ctrl_off + ControlBlock.nbytes(self.num_workers)
-        infos_off = aligned(mask_off + num_envs)
+        queue_off = aligned(mask_off + num_envs)
+        infos_off = aligned(queue_off + EnvCounters.nbytes(num_envs))
         size = aligned(infos_off + infos_nbytes(observation_space, num_envs))
         self._block = self.mechanism.block(size)
         buf = self._block.buffer
         self._buffers = StepBuffers(observation_space, action_space, num_envs, buf, slots)
         self.ctrl = ControlBlock(buf, ctrl_off, self.num_workers)
         self._mask = np.frombuffer(buf, np.bool_, num_envs, mask_off)
+        self.counters = EnvCounters(buf, queue_off, num_envs)
         self._infos = caller_reader(observation_space, num_envs, buf, infos_off, self.partition)
         self._bell = control.Bell(self.ctrl.bell_word) if self.mechanism.name == "posix" and control.bell_available() else None
         self._layout = Attach(observation_space, action_space, num_envs, 0, 0, size, ctrl_off,
-                              self.num_workers, mask_off, infos_off, self._bell is not None, slots)
+                              self.num_workers, mask_off, queue_off, infos_off, self._bell is not None, slots)
         self._action_objects = self._buffers.actions.has_objects
+        # async batches env by env (.queue): where stores are seen in order, with no inline
+        # group and no custom-space leaves (those travel with each reply)
+        self.queues_envs = (control.TSO and self.inline_worker < 0 and not self._action_objects
+                            and not self._buffers.observations.has_objects)
         return self._buffers
 
     def _no_block(self) -> VecEnvError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Any
 
@@ -19,7 +19,7 @@ from vecenv.transports.process.envfns import EnvFnPicklingError
 from vecenv.transports.process.protocol import Frame, Op, Reply, Sleep, Slot, Wake
 from vecenv.transports.process.starting import DEFAULT_YIELD_US, Starting
 from vecenv.transports.signals import deferred
-from vecenv.worker.commands import Command, GivenStep, Step
+from vecenv.worker.commands import Command, GivenStep, Step, StepQueued
 
 __all__ = ["DEFAULT_CLOSE_TIMEOUT", "DEFAULT_YIELD_US", "EnvFnPicklingError", "ProcessTransport"]
 
@@ -49,6 +49,12 @@ class ProcessTransport(Starting):
                 continue  # fetch reports it
             if worker == self.inline_worker:
                 here = command
+                continue
+            if type(command) is StepQueued:  # the per-env counters say which envs (.queue)
+                self._unrung = bell is not None
+                ctrl.post(worker, Op.QUEUE)
+                if bell is None:
+                    handshake.notify(ctrl.slots[worker], Slot.WORKER_SLEEPS, self.peers[worker], Wake.WORKER)
                 continue
             if type(command) is not Step or self._action_objects:
                 self._send_message(worker, command)
@@ -133,7 +139,15 @@ class ProcessTransport(Starting):
             ctrl.outstanding(worker) or ctrl.slots[worker, Slot.REPLY] == Reply.MESSAGE
         )
 
-    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False) -> list[int]:
+    def entries_of(self, worker: int, ids: list[int]) -> list:
+        """The info entries in the rows of ``worker``'s envs ``ids``, published env by env."""
+        infos = self._infos
+        if infos is None:
+            raise self._no_block()
+        return infos.entries_of(worker, ids)
+
+    def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False,
+              enough: Callable[[], bool] | None = None) -> list[int]:
         ctrl = self.ctrl
         if ctrl is None:
             return []
@@ -141,14 +155,15 @@ class ProcessTransport(Starting):
             self.send(())
         dead = self.dead
         done = ctrl.finished(workers, dead)
-        if done and len(done) < len(workers) and not every:  # a wait for all watches the processes
+        if (done or enough is not None) and len(done) < len(workers) and not every:
             self._look_for_deaths(workers, done)  # async batches: a dead worker is never waited on
             done = ctrl.finished(workers, dead)
-        if (len(done) == len(workers) if every else done) or timeout == 0:
+        if (len(done) == len(workers) if every else done) or timeout == 0 or (enough is not None and enough()):
             return done
-        if self.waiter.spin(partial(ctrl.finished, workers, dead, every), timeout):
+        check = partial(ctrl.finished, workers, dead, every)
+        if self.waiter.spin(check if enough is None else lambda: check() or enough(), timeout):
             return ctrl.finished(workers, dead)
-        found = self._sleep(workers, None if timeout is None else time.monotonic() + timeout, every)
+        found = self._sleep(workers, None if timeout is None else time.monotonic() + timeout, every, enough)
         return found if found or not every else self._done(workers)  # at the deadline: those done
 
     def _done(self, workers: Collection[int], every: bool = False) -> list[int]:
@@ -177,7 +192,8 @@ class ProcessTransport(Starting):
             if w not in self.dead and w != self.inline_worker and not self.watches[w].exact and self.watches[w].ended():
                 self._mark_dead(w)
 
-    def _sleep(self, workers: Collection[int], deadline: float | None, every: bool) -> list[int]:
+    def _sleep(self, workers: Collection[int], deadline: float | None, every: bool,
+               enough: Callable[[], bool] | None = None) -> list[int]:
         """Block for a reply (``every``: for all of them, or a death; woken once, by the last to
         finish): declare it, re-check, then bounded polls on sockets and sentinels."""
         ctrl, k = self.ctrl, self.inline_worker
@@ -201,16 +217,16 @@ class ProcessTransport(Starting):
 
         exact = all(self.watches[w].exact for w in live)
 
-        def check() -> list[int]:
+        def check() -> list[int] | bool:
             if not exact:
                 self._look_at_exit_codes(live)
-            return self._done(workers, every)
+            return self._done(workers, every) or (enough is not None and enough())
 
         done = handshake.sleep(
             check, declare, poller, lambda fd: self._on_event(owner[fd], fd), deadline,
             lambda: self._closer in (None, threading.get_ident()),
         )
-        return done or []
+        return done if type(done) is list else self._done(workers, every) if done else []
 
     def _on_event(self, w: int, fd: int) -> None:
         """A socket or sentinel of ``w`` is readable: take wake-ups, notice a death."""
@@ -234,6 +250,11 @@ class ProcessTransport(Starting):
         if not control.TSO and not inline:
             self.peers[worker].skip_wakeups()
         kind = ctrl.slots[worker, Slot.REPLY]
+        if ctrl.slots[worker, Slot.OP] == Op.QUEUE:  # rows are read env by env (.queue)
+            if kind != Reply.MESSAGE:
+                return NO_REPLY
+            value = self._unpack(worker, deferred(self._take_message, worker))
+            return infos.learn(worker, value) if type(value) is RowsReply else value
         if kind != Reply.MESSAGE:  # the hot path: the reply is all in shared memory
             if kind == Reply.INFOS and ctrl.take(worker, Reply.INFOS):
                 return infos.take(worker, IN_ROWS)
