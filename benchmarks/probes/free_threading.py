@@ -1,7 +1,7 @@
 """The thread backend against serial and processes on one interpreter, free-threaded or not.
 
-    python benchmarks/free_threading.py                      # every scenario (~20 min on 2 cores)
-    python benchmarks/free_threading.py --scenario idle --envs CartPole-v1 --rounds 3
+    python benchmarks/probes/free_threading.py                      # every scenario (~20 min on 2 cores)
+    python benchmarks/probes/free_threading.py --scenario idle --envs CartPole-v1 --rounds 3
 
 Run it on a free-threaded Python with the GIL off (``PYTHON_GIL=0 python3.13t ...``; the
 platform harness in ../shared/platforms/pythons/ builds one) and on a GIL build, and compare each
@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--policy-us", type=float, default=100.0,
                         help="µs the policy takes for a batch of 8 observations")
-    parser.add_argument("--json", default=str(Path(__file__).parent / "results" / "free_threading.json"))
+    parser.add_argument("--json", default=str(Path(__file__).resolve().parents[1] / "results" / "free_threading.json"))
     args = parser.parse_args(argv)
     unknown = [s for s in args.scenario if s not in SCENARIOS]
     if unknown:
