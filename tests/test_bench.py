@@ -605,6 +605,7 @@ def test_pufferlib_stalled_worker_is_an_error_not_a_hang(monkeypatch):
     assert all(p.exitcode is not None for p in driver.envs.processes)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_run_real_measures_pufferlib_in_process_and_in_two_runs_children(tmp_path):
     """benchmarks/run_real.py knows PufferLib's contenders, in its own process (idle) and in the

@@ -1,18 +1,26 @@
-"""The measurement scripts in benchmarks/ that other figures rest on run, cut down."""
+"""The scripts in benchmarks/ run as a user runs them, cut down: each writes what it prints.
+
+All of them are ``slow`` (fresh interpreters, real rounds): ``pytest -m "not slow"`` skips them."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import multiprocessing
+import statistics
+import subprocess
 import sys
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 
 from helpers import needs_processes
 
+pytestmark = pytest.mark.slow
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+TINY_BENCH = ["--steps", "8", "--rounds", "1", "--warmup", "1", "-q"]
 
 
 def _load(name: str):
@@ -91,3 +99,174 @@ def test_many_core_layouts_measures_each_layout_against_gym_sync(tmp_path):
     assert list(rounds[0]) == ["gym-sync", "process", "inline", "batch-half"]
     assert all(r["steps_per_s"] > 0 and r["caller_cpu_us"] >= 0 for r in rounds[0].values())
     assert "share" in out.splitlines()[-1]
+
+
+def _script(name: str, *args: str, timeout: float = 150) -> subprocess.CompletedProcess:
+    """Run ``benchmarks/NAME`` as a user would, in a fresh interpreter."""
+    return subprocess.run([sys.executable, str(BENCHMARKS / name), *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.timeout(180)
+def test_run_default_writes_the_suite_json_and_plot(tmp_path):
+    """benchmarks/run_default.py runs the default suite (cut down here) into --out."""
+    done = _script("run_default.py", "--out", str(tmp_path), "--num-envs", "2", "--backends", "serial",
+                   "--compare", "gym-sync", *TINY_BENCH)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads((tmp_path / "default.json").read_text())
+    assert data["schema"] == "vecenv-bench/1"
+    assert set(data["settings"]["envs"]) == {"CartPole-v1", "vecenv/Busy-v0"}  # the default suite
+    assert {(r["env"], r["contender"]) for r in data["results"]} == {
+        (e, c) for e in ("CartPole-v1", "vecenv/Busy-v0") for c in ("vecenv/serial", "gym-sync")
+    }
+    assert all(r["status"] == "ok" and r["steps_per_s"][0] > 0 for r in data["results"])
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (tmp_path / "default.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.timeout(180)
+def test_run_async_batch_writes_its_json(tmp_path):
+    done = _script("run_async_batch.py", "--out", str(tmp_path), "--backends", "serial",
+                   "--compare", "none", *TINY_BENCH)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads((tmp_path / "async_batch.json").read_text())
+    assert {(r["env"], r["num_envs"], r["batch_size"]) for r in data["results"]} == {
+        ("vecenv/VariableBusy-v0", 16, None), ("vecenv/VariableBusy-v0", 16, 8)}
+
+
+@pytest.mark.timeout(180)
+def test_run_envpool_writes_its_json_or_names_what_is_missing(tmp_path):
+    done = _script("run_envpool.py", "--out", str(tmp_path), "--num-envs", "2", *TINY_BENCH)
+    if importlib.util.find_spec("envpool") is None:
+        assert done.returncode == 2 and "envpool is not installed (pip install envpool)" in done.stderr
+        assert not (tmp_path / "envpool.json").exists()
+        return
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads((tmp_path / "envpool.json").read_text())
+    assert {r["contender"] for r in data["results"]} >= {"envpool", "gym-sync"}
+
+
+def _check_script_json(path: Path, script: str, done: subprocess.CompletedProcess) -> dict:
+    """What every script's --json holds: its settings, the machine, the versions, and each
+    table it printed, every round kept, medians and ratios that follow from the rounds."""
+    data = json.loads(path.read_text())
+    assert data["schema"] == "vecenv-script/1" and data["script"] == script
+    assert data["machine"]["usable_cores"] >= 1 and data["versions"]["gymnasium"] == gym.__version__
+    assert data["settings"]["json"] == str(path)
+    assert data["tables"]
+    for table in data["tables"]:
+        assert table["rows"]
+        for row in table["rows"]:
+            assert row["contender"] in done.stdout  # the figures the script printed
+            rounds = row.get("steps_per_s", row.get("us_per_step"))
+            assert rounds and all(x > 0 for x in rounds)
+            median = row.get("median_steps_per_s", row.get("median_us_per_step"))
+            assert median == statistics.median(rounds)
+            medians = {r["contender"]: r.get("median_steps_per_s") for r in table["rows"]}
+            for base, ratio in row.get("vs", {}).items():
+                assert ratio == pytest.approx(median / medians[base])
+    return data
+
+
+@needs_processes
+@pytest.mark.timeout(180)
+def test_process_bench_writes_every_table_it_prints(tmp_path):
+    out = tmp_path / "process_bench.json"
+    done = _script("process_bench.py", "--envs", "2", "--steps", "3", "--busy-steps", "2",
+                   "--rounds", "2", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = _check_script_json(out, "process_bench.py", done)
+    titles = [t["title"] for t in data["tables"]]
+    assert len(titles) == 4 and titles[0] == "CartPole-v1, N=2" and "async batches" in titles[-1]
+    for title in titles:
+        assert f"## {title}" in done.stdout
+    rows = {r["contender"]: r for r in data["tables"][0]["rows"]}
+    assert set(rows) == {"gym Sync", "gym Async", "vecenv serial", "vecenv process", "vecenv process inline"}
+    assert all(len(r["steps_per_s"]) == 2 for r in rows.values())  # every round is kept
+    assert rows["gym Sync"]["vs"]["gym Sync"] == 1.0
+
+
+@pytest.mark.timeout(180)
+def test_sb3_bench_writes_every_table_it_prints(tmp_path):
+    pytest.importorskip("stable_baselines3")
+    out = tmp_path / "sb3.json"
+    done = _script("sb3_bench.py", "--envs", "CartPole-v1", "--num-envs", "2", "--rounds", "1",
+                   "--seconds", "0.05", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = _check_script_json(out, "sb3_bench.py", done)
+    assert [t["env"] for t in data["tables"]] == ["CartPole-v1"]
+    assert len(data["tables"][0]["rows"]) == 5
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="os.fork and sched_getaffinity")
+def test_protocol_floor_writes_what_it_prints(tmp_path):
+    out = tmp_path / "floor.json"
+    done = _script("probes/protocol_floor.py", "--envs-per-worker", "1", "--steps", "5", "--rounds", "2",
+                   "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = _check_script_json(out, "protocol_floor.py", done)
+    rows = data["tables"][0]["rows"]
+    assert [r["contender"] for r in rows] == ["serial (this process)", "floor: block (pipes)",
+                                             "floor: yield (counters)", "floor: inline (counters)",
+                                             "vecenv process", "vecenv inline"]
+    assert all(len(r["us_per_step"]) == 2 for r in rows)
+
+
+@pytest.mark.timeout(120)
+def test_scaling_script_writes_both_results(tmp_path):
+    """benchmarks/run_scaling.py runs its benches (cut down here) and writes their JSON."""
+    path = BENCHMARKS / "run_scaling.py"
+    spec = importlib.util.spec_from_file_location("run_scaling", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    extra = ["--steps", "8", "--rounds", "1", "--warmup", "1", "--backends", "serial", "--compare", "none", "-q"]
+    assert script.run(["--out", str(tmp_path), *extra]) == 0
+    scaling = json.loads((tmp_path / "scaling.json").read_text())
+    cells = {(r["env"], r["num_envs"]) for r in scaling["results"]}
+    assert cells == {(e, n) for e in ("CartPole-v1", "vecenv/Busy-v0") for n in (16, 64)}
+    for name in ("scaling_async_batch.json", "scaling_async_batch_wait.json"):
+        batched = json.loads((tmp_path / name).read_text())
+        assert {(r["env"], r["num_envs"], r["batch_size"]) for r in batched["results"]} == {
+            ("vecenv/VariableBusy-v0", 48, None),  # every env each step
+            ("vecenv/VariableBusy-v0", 48, 16),  # the first 16 ready
+        }
+        waits = batched["settings"]["env_kwargs"].get("vecenv/VariableBusy-v0", {}).get("wait", False)
+        assert waits == name.endswith("_wait.json")
+
+
+@pytest.mark.timeout(120)
+def test_thread_ceiling_measures_every_mode_against_serial():
+    """benchmarks/probes/thread_ceiling.py (cut down here) steps every mode and prints each one's
+    median against serial, serial itself at 1.00x."""
+    done = _script("probes/thread_ceiling.py", "--steps", "5", "--rounds", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
+    assert set(rows) == {"serial", "free", "lockstep", "lockstep-own", "lockstep-event"}
+    assert "1.00x serial" in rows["serial"]
+
+
+@pytest.mark.timeout(180)
+def test_free_threading_benchmark_runs_the_plain_thread_ceiling_beside_the_contenders(tmp_path):
+    """benchmarks/probes/free_threading.py's idle scenario (cut down here) measures every contender and
+    the plain-thread ceiling in the same rounds, and says what share of the ceiling's gain the
+    thread backend reached: (thread/serial - 1) / (lockstep/plain serial - 1)."""
+    out = tmp_path / "ft.json"
+    done = _script("probes/free_threading.py", "--scenario", "idle", "--envs", "CartPole-v1", "--rounds", "1",
+                   "--seconds", "0.05", "--warmup", "1", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {r["contender"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"serial", "thread", "process", "inline", "plain-serial", "plain-free", "plain-lockstep",
+                         "ceiling"}
+    assert all(rows[k]["steps_per_s"] > 0 for k in rows if k != "ceiling")
+    assert rows["ceiling"]["ceiling_x"] > 0 and len(rows["ceiling"]["rounds"]) == 1
+    assert "ceiling: plain threads" in done.stdout
+
+    spec = importlib.util.spec_from_file_location("free_threading", BENCHMARKS / "probes" / "free_threading.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    reached = script._reached({"serial": [100.0, 100.0], "thread": [130.0, 100.0],
+                               "plain-serial": [200.0, 200.0], "plain-lockstep": [300.0, 202.0]})
+    assert reached["rounds"][0] == pytest.approx(0.6)  # 30% gain of a 50% ceiling
+    assert reached["rounds"][1] != reached["rounds"][1]  # a round with no ceiling to reach: NaN
+    assert reached["share"] == pytest.approx(0.6)

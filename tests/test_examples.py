@@ -1,4 +1,5 @@
-"""Every program in examples/ runs to the end in its ``--smoke`` mode."""
+"""Every program in examples/ runs to the end in its ``--smoke`` mode (``slow``: each trains a
+policy in a fresh interpreter; ``pytest -m "not slow"`` skips them)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def test_every_example_is_tested():
 
 
 # generous: two busy cores, and the simulator examples import torch, a simulator and workers
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_example_smoke(name):

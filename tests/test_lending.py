@@ -10,6 +10,7 @@ import pytest
 import vecenv
 from helpers import make_backend, use_backend
 from vecenv.spaces import slots
+from vecenv.spaces.buffers import slots_for
 
 N = 8  # 8 envs of 64x64x4 bytes: 128 KiB a batch, above LEND_MIN_BYTES
 LOCAL_BACKENDS = ["serial", "thread", "process", "inline"]
@@ -59,10 +60,10 @@ def lent(obs: dict) -> bool:
 
 def test_large_fixed_observations_get_slots_and_small_or_object_ones_do_not():
     frames = Frames(0).observation_space
-    assert slots.slots_for(frames, N) == slots.SLOTS
-    assert slots.slots_for(gym.spaces.Box(0, 1, (4,), np.float32), N) == 1
+    assert slots_for(frames, N) == slots.SLOTS
+    assert slots_for(gym.spaces.Box(0, 1, (4,), np.float32), N) == 1
     text = gym.spaces.Dict({"frame": frames["frame"], "name": gym.spaces.Text(5)})
-    assert slots.slots_for(text, N) == 1
+    assert slots_for(text, N) == 1
 
 
 @pytest.mark.timeout(120)

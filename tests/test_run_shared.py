@@ -65,6 +65,7 @@ def _scenario_rows(tmp_path: Path, scenario: str, names: list[str]) -> dict[str,
     return rows
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_idle_and_busy(tmp_path: Path) -> None:
     names = ["gym-sync", "vecenv-default", "vecenv-serial"]
@@ -83,6 +84,7 @@ def test_idle_and_busy(tmp_path: Path) -> None:
         assert len(rows["vecenv-default"]["layouts"]) == 1  # what backend="auto" chose
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_two_runs(tmp_path: Path) -> None:
     rows = _scenario_rows(tmp_path, "two-runs", ["gym-sync", "vecenv-serial"])
@@ -94,6 +96,7 @@ def test_two_runs(tmp_path: Path) -> None:
     assert rows["gym-sync"]["vs"]["gym-sync"] == 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_after_busy_builds_once_beside_a_busy_process_then_measures_a_second_build(tmp_path: Path) -> None:
     rows = _scenario_rows(tmp_path, "after-busy", ["gym-sync", "vecenv-default"])
@@ -112,6 +115,7 @@ def test_bad_options_exit_2() -> None:
         assert bad[1] in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_run_real_compares_gymnasium_sb3_and_vecenv(tmp_path: Path) -> None:
     """benchmarks/run_real.py: run_shared's idle scenario with gymnasium's and SB3's vector envs

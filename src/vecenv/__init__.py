@@ -5,6 +5,7 @@ In one process (``backend="serial"``), across the cores of a machine (``"process
 (:class:`VectorEnv`) and Stable-Baselines3's VecEnv API (:mod:`vecenv.sb3`).
 """
 
+from vecenv._version import __version__ as __version__  # re-exported; written in _version.py
 from vecenv.backends import (
     AsyncVectorEnv,
     ProcessVectorEnv,
@@ -24,10 +25,6 @@ from vecenv.errors import (
 )
 from vecenv.make import available_backends, make, register_vector_env
 from vecenv.policy import FailurePolicy
-
-# The one place the version is written: pyproject.toml reads it from here at build time
-# ([tool.setuptools.dynamic]), so a wheel, an editable install and a source checkout agree.
-__version__ = "0.1.0"
 
 __all__ = [
     "AsyncVectorEnv",

@@ -49,7 +49,7 @@ from vecenv.errors import (
 from vecenv.infos import InfoEntry
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
-from vecenv.spaces.slots import slots_for
+from vecenv.spaces.buffers import slots_for
 from vecenv.worker.commands import STEP_ALL, Command, Reset, Step, StepQueued, with_given
 from vecenv.worker.restarts import truncate_rows
 

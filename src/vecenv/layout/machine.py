@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 
 from vecenv import infos
+from vecenv._version import __version__
 from vecenv.layout.rule import CALIBRATED_GROUPS, EnvProbe, MachineCosts, contended
 from vecenv.runs import private_dir, read_private, write_private
 from vecenv.spaces.buffers import is_fixed_leaf
@@ -219,8 +220,6 @@ _PURPOSE = "its calibration cache"
 
 
 def _machine_file(cores: int) -> str:
-    from vecenv import __version__
-
     gil = "gil" if gil_enabled() else "nogil"  # a free-threaded build runs either way
     ident = f"{platform.node()}|{platform.machine()}|{platform.processor()}|{sys.version}|{gil}|{cores}|{__version__}"
     digest = hashlib.sha256(ident.encode()).hexdigest()[:16]

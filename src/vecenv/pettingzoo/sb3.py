@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
-from vecenv.pettingzoo import PettingZooVectorEnv
 from vecenv.sb3.base import VecEnv, VecEnvIndices, VecEnvObs, VecEnvStepReturn
+
+if TYPE_CHECKING:  # a type only: vecenv.pettingzoo imports this module to build one
+    from vecenv.pettingzoo import PettingZooVectorEnv
 
 
 class PettingZooVecEnv(VecEnv):

@@ -26,9 +26,9 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from vecenv.spaces.checks import collect, misfit, shape_of, split
-from vecenv.spaces.slots import Lender
+from vecenv.spaces.slots import LEND_MIN_BYTES, SLOTS, Lender
 
-__all__ = ["BatchBuffer", "Leaf", "StepBuffers", "aligned", "is_fixed_leaf", "leaves_of"]
+__all__ = ["BatchBuffer", "Leaf", "StepBuffers", "aligned", "is_fixed_leaf", "leaves_of", "slots_for"]
 
 _FIXED = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 _ALIGN = 64
@@ -372,3 +372,11 @@ class StepBuffers:
         view.terminations = self.terminations[start:stop]
         view.truncations = self.truncations[start:stop]
         return view
+
+
+def slots_for(space: spaces.Space, n: int) -> int:
+    """How many observation slots (:mod:`.slots`) ``n`` observations of ``space`` get where the
+    engine would copy them out: :data:`~.slots.SLOTS` when every leaf is a fixed array and the
+    batch is large, else 1."""
+    fixed = all(is_fixed_leaf(leaf) for _, leaf in leaves_of(space))
+    return SLOTS if fixed and BatchBuffer.nbytes(space, n) >= LEND_MIN_BYTES else 1

@@ -32,21 +32,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["LEND_MIN_BYTES", "SLOTS", "Lender", "slots_for"]
+__all__ = ["LEND_MIN_BYTES", "SLOTS", "Lender"]
 
 #: slots where observations are lent: two lent in turn, and the one never lent
 SLOTS = 3
 #: smallest batch of observations worth lending: below it a copy costs less than lending does
 LEND_MIN_BYTES = 64 * 1024
-
-
-def slots_for(space: Any, n: int) -> int:
-    """How many observation slots ``n`` observations of ``space`` get where the engine would
-    copy them out: :data:`SLOTS` when every leaf is a fixed array and the batch is large, else 1."""
-    from vecenv.spaces.buffers import BatchBuffer, is_fixed_leaf, leaves_of
-
-    fixed = all(is_fixed_leaf(leaf) for _, leaf in leaves_of(space))
-    return SLOTS if fixed and BatchBuffer.nbytes(space, n) >= LEND_MIN_BYTES else 1
 
 
 class Lender:

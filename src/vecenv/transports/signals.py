@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 # the C functions: signal's wrappers turn masks into enum members, far slower
-# (docs/measurements/2026-11-23-2core-epyc-signal-sections.md)
+# (docs/measurements/history-step-path.md)
 _native: Any
 try:
     _native = importlib.import_module("_signal")

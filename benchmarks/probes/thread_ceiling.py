@@ -1,7 +1,7 @@
 """What two plain threads can do with gymnasium's envs on this interpreter: the thread backend's ceiling.
 
-    PYTHON_GIL=0 python3.13t benchmarks/thread_ceiling.py                 # CartPole-v1, 8 envs
-    python benchmarks/thread_ceiling.py --env Acrobot-v1 --rounds 5
+    PYTHON_GIL=0 python3.13t benchmarks/probes/thread_ceiling.py                 # CartPole-v1, 8 envs
+    python benchmarks/probes/thread_ceiling.py --env Acrobot-v1 --rounds 5
 
 No vecenv here: 8 envs made with ``gymnasium.make`` are stepped (with autoreset) by
 

@@ -1,9 +1,9 @@
 """The floor of any process-based vector env on this machine: a minimal protocol, no engine.
 
-    python benchmarks/protocol_floor.py                 # CartPole, 2 workers x 4 envs
-    python benchmarks/protocol_floor.py --env HalfCheetah-v5
-    python benchmarks/protocol_floor.py --env Pong      # ALE Pong, preprocessed as run_real.py's
-    python benchmarks/protocol_floor.py --workers 1 --envs-per-worker 8
+    python benchmarks/probes/protocol_floor.py                 # CartPole, 2 workers x 4 envs
+    python benchmarks/probes/protocol_floor.py --env HalfCheetah-v5
+    python benchmarks/probes/protocol_floor.py --env Pong      # ALE Pong, preprocessed as run_real.py's
+    python benchmarks/probes/protocol_floor.py --workers 1 --envs-per-worker 8
 
 Forks the workers, each stepping its envs with fixed actions, and drives them the cheapest ways
 there are: a byte on a pipe each way (both sides block in the kernel), or a counter in shared
@@ -23,15 +23,18 @@ import argparse
 import mmap
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from shared_bench.targets import target
 
-RESULTS = Path(__file__).resolve().parent / "results"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: shared_bench, _results
+from shared_bench.targets import target  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 #: each env with its fixed action (the one it is stepped with every step)
 Envs = list[tuple[gym.Env, Any]]

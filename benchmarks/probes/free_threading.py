@@ -1,50 +1,30 @@
 """The thread backend against serial and processes on one interpreter, free-threaded or not.
 
-    python benchmarks/free_threading.py                      # every scenario (~20 min on 2 cores)
-    python benchmarks/free_threading.py --scenario idle --envs CartPole-v1 --rounds 3
+    python benchmarks/probes/free_threading.py                      # every scenario (~20 min on 2 cores)
+    python benchmarks/probes/free_threading.py --scenario idle --envs CartPole-v1 --rounds 3
 
 Run it on a free-threaded Python with the GIL off (``PYTHON_GIL=0 python3.13t ...``; the
 platform harness in ../shared/platforms/pythons/ builds one) and on a GIL build, and compare each
 table's ratios: every figure is against ``serial`` *on the same interpreter*, so the slower
 single-thread speed of a build without PGO cancels out (the table states it as µs per env step).
 
-Scenarios (``--scenario``, a comma list):
+Scenarios (``--scenario``, a comma list): ``idle`` (nothing else runs); ``busy`` (a busy
+Python process started by this script runs beside, in this run's autogroup; each row says how
+many cores this process's threads used); ``busy-setsid`` (the same busy process in an autogroup
+of its own: the bound is 1.0x serial); ``policy`` (a numpy two-layer MLP on the observations in
+the loop, with async batches of 4 of the 8 envs: ``thread-b4``, ``process-b4``). numpy's BLAS
+runs on one thread here (``OPENBLAS_NUM_THREADS`` and the like default to 1).
 
-- ``idle``: nothing else runs.
-- ``busy``: a busy Python process (``while True: pass``) started by this script runs beside, in
-  this run's autogroup: three threads want two cores, and a fair split would give the run's two
-  threads 4/3 of a core. They do not get it: every row says how many cores this process's
-  threads used ("cores here"), and the thread backend's two used 0.94-1.05 in every round
-  measured, synchronous and async alike, however they were placed: left alone they mostly share
-  a CPU; kept apart, the one beside the busy process runs in slices of milliseconds and the
-  other waits for it (every step needs your thread's actions). ``plain-free`` (two plain
-  threads that never wait for each other) got 1.06-1.42 cores; ``plain-lockstep`` (meeting
-  after every step, spinning while it waits) shows what waiting costs when the other thread is
-  off its core. Async batches (``thread-b4``, ``process-b4``) run here too.
-- ``busy-setsid``: the same busy process started with ``setsid``, so in an autogroup of its own,
-  which gets a whole core's weight whatever this run does: the bound is 1.0x serial.
-- ``policy``: a policy in the loop (a numpy two-layer MLP on the observations, about as long as
-  a step of the envs); ``thread`` and ``process`` synchronous, and ``thread-b4`` /
-  ``process-b4``: async batches of 4 of the 8 envs, the policy computing one half's actions
-  while the helpers step the other half.
-
-numpy's BLAS runs on one thread here (``OPENBLAS_NUM_THREADS`` and the like default to 1; set
-them to change that): the policy's matrix products are small, and BLAS threads that spin after
-each product compete with the env threads for the same two cores (with 2 BLAS threads the
-policy scenario measured async batches at 0.5-0.75x serial on the busy env, 1.44x with one).
-
-Contenders: ``serial``, ``thread`` (default threads), ``process`` (default workers),
-``inline``. In ``idle``, ``busy`` and ``busy-setsid``, each round also runs the plain-thread
-ceiling of ``thread_ceiling.py`` (no vecenv: ``plain-serial``, one thread stepping the 8 envs;
-``plain-free``, two threads of 4 that never wait for each other; ``plain-lockstep``, two threads
-of 4 meeting after every step), and in ``idle`` the table says what share of the lockstep
-ceiling's gain the thread backend reached in the same rounds: on a VM whose two vCPUs share
-caches well at one moment and badly at another, two threads of one process gain 1.8x at one
-time and none at another, and only a ceiling measured beside the contenders says which moment a
-row comes from. Each scenario runs ``--rounds`` interleaved rounds (every contender once per
-round, the order rotating); a measurement builds the vector env, resets it (seed 0), steps ``--warmup``
-times, counts env steps for ``--seconds``, and closes it. Medians go to the table; every round
-to ``--json``.
+Contenders: ``serial``, ``thread``, ``process``, ``inline``. In ``idle``, ``busy`` and
+``busy-setsid`` each round also runs the plain-thread ceiling of ``thread_ceiling.py`` (no vecenv:
+``plain-serial``, ``plain-free``, ``plain-lockstep``), and in ``idle`` the table says what share
+of the lockstep ceiling's gain the thread backend reached in the same rounds: what two threads
+of one process gain on a VM changes from one moment to the next, and only a ceiling measured
+beside the contenders says which moment a row comes from. Each scenario runs ``--rounds``
+interleaved rounds (the order rotating); a measurement builds the vector env, resets it (seed 0),
+steps ``--warmup`` times, counts env steps for ``--seconds``, and closes it. Medians go to the
+table; every round to ``--json``. Figures and what they showed:
+docs/performance.md#free-threaded-python and the notes it links.
 """
 
 from __future__ import annotations
@@ -276,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--policy-us", type=float, default=100.0,
                         help="µs the policy takes for a batch of 8 observations")
-    parser.add_argument("--json", default=str(Path(__file__).parent / "results" / "free_threading.json"))
+    parser.add_argument("--json", default=str(Path(__file__).resolve().parents[1] / "results" / "free_threading.json"))
     args = parser.parse_args(argv)
     unknown = [s for s in args.scenario if s not in SCENARIOS]
     if unknown:
