@@ -55,7 +55,7 @@ class Scripted(Transport):
         self.replies[worker] = StepReply(()) if value is None else value
 
     def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False,
-              enough: object = None) -> list[int]:
+              wanted: object = None) -> list[int]:
         if self.interrupt_next_wait:
             self.interrupt_next_wait = False
             raise KeyboardInterrupt

@@ -136,7 +136,7 @@ class FirstReady:
                     break
                 if not flight.in_flight:
                     raise NoAsyncCallError(f"Calling `{method}` with no envs in flight.", method)
-                flight.receive(deadline, timeout, method, enough=self.enough(bs - len(ready)))
+                flight.receive(deadline, timeout, method, wanted=self.wanted(bs - len(ready)))
             b, ids = flight.buffers, [ready.popleft() for _ in range(bs)]
             rows = np.array(ids, dtype=np.int64)
             if held:
@@ -160,8 +160,9 @@ class FirstReady:
         """Move what is ready but not in a reply yet into ``flight.replies`` (nothing here:
         an env is ready with its worker's reply)."""
 
-    def enough(self, wanted: int) -> Callable[[], bool] | None:
-        """What ends a wait besides a reply (nothing here)."""
+    def wanted(self, count: int) -> Callable[[], int] | None:
+        """What ends a wait besides a reply: how many of ``count`` envs are still to be
+        published (nothing here)."""
         return None
 
     def drop(self) -> None:
@@ -236,9 +237,9 @@ class EachReady(FirstReady):
         self.counters.forget(start, stop)
         return ids
 
-    def enough(self, wanted: int) -> Callable[[], bool] | None:
+    def wanted(self, count: int) -> Callable[[], int] | None:
         counters, waiting = self.counters, self.waiting
-        return lambda: counters.count_published(waiting) >= wanted
+        return lambda: count - counters.count_published(waiting)
 
     def drop(self) -> None:
         super().drop()

@@ -269,14 +269,14 @@ class InFlight:
 
     # ================================================================ receiving
     def receive(self, deadline: float | None, timeout: float | None, method: str, every: bool = False,
-                enough: Callable[[], bool] | None = None) -> None:
+                wanted: Callable[[], int] | None = None) -> None:
         """Wait until a worker in flight has a reply (or ``deadline``) and fetch every reply
         there: the rows are in the buffers already, the info entries go to :attr:`replies`,
         and a step deferred for that worker goes out. A worker that died or overran
         ``step_timeout`` is replaced (its envs' entries say so) or fails the call. ``every``:
         the caller wants every reply, so the transport may wake it once, when all are there;
-        ``enough``: the wait may also end when it holds (envs published one by one)."""
-        for w in self.wait(deadline, timeout, method, self.step_overdue, every, enough):
+        ``wanted``: how many more envs published one by one the wait is for (it ends at 0)."""
+        for w in self.wait(deadline, timeout, method, self.step_overdue, every, wanted):
             envs = self.in_flight.pop(w)
             try:
                 reply = self.transport.fetch(w)
@@ -296,7 +296,7 @@ class InFlight:
                 self.send_deferred(w)
 
     def wait(self, deadline: float | None, timeout: float | None, method: str, overdue: Overdue,
-             every: bool = False, enough: Callable[[], bool] | None = None) -> list[int]:
+             every: bool = False, wanted: Callable[[], int] | None = None) -> list[int]:
         """Workers with a reply, waiting until one has, the caller's deadline, or a step deadline;
         a worker past ``step_timeout`` leaves the flight through ``overdue``.
 
@@ -312,7 +312,7 @@ class InFlight:
             due = min(self.sent_at[w] for w in workers) + step_timeout
             left = max(0.0, due - now) if left is None else min(left, max(0.0, due - now))
         try:
-            ready = self.transport.ready(workers, left, every, enough)
+            ready = self.transport.ready(workers, left, every, wanted)
         except BaseException as exc:
             if self.closed:
                 raise ClosedEnvironmentError(f"the vector env was closed during `{method}`") from exc
@@ -329,7 +329,7 @@ class InFlight:
                 overdue(w, self.in_flight.pop(w), method)
             if late:
                 return ready
-        if not ready and deadline is not None and now >= deadline and not (enough is not None and enough()):
+        if not ready and deadline is not None and now >= deadline and not (wanted is not None and wanted() <= 0):
             raise multiprocessing.TimeoutError(f"The call to `{method}` has timed out after {timeout} second(s).")
         return ready
 

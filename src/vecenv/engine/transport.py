@@ -102,11 +102,12 @@ class Transport(ABC):
 
     @abstractmethod
     def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False,
-              enough: Callable[[], bool] | None = None) -> list[int]:
+              wanted: Callable[[], int] | None = None) -> list[int]:
         """Block until at least one of ``workers`` has a reply (or ``timeout``); return those.
         ``every``: the caller wants every reply, so the transport may wait until all are there
-        (or one failed) and wake it once. ``enough`` (transports that :attr:`queues_envs`): the
-        wait may also end, with no reply, when it holds."""
+        (or one failed) and wake it once. ``wanted`` (transports that :attr:`queues_envs`): how
+        many more published envs the caller waits for; the wait also ends, with no reply, when
+        that reaches 0."""
 
     @abstractmethod
     def fetch(self, worker: int) -> Any:

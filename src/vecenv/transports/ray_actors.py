@@ -235,10 +235,10 @@ class RayTransport(Transport):
         return worker in self._calls
 
     def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False,
-              enough: Callable[[], bool] | None = None) -> list[int]:
-        wanted = [w for w in workers if w in self._calls]
-        waiting = {self._calls[w][0]: w for w in wanted if w not in self._finished}
-        if waiting and not any(w in self._finished for w in wanted):
+              wanted: Callable[[], int] | None = None) -> list[int]:
+        sent = [w for w in workers if w in self._calls]
+        waiting = {self._calls[w][0]: w for w in sent if w not in self._finished}
+        if waiting and not any(w in self._finished for w in sent):
             done, _ = self.ray.wait(list(waiting), num_returns=1, timeout=timeout)
             for ref in done:
                 self._finished[waiting.pop(ref)] = None
@@ -246,7 +246,7 @@ class RayTransport(Transport):
             done, _ = self.ray.wait(list(waiting), num_returns=len(waiting), timeout=0)
             for ref in done:
                 self._finished[waiting[ref]] = None
-        return [w for w in self._finished if w in wanted]
+        return [w for w in self._finished if w in sent]
 
     def fetch(self, worker: int) -> Any:
         self._finished.pop(worker, None)

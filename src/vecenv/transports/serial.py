@@ -42,7 +42,7 @@ class SerialTransport(Transport):
                 self._replies[worker] = (False, exc)
 
     def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False,
-              enough: Callable[[], bool] | None = None) -> list[int]:
+              wanted: Callable[[], int] | None = None) -> list[int]:
         return [w for w in workers if w in self._replies]
 
     def outstanding(self, worker: int) -> bool:

@@ -176,7 +176,7 @@ class ThreadTransport(Transport):
         return self._sent[worker] != self._taken[worker]
 
     def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False,
-              enough: Callable[[], bool] | None = None) -> list[int]:
+              wanted: Callable[[], int] | None = None) -> list[int]:
         """Groups among ``workers`` with a reply, in the order they finished (``every`` or not:
         your thread is woken the same way). Your thread runs the commands of its own groups
         first, then those no helper has started; a wait with a ``timeout`` hands your groups to

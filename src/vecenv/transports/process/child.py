@@ -36,7 +36,7 @@ from vecenv.worker.commands import Close
 
 __all__ = ["THREAD_VARS", "worker_main"]
 
-CMD, OP = Slot.CMD, Slot.OP
+CMD, OP, PUBLISHED = Slot.CMD, Slot.OP, Slot.PUBLISHED
 #: environment variables that keep numeric libraries to one thread in a worker
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                "NUMEXPR_NUM_THREADS")
@@ -144,7 +144,8 @@ class Child:
         soon as it is done, looking again until none is left (:mod:`.queue`); what the reply
         must carry (entries that did not fit their rows, schemas new to the caller), if any."""
         counters, infos, start = self.counters, self.infos, group.start
-        posted, slot, clock = counters.posted, self.ctrl.slots[self.index], time.monotonic_ns
+        ctrl, clock = self.ctrl, time.monotonic_ns
+        posted, slot = counters.posted, ctrl.slots[self.index]
         infos.new = []
         late: list = []
         stop = start + len(group.envs)
@@ -163,8 +164,9 @@ class Child:
                 held = bool(rest) or bool(infos.new)
                 late.extend(rest)
                 counters.publish(i, seq, held, clock())
+                slot[PUBLISHED] += 1
                 control.fence()
-                if slot[Slot.CALLER_SLEEPS] and not held:
+                if slot[Slot.CALLER_SLEEPS] and not held and ctrl.caller_waits_for_count(self.index):
                     self.peer.wake(Wake.CALLER)
         if not late and not infos.new:
             return None

@@ -84,6 +84,9 @@ class ControlBlock:
     def __init__(self, buffer: memoryview, offset: int, num_workers: int) -> None:
         self.slots = np.frombuffer(buffer, np.int64, num_workers * Slot.SIZE, offset).reshape(num_workers, Slot.SIZE)
         self.bell_word = np.frombuffer(buffer, np.int32, 1, offset + self.slots.nbytes)
+        #: a caller asleep for envs published one by one wants a wake-up once every row's
+        #: ``PUBLISHED`` adds up to this (:data:`Sleep.COUNT`)
+        self.want = np.frombuffer(buffer, np.int64, 1, offset + self.slots.nbytes + 8)
 
     @staticmethod
     def nbytes(num_workers: int) -> int:
@@ -139,6 +142,18 @@ class ControlBlock:
         slot[REPLY] = kind
         slot[STAMP] = time.monotonic_ns()
         slot[DONE] = seq
+
+    def published(self) -> int:
+        """Envs published so far, every worker's count summed."""
+        return int(self.slots[:, Slot.PUBLISHED].sum())
+
+    def caller_waits_for_count(self, w: int) -> bool:
+        """After ``w`` published an env (and a fence): whether the caller sleeps and wants a
+        wake-up now (for any reply, or for as many envs as have been published now)."""
+        flag = self.slots[w, Slot.CALLER_SLEEPS]
+        if flag == Sleep.COUNT:
+            return self.published() >= self.want[0]
+        return flag == Sleep.ANY
 
     def caller_waits_on(self, w: int) -> bool:
         """After ``w`` finished (and a fence): whether the caller sleeps and wants a wake-up from

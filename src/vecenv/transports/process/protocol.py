@@ -31,7 +31,7 @@ __all__ = ["Attach", "Frame", "Op", "Reply", "Sleep", "Slot", "Wake"]
 class Slot:
     """The fields of a worker's row in the control block (int64 each; one 64-byte row)."""
 
-    CMD, DONE, STAMP, OP, REPLY, WORKER_SLEEPS, CALLER_SLEEPS = range(7)
+    CMD, DONE, STAMP, OP, REPLY, WORKER_SLEEPS, CALLER_SLEEPS, PUBLISHED = range(8)
     #: int64 fields in a row (a cache line: workers never share one)
     SIZE = 8
 
@@ -45,6 +45,10 @@ class Sleep:
     ANY = 1
     #: one wake-up, from the last of the workers marked ALL to finish
     ALL = 2
+    #: one wake-up, from the worker whose published env brings the count of envs published
+    #: (every row's ``PUBLISHED`` summed) to the control block's ``want`` (:mod:`.queue`), or
+    #: from a worker that finishes its command
+    COUNT = 3
 
 
 class Op:

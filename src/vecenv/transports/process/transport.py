@@ -147,7 +147,7 @@ class ProcessTransport(Starting):
         return infos.entries_of(worker, ids)
 
     def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False,
-              enough: Callable[[], bool] | None = None) -> list[int]:
+              wanted: Callable[[], int] | None = None) -> list[int]:
         ctrl = self.ctrl
         if ctrl is None:
             return []
@@ -155,15 +155,15 @@ class ProcessTransport(Starting):
             self.send(())
         dead = self.dead
         done = ctrl.finished(workers, dead)
-        if (done or enough is not None) and len(done) < len(workers) and not every:
+        if (done or wanted is not None) and len(done) < len(workers) and not every:
             self._look_for_deaths(workers, done)  # async batches: a dead worker is never waited on
             done = ctrl.finished(workers, dead)
-        if (len(done) == len(workers) if every else done) or timeout == 0 or (enough is not None and enough()):
+        if (len(done) == len(workers) if every else done) or timeout == 0 or (wanted is not None and wanted() <= 0):
             return done
         check = partial(ctrl.finished, workers, dead, every)
-        if self.waiter.spin(check if enough is None else lambda: check() or enough(), timeout):
+        if self.waiter.spin(check if wanted is None else lambda: check() or wanted() <= 0, timeout):
             return ctrl.finished(workers, dead)
-        found = self._sleep(workers, None if timeout is None else time.monotonic() + timeout, every, enough)
+        found = self._sleep(workers, None if timeout is None else time.monotonic() + timeout, every, wanted)
         return found if found or not every else self._done(workers)  # at the deadline: those done
 
     def _done(self, workers: Collection[int], every: bool = False) -> list[int]:
@@ -193,7 +193,7 @@ class ProcessTransport(Starting):
                 self._mark_dead(w)
 
     def _sleep(self, workers: Collection[int], deadline: float | None, every: bool,
-               enough: Callable[[], bool] | None = None) -> list[int]:
+               wanted: Callable[[], int] | None = None) -> list[int]:
         """Block for a reply (``every``: for all of them, or a death; woken once, by the last to
         finish): declare it, re-check, then bounded polls on sockets and sentinels."""
         ctrl, k = self.ctrl, self.inline_worker
@@ -209,10 +209,12 @@ class ProcessTransport(Starting):
                 owner[key] = w
         slots = ctrl.slots
 
-        mode = Sleep.ALL if every else Sleep.ANY
+        mode = Sleep.ALL if every else Sleep.ANY if wanted is None else Sleep.COUNT
 
         def declare(flag: int) -> None:
             if self.ctrl is not None:
+                if flag and wanted is not None:  # the count first, then what is still wanted
+                    ctrl.want[0] = ctrl.published() + wanted()
                 slots[live, Slot.CALLER_SLEEPS] = mode if flag else Sleep.AWAKE
 
         exact = all(self.watches[w].exact for w in live)
@@ -220,7 +222,7 @@ class ProcessTransport(Starting):
         def check() -> list[int] | bool:
             if not exact:
                 self._look_at_exit_codes(live)
-            return self._done(workers, every) or (enough is not None and enough())
+            return self._done(workers, every) or (wanted is not None and wanted() <= 0)
 
         done = handshake.sleep(
             check, declare, poller, lambda fd: self._on_event(owner[fd], fd), deadline,
