@@ -149,6 +149,11 @@ class InFlight:
         transport as one round (the records come first, so an interruption between the two
         leaves replies to drop, never one nobody expects)."""
         timed, given = self.policy.step_timeout is not None, self.buffers.actions.unconverted
+        if commands is self.partition.whole_steps and not timed and not given:  # the usual step
+            self.in_flight.update(self.partition.whole_in_flight)
+            self.commands.update(self.partition.whole_commands)
+            self.transport.send(self.partition.whole_round)
+            return
         round_ = []
         for w, command, envs in commands:
             self.in_flight[w] = envs
@@ -276,7 +281,14 @@ class InFlight:
         ``step_timeout`` is replaced (its envs' entries say so) or fails the call. ``every``:
         the caller wants every reply, so the transport may wake it once, when all are there;
         ``wanted``: how many more envs published one by one the wait is for (it ends at 0)."""
-        for w in self.wait(deadline, timeout, method, self.step_overdue, every, wanted):
+        ready = self.wait(deadline, timeout, method, self.step_overdue, every, wanted)
+        if every and len(ready) == len(self.in_flight) == self.transport.num_workers and not self.deferred:
+            reply = self.transport.fetch_every()  # the usual synchronous step: all in one look
+            if reply is not None:
+                self.in_flight.clear()
+                self.replies.append((self.partition.every_env, reply.entries))
+                return
+        for w in ready:
             envs = self.in_flight.pop(w)
             try:
                 reply = self.transport.fetch(w)

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from vecenv.engine.transport import WholeRound
 from vecenv.worker.commands import STEP_ALL
 
 __all__ = ["GroupIds", "Partition", "split_envs"]
@@ -42,8 +43,15 @@ class Partition(Sequence[tuple[int, int]]):
         self.worker_of = [w for w, (a, b) in enumerate(self.bounds) for _ in range(a, b)]
         #: every group whole: (worker, None, its global ids)
         self.whole_groups: list[GroupIds] = [(w, None, np.arange(a, b)) for w, (a, b) in enumerate(self.bounds)]
+        #: every env's global id
+        self.every_env = np.arange(num_envs)
         #: a step of every env: (worker, STEP_ALL, its global ids)
         self.whole_steps = [(w, STEP_ALL, envs) for w, _, envs in self.whole_groups]
+        #: the same as the flight records it (worker -> envs, worker -> command) and as a
+        #: transport's round
+        self.whole_in_flight = {w: envs for w, _, envs in self.whole_groups}
+        self.whole_commands = dict.fromkeys(range(num_workers), STEP_ALL)
+        self.whole_round = WholeRound((w, STEP_ALL) for w in range(num_workers))
 
     def __getitem__(self, worker: int) -> tuple[int, int]:  # type: ignore[override]
         return self.bounds[worker]

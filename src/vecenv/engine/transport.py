@@ -20,10 +20,15 @@ from vecenv.spaces import StepBuffers
 from vecenv.worker import EnvDescription
 from vecenv.worker.commands import Command
 
-__all__ = ["DEFAULT_START_TIMEOUT", "Transport"]
+__all__ = ["DEFAULT_START_TIMEOUT", "Transport", "WholeRound"]
 
 #: seconds a worker may take to build its envs, at start and on every rebuild (``start_timeout``)
 DEFAULT_START_TIMEOUT = 120.0
+
+
+class WholeRound(list):
+    """A round of :meth:`Transport.send` in which every worker steps all of its envs, in worker
+    order (the usual synchronous step), so a transport can post it at once."""
 
 
 class Transport(ABC):
@@ -112,6 +117,11 @@ class Transport(ABC):
     @abstractmethod
     def fetch(self, worker: int) -> Any:
         """Take ``worker``'s reply; raise the group's error if the command failed."""
+
+    def fetch_every(self) -> Any:
+        """Every worker's reply at once, as one :class:`~vecenv.infos.StepReply` for every env,
+        when the transport can take them together (all finished); None: :meth:`fetch` each."""
+        return None
 
     @abstractmethod
     def close(self, timeout: float | None = None) -> None:

@@ -61,6 +61,8 @@ class RowsReply(NamedTuple):
 
 #: the reply of a worker whose info entries are all in the rows, under schemas the caller knows
 IN_ROWS = RowsReply((), None, [])
+#: every env's infos when none returned any
+NO_INFOS = StepReply(())
 
 
 class InfoWriter:
@@ -181,6 +183,8 @@ class InfoReader:
         #: and the chunk read then: the usual step is recognised by one comparison and handed over
         #: as that chunk again, without building its parts again
         self._uniform: list[tuple[bytes, InfoColumns] | None] = [None for _ in partition]
+        #: the same for every env at once, when every worker's rows hold one columnar schema
+        self._uniform_all: tuple[bytes, InfoColumns] | None = None
         self._all_records: dict[np.dtype, np.ndarray] = {}  # a columnar dtype -> every env's rows as records
 
     def add(self, start: int, stop: int) -> int:
@@ -194,6 +198,33 @@ class InfoReader:
         """A new process serves ``worker``: its schema ids start over."""
         self.schemas[worker] = {}
         self._uniform[worker] = None
+        self._uniform_all = None
+
+    def take_every(self) -> StepReply | None:
+        """Every env's infos at once, as one chunk read in place, when every worker's rows hold
+        the one columnar schema of their last such step (the usual synchronous step: one look at
+        every env's schema ids); None otherwise (then each worker's reply is taken alone)."""
+        ids = self.area.ids.tobytes()
+        every = self._uniform_all
+        if every is not None and ids == every[0]:
+            return StepReply(every[1].reread(), None)
+        if not self.area.ids.any():  # no env returned an info in the rows
+            return NO_INFOS
+        uniform = [u for u in self._uniform if u is not None]
+        if len(uniform) < len(self._uniform) or ids != b"".join(u[0] for u in uniform):
+            return None
+        chunks = [u[1] for u in uniform]
+        first = chunks[0]
+        if any(c.keys != first.keys or c.types != first.types or c.records.dtype != first.records.dtype
+               for c in chunks):
+            return None
+        n = len(self.area.ids)
+        every_env = first.all_records
+        assert every_env is not None  # a worker's uniform chunk is read in place
+        chunk = InfoColumns(np.arange(n), first.keys, first.types, every_env[:n], every_env)
+        chunk.envs.flags.writeable = False
+        self._uniform_all = (ids, chunk)
+        return StepReply(chunk.reread(), None)
 
     def take(self, worker: int, reply: RowsReply) -> StepReply:
         """``reply`` as a :class:`StepReply`: the entries it carried, and those in the rows

@@ -33,6 +33,7 @@ class Closing(Transport):
     _mask: Any
     _closed: bool
     _closer: int | None
+    _every_poller: tuple[Any, dict, bool] | None
     inline_worker: int
     #: the workers were asked to close their envs; every worker was ended and released
     _asked = False
@@ -109,6 +110,7 @@ class Closing(Transport):
         self._mark_dead(worker)
 
     def _mark_dead(self, w: int) -> None:
+        self._every_poller = None
         if w not in self.dead:
             self.dead[w] = self.watches[w].join(1.0)
 

@@ -84,6 +84,8 @@ class Starting(Closing):
         self._infos: InfoReader | None = None
         self._bell: control.Bell | None = None  # where workers sleep on a futex: the word they wait on
         self._unrung = False  # commands posted since the bell last rang
+        self._posts_at_once = False
+        self._every_poller: tuple[Any, dict, bool] | None = None  # made by _poller_of
         self._action_objects = False
         self._next_death_check = 0.0
         self._closed = False
@@ -173,6 +175,7 @@ class Starting(Closing):
         winjob.put_in_caller_job(process)  # Windows: ends with the caller, whatever its env does
         watch = lifetime.Watch(process)
         peer = self.mechanism.peer(parent, watch.waitable)
+        self._every_poller = None  # it watched the old process
         if w < len(self.processes):
             self.processes[w], self.peers[w], self.watches[w] = process, peer, watch
         else:
@@ -230,6 +233,9 @@ class Starting(Closing):
         # group and no custom-space leaves (those travel with each reply)
         self.queues_envs = (control.TSO and self.inline_worker < 0 and not self._action_objects
                             and not self._buffers.observations.has_objects)
+        # a whole step of every worker is posted with two stores per column, not a loop
+        # (workers that sleep on the bell, no inline group, no action that travels pickled)
+        self._posts_at_once = self._bell is not None and self.inline_worker < 0 and not self._action_objects
         return self._buffers
 
     def _no_block(self) -> VecEnvError:

@@ -11,6 +11,7 @@ from typing import Any
 
 import cloudpickle
 
+from vecenv.engine.transport import WholeRound
 from vecenv.infos import IN_ROWS, NO_REPLY, RowsReply, StepReply
 from vecenv.transports.process import control, handshake, wire
 from vecenv.transports.process.closing import DEFAULT_CLOSE_TIMEOUT
@@ -44,6 +45,12 @@ class ProcessTransport(Starting):
         ctrl, bell, here = self.ctrl, self._bell, None
         if ctrl is None:
             raise self._no_block()
+        if type(commands) is WholeRound and self._posts_at_once:  # every worker steps all its envs
+            slots = ctrl.slots
+            self._unrung = True
+            slots[:, Slot.OP] = Op.STEP  # each row's operation, then its counter: the commit
+            slots[:, Slot.CMD] += 1
+            commands = ()
         for worker, command in commands:
             if worker in self.dead:
                 continue  # fetch reports it
@@ -139,6 +146,21 @@ class ProcessTransport(Starting):
             ctrl.outstanding(worker) or ctrl.slots[worker, Slot.REPLY] == Reply.MESSAGE
         )
 
+    def fetch_every(self) -> Any:
+        """Every worker's reply at once when all of them finished a whole step in shared memory
+        and their infos share one columnar schema (the usual synchronous step): one look at the
+        control block and one at the info rows, none per worker. None: fetch each one."""
+        ctrl, infos = self.ctrl, self._infos
+        if ctrl is None or infos is None or self.dead or not control.TSO:
+            return None
+        slots = ctrl.slots
+        if (slots[:, Slot.REPLY] == Reply.MESSAGE).any() or (slots[:, Slot.CMD] != slots[:, Slot.DONE]).any():
+            return None
+        reply = infos.take_every()
+        if reply is not None:
+            slots[:, Slot.REPLY] = Reply.IN_MEMORY  # taken
+        return reply
+
     def entries_of(self, worker: int, ids: list[int]) -> list:
         """The info entries in the rows of ``worker``'s envs ``ids``, published env by env."""
         infos = self._infos
@@ -154,7 +176,7 @@ class ProcessTransport(Starting):
         if self._unrung:  # a send cut short before its ring
             self.send(())
         dead = self.dead
-        done = ctrl.finished(workers, dead)
+        done = ctrl.finished(workers, dead, every)
         if (done or wanted is not None) and len(done) < len(workers) and not every:
             self._look_for_deaths(workers, done)  # async batches: a dead worker is never waited on
             done = ctrl.finished(workers, dead)
@@ -162,7 +184,7 @@ class ProcessTransport(Starting):
             return done
         check = partial(ctrl.finished, workers, dead, every)
         if self.waiter.spin(check if wanted is None else lambda: check() or wanted() <= 0, timeout):
-            return ctrl.finished(workers, dead)
+            return ctrl.finished(workers, dead, every)
         found = self._sleep(workers, None if timeout is None else time.monotonic() + timeout, every, wanted)
         return found if found or not every else self._done(workers)  # at the deadline: those done
 
@@ -202,11 +224,7 @@ class ProcessTransport(Starting):
         if k in workers and ctrl.outstanding(k):  # never running now: its command was cut short
             ctrl.drop(k)
         live = [w for w in workers if w not in self.dead and w != k]
-        poller, owner = self.mechanism.poller(), {}
-        for w in live:
-            for key in (self.peers[w].waitable, self.peers[w].sentinel):
-                poller.register(key)
-                owner[key] = w
+        poller, owner, exact = self._poller_of(live)
         slots = ctrl.slots
 
         mode = Sleep.ALL if every else Sleep.ANY if wanted is None else Sleep.COUNT
@@ -216,8 +234,6 @@ class ProcessTransport(Starting):
                 if flag and wanted is not None:  # the count first, then what is still wanted
                     ctrl.want[0] = ctrl.published() + wanted()
                 slots[live, Slot.CALLER_SLEEPS] = mode if flag else Sleep.AWAKE
-
-        exact = all(self.watches[w].exact for w in live)
 
         def check() -> list[int] | bool:
             if not exact:
@@ -229,6 +245,23 @@ class ProcessTransport(Starting):
             lambda: self._closer in (None, threading.get_ident()),
         )
         return done if type(done) is list else self._done(workers, every) if done else []
+
+    def _poller_of(self, live: list[int]) -> tuple[Any, dict, bool]:
+        """A poller over the sockets and sentinels of ``live``, which worker owns each, and
+        whether every one's end is seen exactly (:class:`.lifetime.Watch`); the one over every
+        worker is made once (until a worker dies or starts again)."""
+        every = len(live) == self.spawned
+        if every and self._every_poller is not None:
+            return self._every_poller
+        poller, owner = self.mechanism.poller(), {}
+        for w in live:
+            for key in (self.peers[w].waitable, self.peers[w].sentinel):
+                poller.register(key)
+                owner[key] = w
+        made = (poller, owner, all(self.watches[w].exact for w in live))
+        if every:
+            self._every_poller = made
+        return made
 
     def _on_event(self, w: int, fd: int) -> None:
         """A socket or sentinel of ``w`` is readable: take wake-ups, notice a death."""
