@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> dict:
         rates["ceiling"].append(ceiling(fns, a.workers, a.seconds))
         for row in rows:
             rates[row].append(measured(row, fns, a.workers, a.seconds))
-    shares = {row: [v / c for v, c in zip(rates[row], rates["ceiling"])] for row in rows}
+    shares = {row: [v / c for v, c in zip(rates[row], rates["ceiling"], strict=True)] for row in rows}
 
     ideal = {"sync": sim["sync"]} | {f"b={b}": sim[f"worker b={b}"] for b in batches}
     print(f"\n{a.num_envs} envs, {a.workers} workers; {costs}; medians of {a.rounds} rounds [min-max]\n")
