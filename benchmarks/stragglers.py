@@ -23,7 +23,9 @@ the simulated ceiling: measured ÷ ideal is what the code wastes, ideal ÷ ceili
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
+import functools
 import heapq
 import multiprocessing
 import statistics
@@ -95,14 +97,6 @@ def wait(seconds: float, spin_s: float) -> None:
         pass
 
 
-def _cut_timer_slack() -> None:
-    """Linux sleeps overshoot by the timer slack (50 µs); 1 ns makes a 400 µs sleep ~400 µs."""
-    try:
-        ctypes.CDLL(None).prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK
-    except (OSError, AttributeError):
-        pass
-
-
 class WaitEnv(gym.Env):
     """An env whose steps and resets wait for the costs of its :class:`CostStream`."""
 
@@ -110,7 +104,9 @@ class WaitEnv(gym.Env):
     action_space = gym.spaces.Discrete(2)
 
     def __init__(self, costs: Costs, seed: int, index: int, spin_us: float = 0.0) -> None:
-        _cut_timer_slack()
+        # Linux sleeps overshoot by the timer slack (50 µs): 1 ns makes a 400 µs sleep ~400 µs
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK
         self.stream, self.spin_s = CostStream(costs, seed, index), spin_us * 1e-6
         self.obs = np.zeros(4, np.float32)
 
@@ -122,16 +118,6 @@ class WaitEnv(gym.Env):
         cost, last = self.stream.step()
         wait(cost, self.spin_s)
         return self.obs, 1.0, False, last, {}
-
-
-class EnvFn:
-    """A picklable env maker for env ``index``."""
-
-    def __init__(self, costs: Costs, seed: int, index: int, spin_us: float) -> None:
-        self.args = (costs, seed, index, spin_us)
-
-    def __call__(self) -> WaitEnv:
-        return WaitEnv(*self.args)
 
 
 # ==================================================================== zero-overhead simulation
@@ -209,7 +195,7 @@ def simulate(rule: str, units: list[np.ndarray], workers: int, batch_size: int |
 
 
 # ==================================================================== measured
-def _free_run(fns: list[EnvFn], start, seconds: float, out) -> None:
+def _free_run(fns: list, start, seconds: float, out) -> None:
     envs = [fn() for fn in fns]
     for env in envs:
         env.reset()
@@ -223,7 +209,7 @@ def _free_run(fns: list[EnvFn], start, seconds: float, out) -> None:
     out.put(steps)
 
 
-def ceiling(fns: list[EnvFn], workers: int, seconds: float) -> float:
+def ceiling(fns: list, workers: int, seconds: float) -> float:
     """Env steps/s of ``workers`` processes, each stepping its share of the envs freely."""
     ctx = multiprocessing.get_context()
     start, out = ctx.Barrier(workers + 1), ctx.Queue()
@@ -238,7 +224,7 @@ def ceiling(fns: list[EnvFn], workers: int, seconds: float) -> float:
     return total / seconds
 
 
-def measured(name: str, fns: list[EnvFn], workers: int, seconds: float) -> float:
+def measured(name: str, fns: list, workers: int, seconds: float) -> float:
     """Env steps/s of one vector env: ``sync``, ``b=N`` (async batches of N) or ``gym-async``."""
     n = len(fns)
     if name == "gym-async":
@@ -296,7 +282,7 @@ def main(argv: list[str] | None = None) -> dict:
     low, high = (int(x) for x in a.episode.split(":"))
     costs = Costs(a.step_us, a.spread, a.reset_us, (low, high), a.dist)
     batches = [int(b) for b in a.batch_sizes.split(",") if b]
-    fns = [EnvFn(costs, a.seed, i, a.spin_us) for i in range(a.num_envs)]
+    fns = [functools.partial(WaitEnv, costs, a.seed, i, a.spin_us) for i in range(a.num_envs)]
 
     units = [CostStream(costs, a.seed, i).units(a.sim_seconds) for i in range(a.num_envs)]
     sim = {"ceiling": simulate("ceiling", units, a.workers), "sync": simulate("sync", units, a.workers)}
@@ -313,23 +299,20 @@ def main(argv: list[str] | None = None) -> dict:
             rates[row].append(measured(row, fns, a.workers, a.seconds))
     shares = {row: [v / c for v, c in zip(rates[row], rates["ceiling"], strict=True)] for row in rows}
 
-    ideal = {"sync": sim["sync"]} | {f"b={b}": sim[f"worker b={b}"] for b in batches}
     print(f"\n{a.num_envs} envs, {a.workers} workers; {costs}; medians of {a.rounds} rounds [min-max]\n")
     print("| | env steps/s | share of ceiling | ideal of this design (sim) | measured / ideal "
           "| ideal with per-env readiness (sim) |\n|---|---:|---:|---:|---:|---:|")
     print(f"| ceiling, {a.workers} free-running processes | {_summary(rates['ceiling'], 0)} | 1.00 | "
           f"{sim['ceiling']:,.0f} steps/s | | |")
+    names = {"sync": f"vecenv synchronous, {a.workers} workers", "gym-async": f"gym AsyncVectorEnv ({a.num_envs})"}
     for row in rows:
-        name = {"sync": f"vecenv synchronous, {a.workers} workers",
-                "gym-async": f"gymnasium AsyncVectorEnv ({a.num_envs} processes)"}.get(row, f"vecenv async {row}")
-        share = statistics.median(shares[row])
         cells = ["", "", ""]
-        if row in ideal:
-            ideal_share = ideal[row] / sim["ceiling"]
-            env_rule = sim.get(f"env {row}", sim["ceiling"]) / sim["ceiling"] if row != "sync" else None
-            cells = [f"{ideal_share:.2f}", f"{share / ideal_share:.2f}",
-                     "" if env_rule is None else f"{env_rule:.2f}"]
-        print(f"| {name} | {_summary(rates[row], 0)} | {_summary(shares[row])} | {' | '.join(cells)} |")
+        if row != "gym-async":
+            ideal = sim["sync" if row == "sync" else f"worker {row}"] / sim["ceiling"]
+            per_env = "" if row == "sync" else f"{sim[f'env {row}'] / sim['ceiling']:.2f}"
+            cells = [f"{ideal:.2f}", f"{statistics.median(shares[row]) / ideal:.2f}", per_env]
+        print(f"| {names.get(row, f'vecenv async {row}')} | {_summary(rates[row], 0)} | {_summary(shares[row])} "
+              f"| {' | '.join(cells)} |")
     result = {"costs": asdict(costs), "rates": rates, "shares": shares,
               "sim": sim, "sim_shares": {k: v / sim["ceiling"] for k, v in sim.items()}}
     if a.json:

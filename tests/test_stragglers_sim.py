@@ -65,3 +65,16 @@ def test_cost_streams_are_reproducible_and_follow_the_costs():
 def test_unknown_rule_is_refused():
     with pytest.raises(ValueError, match="unknown rule"):
         stragglers.simulate("lottery", [np.ones(4)] * 4, 2, 2)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_the_script_measures_each_row_against_the_ceiling(tmp_path):
+    out = tmp_path / "s.json"
+    result = stragglers.main(["--num-envs", "8", "--workers", "2", "--batch-sizes", "4", "--seconds", "0.2",
+                              "--rounds", "1", "--step-us", "200", "--reset-us", "1000", "--sim-seconds", "0.5",
+                              "--json", str(out)])
+    assert set(result["rates"]) == {"ceiling", "sync", "b=4", "gym-async"}
+    assert all(v[0] > 0 for v in result["rates"].values())
+    assert result["sim_shares"]["ceiling"] == 1.0 and 0 < result["sim_shares"]["sync"] < 1
+    assert out.exists()
