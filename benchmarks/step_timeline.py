@@ -1,0 +1,271 @@
+"""One synchronous step's life on the process backend, from timestamps that every process writes
+into one shared array: where a step's time goes on many cores (issue 63).
+
+The caller's side comes from ``ProcessTransport.send``/``ready`` wrapped inside this script (step
+called, post starts, posted and rung, wait starts, wakes, step returns); each worker's from an env
+wrapper in the worker (each env's step start and end, its ``time.thread_time``, whether it was a
+reset, and the worker's run delay from ``/proc/self/schedstat``). Printed as medians and p90 of
+each gap, the barrier's efficiency (mean ÷ max group work per step), which worker finished last,
+the run delay per worker and the machine's steal time. Needs only numpy and gymnasium (and the
+simulator of the env chosen); the clocks are ``time.monotonic``, one clock for every process.
+
+    python benchmarks/step_timeline.py                      # the busy env, 64 envs, default workers
+    python benchmarks/step_timeline.py --env cheetah --workers 16 --json cheetah.json
+    python benchmarks/step_timeline.py --env pong --num-envs 64 --steps 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import os
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+import vecenv
+from vecenv.engine.partition import split_envs
+from vecenv.system import usable_cores
+from vecenv.transports.process import default_workers
+from vecenv.transports.process.transport import ProcessTransport
+
+#: the caller's stamps of each step
+CALL, SEND, SENT, WAIT, WOKE, RETURNED = range(6)
+#: each env's stamps of each step
+START, END, CPU, RESET = range(4)
+ENVS = {"busy": "vecenv/Busy-v0", "cheetah": "HalfCheetah-v5", "pong": "ALE/Pong-v5", "cartpole": "CartPole-v1"}
+
+
+class Timeline:
+    """The shared array (a memory-mapped file): the step being taken, then the caller's stamps
+    (step, 6), each env's (step, env, 4) and each worker's run delay in µs (step, worker). Row
+    ``steps`` is scratch, for the steps and resets not measured."""
+
+    def __init__(self, path: str, steps: int, num_envs: int, workers: int, create: bool = False) -> None:
+        rows = steps + 1
+        sizes = [1, rows * 6, rows * num_envs * 4, rows * workers]
+        self.args = (path, steps, num_envs, workers)
+        self.mem = np.memmap(path, np.float64, "w+" if create else "r+", shape=(sum(sizes),))
+        cut = np.cumsum([0, *sizes])
+        self.index = self.mem[0:1]
+        self.caller = self.mem[cut[1]:cut[2]].reshape(rows, 6)
+        self.envs = self.mem[cut[2]:cut[3]].reshape(rows, num_envs, 4)
+        self.delay = self.mem[cut[3]:cut[4]].reshape(rows, workers)
+        if create:
+            self.index[0] = steps
+
+
+def run_delay_us() -> float:
+    """µs this thread has waited runnable for a core, or NaN where the kernel does not tell."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1]) / 1e3
+    except (OSError, IndexError, ValueError):
+        return float("nan")
+
+
+class Stamped(gym.Wrapper):
+    """Stamps each step and reset of the env it wraps into the :class:`Timeline` (in the worker)."""
+
+    def __init__(self, env: gym.Env, timeline: Timeline, index: int, worker: int, first: bool) -> None:
+        super().__init__(env)
+        self.tl, self.index, self.worker, self.first = timeline, index, worker, first
+
+    def _timed(self, call, reset: bool, *args, **kwargs):
+        k = int(self.tl.index[0])
+        if self.first:
+            self.tl.delay[k, self.worker] = run_delay_us()
+        row, cpu = self.tl.envs[k, self.index], time.thread_time()
+        row[START] = time.monotonic()
+        out = call(*args, **kwargs)
+        row[END], row[CPU], row[RESET] = time.monotonic(), time.thread_time() - cpu, reset
+        return out
+
+    def step(self, action):
+        return self._timed(self.env.step, False, action)
+
+    def reset(self, **kwargs):
+        return self._timed(self.env.reset, True, **kwargs)
+
+
+def make_env(name: str, busy_us: float, timeline_args: tuple, index: int, worker: int, first: bool) -> gym.Env:
+    if name == "busy":
+        import vecenv.bench.envs  # noqa: F401  (registers vecenv/Busy-v0)
+    elif name == "pong":
+        import ale_py
+
+        gym.register_envs(ale_py)
+    kwargs = {"step_cost_us": busy_us} if name == "busy" else {}
+    return Stamped(gym.make(ENVS.get(name, name), **kwargs), Timeline(*timeline_args), index, worker, first)
+
+
+@contextlib.contextmanager
+def instrumented(tl: Timeline) -> Iterator[None]:
+    """Wrap the process transport's ``send`` and ``ready`` (in this process, until the block
+    ends) to stamp the post, the ring, the wait and the wake of the step being taken."""
+    send, ready = ProcessTransport.send, ProcessTransport.ready
+
+    def stamped_send(self, commands):
+        k = int(tl.index[0])
+        tl.caller[k, SEND] = time.monotonic()
+        send(self, commands)
+        tl.caller[k, SENT] = time.monotonic()
+
+    def stamped_ready(self, workers, timeout=None, every=False):
+        k = int(tl.index[0])
+        if tl.caller[k, WAIT] == 0:
+            tl.caller[k, WAIT] = time.monotonic()
+        done = ready(self, workers, timeout, every)
+        tl.caller[k, WOKE] = time.monotonic()
+        return done
+
+    ProcessTransport.send, ProcessTransport.ready = stamped_send, stamped_ready  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ProcessTransport.send, ProcessTransport.ready = send, ready  # type: ignore[method-assign]
+
+
+def steal_jiffies() -> tuple[int, int] | None:
+    """(steal, all) jiffies of the machine since boot (``/proc/stat``), or None."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        return fields[7], sum(fields[:8])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+# ==================================================================== summary
+def _stats(values: np.ndarray) -> dict[str, float]:
+    values = values[np.isfinite(values)]
+    if not len(values):
+        return {"median_us": float("nan"), "p90_us": float("nan")}
+    return {"median_us": float(np.median(values) * 1e6), "p90_us": float(np.percentile(values, 90) * 1e6)}
+
+
+def summarize(caller: np.ndarray, envs: np.ndarray, groups: list[tuple[int, int]]) -> dict:
+    """The gaps of each measured step (caller: (steps, 6); envs: (steps, env, 4), seconds) per
+    group of envs (``groups``: [start, stop) per worker)."""
+    first = np.stack([envs[:, a:b, START].min(axis=1) for a, b in groups], axis=1)  # (step, worker)
+    last = np.stack([envs[:, a:b, END].max(axis=1) for a, b in groups], axis=1)
+    work = np.stack([(envs[:, a:b, END] - envs[:, a:b, START]).sum(axis=1) for a, b in groups], axis=1)
+    cpu = np.stack([envs[:, a:b, CPU].sum(axis=1) for a, b in groups], axis=1)
+    resets = np.stack([envs[:, a:b, RESET].max(axis=1) for a, b in groups], axis=1) > 0
+    step = caller[:, RETURNED] - caller[:, CALL]
+    slowest = work.max(axis=1)
+    finisher = last.argmax(axis=1)
+    gaps = {
+        "step called -> post starts (engine)": caller[:, SEND] - caller[:, CALL],
+        "post + ring (send)": caller[:, SENT] - caller[:, SEND],
+        "post starts -> a worker's first env starts": (first - caller[:, SEND, None]).ravel(),
+        "post starts -> the last worker's first env starts": first.max(axis=1) - caller[:, SEND],
+        "a worker's group: first start -> last end": (last - first).ravel(),
+        "a worker's group: its envs' own time (work)": work.ravel(),
+        "a worker's group: its envs' CPU (thread_time)": cpu.ravel(),
+        "the slowest group's work": slowest,
+        "send done -> wait starts (caller's own)": caller[:, WAIT] - caller[:, SENT],
+        "the last worker's last env ends -> caller wakes": caller[:, WOKE] - last.max(axis=1),
+        "caller wakes -> step returns (collect)": caller[:, RETURNED] - caller[:, WOKE],
+        "the whole step (called -> returned)": step,
+    }
+    return {
+        "gaps": {name: _stats(v) for name, v in gaps.items()},
+        "barrier_efficiency": float(np.median(work.mean(axis=1) / slowest)),
+        "step_over_slowest_group": float(np.median(step / slowest)),
+        "last_finisher": {int(w): int(c) for w, c in sorted(Counter(finisher.tolist()).items())},
+        "last_finisher_had_reset": float(resets[np.arange(len(finisher)), finisher].mean()),
+        "steps_with_a_reset": float(resets.any(axis=1).mean()),
+    }
+
+
+# ==================================================================== the run
+def run(env: str, num_envs: int, workers: int | None, steps: int, warmup: int, busy_us: float) -> dict:
+    """Take ``warmup`` then ``steps`` synchronous steps with every process stamping the timeline."""
+    n_workers = workers or default_workers(num_envs, usable_cores())
+    groups = split_envs(num_envs, n_workers)
+    fd, path = tempfile.mkstemp(prefix="vecenv-timeline-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    os.close(fd)
+    try:
+        tl = Timeline(path, steps, num_envs, n_workers, create=True)
+        fns = [functools.partial(make_env, env, busy_us, tl.args, i, w, i == a)
+               for w, (a, b) in enumerate(groups) for i in range(a, b)]
+        with instrumented(tl), vecenv.ProcessVectorEnv(fns, num_workers=n_workers) as envs:
+            envs.reset(seed=0)
+            space = envs.action_space
+            space.seed(0)
+            actions = [space.sample() for _ in range(16)]
+            for i in range(warmup):
+                envs.step(actions[i % 16])
+            caller_delay, steal = run_delay_us(), steal_jiffies()
+            for k in range(steps):
+                tl.index[0] = k
+                tl.caller[k, CALL] = time.monotonic()
+                envs.step(actions[k % 16])
+                tl.caller[k, RETURNED] = time.monotonic()
+            tl.index[0] = steps
+            caller_delay, steal_after = run_delay_us() - caller_delay, steal_jiffies()
+            result = summarize(np.array(tl.caller[:steps]), np.array(tl.envs[:steps]), groups)
+            delays = np.diff(np.array(tl.delay[:steps]), axis=0)
+    finally:
+        os.unlink(path)
+    result["run_delay_us_per_step"] = {
+        "caller": caller_delay / steps,
+        "worker_median": float(np.nanmedian(delays)) if delays.size else float("nan"),
+        "worker_p90": float(np.nanpercentile(delays, 90)) if delays.size else float("nan"),
+    }
+    if steal and steal_after and steal_after[1] > steal[1]:
+        result["steal_share"] = (steal_after[0] - steal[0]) / (steal_after[1] - steal[1])
+    result["layout"] = {"env": env, "num_envs": num_envs, "workers": n_workers, "steps": steps,
+                        "usable_cores": usable_cores()}
+    return result
+
+
+def report(result: dict) -> str:
+    lay = result["layout"]
+    lines = [f"{lay['env']}: {lay['num_envs']} envs in {lay['workers']} workers on {lay['usable_cores']} usable "
+             f"cores, {lay['steps']} synchronous steps", "", f"{'gap':<52} {'median µs':>10} {'p90 µs':>10}"]
+    for name, s in result["gaps"].items():
+        lines.append(f"{name:<52} {s['median_us']:>10.1f} {s['p90_us']:>10.1f}")
+    delay = result["run_delay_us_per_step"]
+    lines += [
+        "",
+        f"barrier efficiency (mean / max group work), median: {result['barrier_efficiency']:.2f}",
+        f"step / slowest group's work, median: {result['step_over_slowest_group']:.2f}",
+        f"last to finish (worker: steps): {result['last_finisher']}",
+        f"steps with a reset: {result['steps_with_a_reset']:.1%}; the last finisher had one: "
+        f"{result['last_finisher_had_reset']:.1%}",
+        f"run delay per step (µs): caller {delay['caller']:.1f}, worker median {delay['worker_median']:.1f}, "
+        f"p90 {delay['worker_p90']:.1f}",
+    ]
+    if "steal_share" in result:
+        lines.append(f"steal time: {result['steal_share']:.2%} of the machine's CPU time")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--env", default="busy", help=f"one of {sorted(ENVS)} or a registered id")
+    p.add_argument("--num-envs", type=int, default=64)
+    p.add_argument("--workers", type=int, default=None, help="default: ProcessVectorEnv's")
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--busy-us", type=float, default=100.0, help="the busy env's step cost")
+    p.add_argument("--json", type=Path)
+    a = p.parse_args(argv)
+    result = run(a.env, a.num_envs, a.workers, a.steps, a.warmup, a.busy_us)
+    print(report(result))
+    if a.json:
+        a.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return result
+
+
+if __name__ == "__main__":
+    main()
