@@ -21,6 +21,7 @@ import contextlib
 import functools
 import json
 import os
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -96,6 +97,11 @@ class Stamped(gym.Wrapper):
 
 
 def make_env(name: str, busy_us: float, timeline_args: tuple, index: int, worker: int, first: bool) -> gym.Env:
+    if name == "stragglers":  # issue 63's waiting envs (benchmarks/stragglers.py's defaults)
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from stragglers import Costs, WaitEnv
+
+        return Stamped(WaitEnv(Costs(), 0, index), Timeline(*timeline_args), index, worker, first)
     if name == "busy":
         import vecenv.bench.envs  # noqa: F401  (registers vecenv/Busy-v0)
     elif name == "pong":
@@ -204,18 +210,20 @@ def run(env: str, num_envs: int, workers: int | None, steps: int, warmup: int, b
             actions = [space.sample() for _ in range(16)]
             for i in range(warmup):
                 envs.step(actions[i % 16])
-            caller_delay, steal = run_delay_us(), steal_jiffies()
+            caller_delay, steal, caller_cpu = run_delay_us(), steal_jiffies(), time.thread_time()
             for k in range(steps):
                 tl.index[0] = k
                 tl.caller[k, CALL] = time.monotonic()
                 envs.step(actions[k % 16])
                 tl.caller[k, RETURNED] = time.monotonic()
             tl.index[0] = steps
+            caller_cpu = (time.thread_time() - caller_cpu) / steps
             caller_delay, steal_after = run_delay_us() - caller_delay, steal_jiffies()
             result = summarize(np.array(tl.caller[:steps]), np.array(tl.envs[:steps]), groups)
             delays = np.diff(np.array(tl.delay[:steps]), axis=0)
     finally:
         os.unlink(path)
+    result["caller_cpu_us_per_step"] = caller_cpu * 1e6  # stamping included
     result["run_delay_us_per_step"] = {
         "caller": caller_delay / steps,
         "worker_median": float(np.nanmedian(delays)) if delays.size else float("nan"),
@@ -242,6 +250,7 @@ def report(result: dict) -> str:
         f"last to finish (worker: steps): {result['last_finisher']}",
         f"steps with a reset: {result['steps_with_a_reset']:.1%}; the last finisher had one: "
         f"{result['last_finisher_had_reset']:.1%}",
+        f"caller's CPU per step (thread_time, stamping included): {result['caller_cpu_us_per_step']:.1f} µs",
         f"run delay per step (µs): caller {delay['caller']:.1f}, worker median {delay['worker_median']:.1f}, "
         f"p90 {delay['worker_p90']:.1f}",
     ]
@@ -252,7 +261,7 @@ def report(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--env", default="busy", help=f"one of {sorted(ENVS)} or a registered id")
+    p.add_argument("--env", default="busy", help=f"one of {sorted([*ENVS, 'stragglers'])} or a registered id")
     p.add_argument("--num-envs", type=int, default=64)
     p.add_argument("--workers", type=int, default=None, help="default: ProcessVectorEnv's")
     p.add_argument("--steps", type=int, default=2000)
