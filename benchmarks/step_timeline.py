@@ -12,6 +12,7 @@ simulator of the env chosen); the clocks are ``time.monotonic``, one clock for e
     python benchmarks/step_timeline.py                      # the busy env, 64 envs, default workers
     python benchmarks/step_timeline.py --env cheetah --workers 16 --json cheetah.json
     python benchmarks/step_timeline.py --env pong --num-envs 64 --steps 1000
+    python benchmarks/step_timeline.py --env stragglers --workers 16 --batch-size 32   # async batches
 """
 
 from __future__ import annotations
@@ -45,22 +46,21 @@ ENVS = {"busy": "vecenv/Busy-v0", "cheetah": "HalfCheetah-v5", "pong": "ALE/Pong
 
 
 class Timeline:
-    """The shared array (a memory-mapped file): the step being taken, then the caller's stamps
-    (step, 6), each env's (step, env, 4) and each worker's run delay in µs (step, worker). Row
-    ``steps`` is scratch, for the steps and resets not measured."""
+    """The shared array (a memory-mapped file): the caller's stamps (step or batch, 6); each env's
+    (call, env, 4), row ``i`` for its ``i``-th call (the first reset is 0); each worker's run delay
+    in µs at its first env's calls (call, worker). The last row takes what is not measured."""
 
-    def __init__(self, path: str, steps: int, num_envs: int, workers: int, create: bool = False) -> None:
-        rows = steps + 1
-        sizes = [1, rows * 6, rows * num_envs * 4, rows * workers]
-        self.args = (path, steps, num_envs, workers)
+    def __init__(self, path: str, rows: int, num_envs: int, workers: int, create: bool = False) -> None:
+        sizes = [rows * 6, rows * num_envs * 4, rows * workers]
+        self.args, self.last = (path, rows, num_envs, workers), rows - 1
         self.mem = np.memmap(path, np.float64, "w+" if create else "r+", shape=(sum(sizes),))
         cut = np.cumsum([0, *sizes])
-        self.index = self.mem[0:1]
-        self.caller = self.mem[cut[1]:cut[2]].reshape(rows, 6)
-        self.envs = self.mem[cut[2]:cut[3]].reshape(rows, num_envs, 4)
-        self.delay = self.mem[cut[3]:cut[4]].reshape(rows, workers)
+        self.caller = self.mem[cut[0]:cut[1]].reshape(rows, 6)
+        self.envs = self.mem[cut[1]:cut[2]].reshape(rows, num_envs, 4)
+        self.delay = self.mem[cut[2]:cut[3]].reshape(rows, workers)
+        self.k = self.last  # the caller's step or batch being stamped (in the caller's process)
         if create:
-            self.index[0] = steps
+            self.delay[:] = np.nan
 
 
 def run_delay_us() -> float:
@@ -77,10 +77,10 @@ class Stamped(gym.Wrapper):
 
     def __init__(self, env: gym.Env, timeline: Timeline, index: int, worker: int, first: bool) -> None:
         super().__init__(env)
-        self.tl, self.index, self.worker, self.first = timeline, index, worker, first
+        self.tl, self.index, self.worker, self.first, self.calls = timeline, index, worker, first, 0
 
     def _timed(self, call, reset: bool, *args, **kwargs):
-        k = int(self.tl.index[0])
+        k, self.calls = min(self.calls, self.tl.last), self.calls + 1
         if self.first:
             self.tl.delay[k, self.worker] = run_delay_us()
         row, cpu = self.tl.envs[k, self.index], time.thread_time()
@@ -119,13 +119,13 @@ def instrumented(tl: Timeline) -> Iterator[None]:
     send, ready = ProcessTransport.send, ProcessTransport.ready
 
     def stamped_send(self, commands):
-        k = int(tl.index[0])
+        k = tl.k
         tl.caller[k, SEND] = time.monotonic()
         send(self, commands)
         tl.caller[k, SENT] = time.monotonic()
 
     def stamped_ready(self, workers, timeout=None, every=False):
-        k = int(tl.index[0])
+        k = tl.k
         if tl.caller[k, WAIT] == 0:
             tl.caller[k, WAIT] = time.monotonic()
         done = ready(self, workers, timeout, every)
@@ -184,6 +184,7 @@ def summarize(caller: np.ndarray, envs: np.ndarray, groups: list[tuple[int, int]
     }
     return {
         "gaps": {name: _stats(v) for name, v in gaps.items()},
+        "workers_busy_share": float(work.sum() / (len(groups) * (caller[-1, RETURNED] - caller[0, CALL]))),
         "barrier_efficiency": float(np.median(work.mean(axis=1) / slowest)),
         "step_over_slowest_group": float(np.median(step / slowest)),
         "last_finisher": {int(w): int(c) for w, c in sorted(Counter(finisher.tolist()).items())},
@@ -192,64 +193,124 @@ def summarize(caller: np.ndarray, envs: np.ndarray, groups: list[tuple[int, int]
     }
 
 
+def summarize_batches(caller: np.ndarray, envs: np.ndarray, batches: list[tuple], groups: list[tuple[int, int]]) -> dict:
+    """The gaps of async batches: ``batches[k]`` is (ids returned by recv ``k``, each one's row in
+    ``envs``, the batch that sent it, -1 before the measurement)."""
+    worker_of = np.concatenate([np.full(b - a, w) for w, (a, b) in enumerate(groups)])
+    started, woke, spread, work, sources, resets = [], [], [], [], [], 0
+    for k, (ids, rows, sent) in enumerate(batches):
+        stamps = envs[rows, ids]
+        known = sent >= 0
+        started.append(stamps[known, START] - caller[sent[known], SEND])
+        woke.append(caller[k, WOKE] - stamps[:, END])
+        work.append(stamps[:, END] - stamps[:, START])
+        spread.append(stamps[:, END].max() - stamps[:, END].min())
+        sources.append(len(set(worker_of[ids].tolist())))
+        resets += int(stamps[:, RESET].sum())
+    elapsed = caller[len(batches) - 1, RETURNED] - caller[0, CALL]
+    gaps = {
+        "send called -> post starts (engine)": caller[:, SEND] - caller[:, CALL],
+        "post + ring (send)": caller[:, SENT] - caller[:, SEND],
+        "post starts -> a sent env's step starts (queued)": np.concatenate(started),
+        "a returned env's own step": np.concatenate(work),
+        "a returned env's step ends -> caller wakes": np.concatenate(woke),
+        "a batch: its first env's end -> its last env's": np.array(spread),
+        "recv: wait starts -> caller wakes": caller[:, WOKE] - caller[:, WAIT],
+        "caller wakes -> recv returns": caller[:, RETURNED] - caller[:, WOKE],
+        "send + recv (called -> returned)": caller[:, RETURNED] - caller[:, CALL],
+    }
+    return {
+        "gaps": {name: _stats(v) for name, v in gaps.items()},
+        "workers_busy_share": float(np.concatenate(work).sum() / (len(groups) * elapsed)),
+        "workers_per_batch": float(np.median(sources)),
+        "recvs_that_waited": float(np.mean(caller[:, WOKE] > caller[:, WAIT])),
+        "returned_resets": resets / sum(len(b[0]) for b in batches),
+    }
+
+
 # ==================================================================== the run
-def run(env: str, num_envs: int, workers: int | None, steps: int, warmup: int, busy_us: float) -> dict:
-    """Take ``warmup`` then ``steps`` synchronous steps with every process stamping the timeline."""
+def run(env: str, num_envs: int, workers: int | None, steps: int, warmup: int, busy_us: float,
+        batch: int | None = None) -> dict:
+    """Take ``warmup`` then ``steps`` synchronous steps (or send/recv rounds of ``batch`` envs)
+    with every process stamping the timeline."""
     n_workers = workers or default_workers(num_envs, usable_cores())
     groups = split_envs(num_envs, n_workers)
     fd, path = tempfile.mkstemp(prefix="vecenv-timeline-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     os.close(fd)
     try:
-        tl = Timeline(path, steps, num_envs, n_workers, create=True)
+        tl = Timeline(path, warmup + steps + 2, num_envs, n_workers, create=True)
         fns = [functools.partial(make_env, env, busy_us, tl.args, i, w, i == a)
                for w, (a, b) in enumerate(groups) for i in range(a, b)]
-        with instrumented(tl), vecenv.ProcessVectorEnv(fns, num_workers=n_workers) as envs:
-            envs.reset(seed=0)
-            space = envs.action_space
+        with instrumented(tl), vecenv.ProcessVectorEnv(fns, num_workers=n_workers, batch_size=batch) as envs:
+            ids = envs.reset(seed=0)[1].get("env_id")
+            space = envs.single_action_space
             space.seed(0)
-            actions = [space.sample() for _ in range(16)]
-            for i in range(warmup):
-                envs.step(actions[i % 16])
-            caller_delay, steal, caller_cpu = run_delay_us(), steal_jiffies(), time.thread_time()
-            for k in range(steps):
-                tl.index[0] = k
+            actions = np.array([space.sample() for _ in range(batch or num_envs)])
+            calls, sent_by = np.ones(num_envs, int), np.full(num_envs, -1)  # the reset was call 0
+            batches = []
+            for i in range(warmup + steps):
+                if i == warmup:
+                    caller_delay, steal, caller_cpu = run_delay_us(), steal_jiffies(), time.thread_time()
+                tl.k = k = i - warmup if i >= warmup else tl.last
                 tl.caller[k, CALL] = time.monotonic()
-                envs.step(actions[k % 16])
+                if batch is None:
+                    envs.step(actions)
+                else:
+                    envs.send(actions, ids)
+                    calls[ids] += 1
+                    sent_by[ids] = i - warmup if i >= warmup else -1
+                    asked = time.monotonic()
+                    ids = envs.recv()[4]["env_id"]
+                    if tl.caller[k, WOKE] == 0:  # the batch was there already: recv never waited
+                        tl.caller[k, WAIT] = tl.caller[k, WOKE] = asked
+                    if i >= warmup:
+                        batches.append((ids, calls[ids] - 1, sent_by[ids]))
                 tl.caller[k, RETURNED] = time.monotonic()
-            tl.index[0] = steps
+            tl.k = tl.last
             caller_cpu = (time.thread_time() - caller_cpu) / steps
             caller_delay, steal_after = run_delay_us() - caller_delay, steal_jiffies()
-            result = summarize(np.array(tl.caller[:steps]), np.array(tl.envs[:steps]), groups)
-            delays = np.diff(np.array(tl.delay[:steps]), axis=0)
+            caller = np.array(tl.caller[:steps])
+            if batch is None:
+                result = summarize(caller, np.array(tl.envs[1 + warmup:1 + warmup + steps]), groups)
+            else:
+                result = summarize_batches(caller, np.array(tl.envs), batches, groups)
+            delays = np.diff(np.array(tl.delay[1 + warmup:tl.last]), axis=0)
+            delays = delays[(delays >= 0) & np.isfinite(delays)]
     finally:
         os.unlink(path)
     result["caller_cpu_us_per_step"] = caller_cpu * 1e6  # stamping included
     result["run_delay_us_per_step"] = {
         "caller": caller_delay / steps,
-        "worker_median": float(np.nanmedian(delays)) if delays.size else float("nan"),
-        "worker_p90": float(np.nanpercentile(delays, 90)) if delays.size else float("nan"),
+        "worker_median": float(np.median(delays)) if delays.size else float("nan"),
+        "worker_p90": float(np.percentile(delays, 90)) if delays.size else float("nan"),
     }
     if steal and steal_after and steal_after[1] > steal[1]:
         result["steal_share"] = (steal_after[0] - steal[0]) / (steal_after[1] - steal[1])
     result["layout"] = {"env": env, "num_envs": num_envs, "workers": n_workers, "steps": steps,
-                        "usable_cores": usable_cores()}
+                        "batch_size": batch, "usable_cores": usable_cores()}
     return result
 
 
 def report(result: dict) -> str:
-    lay = result["layout"]
+    lay, delay = result["layout"], result["run_delay_us_per_step"]
+    what = f"async batches of {lay['batch_size']}" if lay["batch_size"] else "synchronous steps"
     lines = [f"{lay['env']}: {lay['num_envs']} envs in {lay['workers']} workers on {lay['usable_cores']} usable "
-             f"cores, {lay['steps']} synchronous steps", "", f"{'gap':<52} {'median µs':>10} {'p90 µs':>10}"]
-    for name, s in result["gaps"].items():
-        lines.append(f"{name:<52} {s['median_us']:>10.1f} {s['p90_us']:>10.1f}")
-    delay = result["run_delay_us_per_step"]
+             f"cores, {lay['steps']} {what}", "", f"{'gap':<52} {'median µs':>10} {'p90 µs':>10}"]
+    lines += [f"{name:<52} {s['median_us']:>10.1f} {s['p90_us']:>10.1f}" for name, s in result["gaps"].items()]
+    lines += ["", f"the workers' busy share (their envs' own time / elapsed): {result['workers_busy_share']:.2f}"]
+    if lay["batch_size"]:
+        lines += [f"workers a batch came from, median: {result['workers_per_batch']:.0f}; recvs that had to "
+                  f"wait: {result['recvs_that_waited']:.1%}",
+                  f"returned envs that had reset: {result['returned_resets']:.1%}"]
+    else:
+        lines += [
+            f"barrier efficiency (mean / max group work), median: {result['barrier_efficiency']:.2f}",
+            f"step / slowest group's work, median: {result['step_over_slowest_group']:.2f}",
+            f"last to finish (worker: steps): {result['last_finisher']}",
+            f"steps with a reset: {result['steps_with_a_reset']:.1%}; the last finisher had one: "
+            f"{result['last_finisher_had_reset']:.1%}",
+        ]
     lines += [
-        "",
-        f"barrier efficiency (mean / max group work), median: {result['barrier_efficiency']:.2f}",
-        f"step / slowest group's work, median: {result['step_over_slowest_group']:.2f}",
-        f"last to finish (worker: steps): {result['last_finisher']}",
-        f"steps with a reset: {result['steps_with_a_reset']:.1%}; the last finisher had one: "
-        f"{result['last_finisher_had_reset']:.1%}",
         f"caller's CPU per step (thread_time, stamping included): {result['caller_cpu_us_per_step']:.1f} µs",
         f"run delay per step (µs): caller {delay['caller']:.1f}, worker median {delay['worker_median']:.1f}, "
         f"p90 {delay['worker_p90']:.1f}",
@@ -267,9 +328,10 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--busy-us", type=float, default=100.0, help="the busy env's step cost")
+    p.add_argument("--batch-size", type=int, default=None, help="async batches of this many envs")
     p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
-    result = run(a.env, a.num_envs, a.workers, a.steps, a.warmup, a.busy_us)
+    result = run(a.env, a.num_envs, a.workers, a.steps, a.warmup, a.busy_us, a.batch_size)
     print(report(result))
     if a.json:
         a.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

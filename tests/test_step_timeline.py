@@ -68,3 +68,16 @@ def test_a_short_run_stamps_every_step(tmp_path):
     assert 0 < result["barrier_efficiency"] <= 1
     assert (tmp_path / "t.json").exists()
     assert ProcessTransport.send is send  # the wrapping ends with the run
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(multiprocessing.get_start_method() != "fork", reason="spawned workers cannot import the script")
+def test_a_short_run_of_async_batches_stamps_every_returned_env():
+    result = timeline.run("cartpole", 4, 2, steps=40, warmup=5, busy_us=0.0, batch=2)
+    gaps = result["gaps"]
+    assert all(np.isfinite(s["median_us"]) for s in gaps.values())
+    assert gaps["a returned env's step ends -> caller wakes"]["median_us"] >= 0
+    assert gaps["post starts -> a sent env's step starts (queued)"]["median_us"] >= 0
+    assert 1 <= result["workers_per_batch"] <= 2 and 0 < result["workers_busy_share"] <= 1
+    assert "async batches of 2" in timeline.report(result)
