@@ -1,13 +1,14 @@
-"""One synchronous step's life on the process backend, from timestamps that every process writes
-into one shared array: where a step's time goes on many cores (issue 63).
+"""A step's life on the process backend, from timestamps that every process writes into one
+shared array: where a step's time goes on many cores (issue 63).
 
 The caller's side comes from ``ProcessTransport.send``/``ready`` wrapped inside this script (step
 called, post starts, posted and rung, wait starts, wakes, step returns); each worker's from an env
 wrapper in the worker (each env's step start and end, its ``time.thread_time``, whether it was a
-reset, and the worker's run delay from ``/proc/self/schedstat``). Printed as medians and p90 of
+reset, the worker's run delay from ``/proc/thread-self/schedstat``). Printed as medians and p90 of
 each gap, the barrier's efficiency (mean ÷ max group work per step), which worker finished last,
-the run delay per worker and the machine's steal time. Needs only numpy and gymnasium (and the
-simulator of the env chosen); the clocks are ``time.monotonic``, one clock for every process.
+run delay and the machine's steal time; with ``--batch-size``, async batches instead (how long a
+returned env waited after its own step). Needs only numpy and gymnasium (and the env's simulator);
+the clock is ``time.monotonic``, one clock for every process.
 
     python benchmarks/step_timeline.py                      # the busy env, 64 envs, default workers
     python benchmarks/step_timeline.py --env cheetah --workers 16 --json cheetah.json
