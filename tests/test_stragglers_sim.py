@@ -21,7 +21,7 @@ def _load():
 
 
 stragglers = _load()
-RULES = [("sync", None), ("worker", 8), ("env", 8), ("worker", 4), ("env", 4)]
+RULES = [("sync", None), ("queue", None), ("worker", 8), ("env", 8), ("worker", 4), ("env", 4)]
 
 
 @pytest.mark.timeout(30)
@@ -40,6 +40,8 @@ def test_one_slow_env_holds_a_barrier_and_per_env_readiness_frees_the_rest():
     ceiling = stragglers.simulate("ceiling", units, 4)
     sync = stragglers.simulate("sync", units, 4)
     assert sync == pytest.approx(16 / 13e-3, rel=0.02)  # every step waits for group 0: 3 + 10 ms
+    # one queue: the slow env holds up only the worker that takes it (10 ms); the rest share 3 workers
+    assert stragglers.simulate("queue", units, 4) == pytest.approx(16 / 10e-3, rel=0.02)
     per_worker = stragglers.simulate("worker", units, 4, 8)
     per_env = stragglers.simulate("env", units, 4, 8)
     assert sync < per_worker < per_env <= ceiling * 1.01
@@ -75,6 +77,7 @@ def test_the_script_measures_each_row_against_the_ceiling(tmp_path):
                               "--rounds", "1", "--step-us", "200", "--reset-us", "1000", "--sim-seconds", "0.5",
                               "--json", str(out)])
     assert set(result["rates"]) == {"ceiling", "sync", "b=4", "gym-async"}
+    assert set(result["sim"]) == {"ceiling", "sync", "queue", "worker b=4", "env b=4"}
     assert all(v[0] > 0 for v in result["rates"].values())
     assert result["sim_shares"]["ceiling"] == 1.0 and 0 < result["sim_shares"]["sync"] < 1
     assert out.exists()

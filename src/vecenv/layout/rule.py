@@ -236,7 +236,8 @@ def fixed(kind: str, n: int, workers: int | None, cores: int, reason: str,
           predicted: Mapping[str, float] | None = None) -> Layout:
     """The ``kind`` layout with ``workers`` groups (default: :func:`default_workers`, as the
     explicit backend's); ``inline`` is the process backend's."""
-    w = 1 if kind == "serial" else max(1, min(n, workers or default_workers(n, cores, caller_steps=kind != "process")))
+    groups = workers or default_workers(n, cores, caller_steps=kind != "process")
+    w = 1 if kind == "serial" else max(1, min(n, groups))
     return Layout("process" if kind == "inline" else kind, w, kind == "inline", reason, predicted or {})
 
 
