@@ -6,7 +6,9 @@ per vector step, with envs that cost nothing, so the figure is the vector env's 
 
 - per env-step: (caller CPU per step at ``--envs-high`` envs − at ``--envs-low``) / the difference,
   with 2 workers;
-- per worker: (caller CPU per step at 16 workers − at 2) / 14, with 64 envs of 4 floats.
+- per worker: (caller CPU per step at 16 workers − at 2) / 14, with 64 envs of 4 floats, and
+  with MuJoCo-style infos (17 floats and 4 float info keys per env);
+- per step: the caller CPU of one vector step of 64 envs in 16 workers (issue 63's layout).
 
 vecenv's process backend waits by blocking (``spin_us=0, yield_us=0``): the path every step takes
 once a worker's share of the step outlasts the spin budget, as it does for real simulators at 64
@@ -102,7 +104,11 @@ def rows(quick: bool, envs_low: int, envs_high: int,
     for kind in KINDS:
         table.append((f"vecenv process, per env-step, {kind}", _vecenv,
                       [(envs_low, 2), (envs_high, 2)], kind))
+    infos = "17 floats + 4 infos"
     table.append(("vecenv process, per worker, 4 floats, 64 envs", _vecenv, [(64, 2), (64, 16)], "4 floats"))
+    table.append((f"vecenv process, per worker, {infos}, 64 envs", _vecenv, [(64, 2), (64, 16)], infos))
+    for kind in ("4 floats", infos):  # the whole step at issue 63's layout
+        table.append((f"vecenv process, per step, {kind}, 64 envs in 16 workers", _vecenv, [(64, 16)], kind))
     if not peers_too:
         return table
     peers = [("gym AsyncVectorEnv", _gym_async), ("gym SyncVectorEnv", _gym_sync)]
@@ -136,12 +142,15 @@ def main(argv: list[str] | None = None) -> None:
             for n, workers in points:
                 steps = max(20, int(budget / (2e-5 * n + 1e-4)))
                 cpu.append(cpu_per_step(build, n, kind, workers, steps))
+            if len(points) == 1:  # the caller's CPU per vector step
+                samples[name].append(cpu[0] * 1e6)
+                continue
             (n0, w0), (n1, w1) = points
             per = (n1 - n0) if n1 != n0 else (w1 - w0)
             samples[name].append((cpu[1] - cpu[0]) / per * 1e6)
-    print(f"{'caller CPU (µs)':<60} {'median':>8} {'min':>8} {'max':>8}")
+    print(f"{'caller CPU (µs)':<66} {'median':>8} {'min':>8} {'max':>8}")
     for name, values in samples.items():
-        print(f"{name:<60} {statistics.median(values):8.2f} {min(values):8.2f} {max(values):8.2f}")
+        print(f"{name:<66} {statistics.median(values):8.2f} {min(values):8.2f} {max(values):8.2f}")
 
 
 if __name__ == "__main__":

@@ -67,6 +67,9 @@ def test_caller_cost_null_env_and_cpu_per_step():
     for build in builders:
         cpu = caller_cost.cpu_per_step(build, 4, "4 floats", 2, steps=20)
         assert 0 <= cpu < 0.1  # (Windows' thread clock moves in 15.6 ms ticks)
+    names = [row[0] for row in caller_cost.rows(True, 8, 16, peers_too=False)]
+    assert "vecenv process, per worker, 17 floats + 4 infos, 64 envs" in names  # issue 63's goals
+    assert "vecenv process, per step, 17 floats + 4 infos, 64 envs in 16 workers" in names
 
 
 @pytest.mark.timeout(120)

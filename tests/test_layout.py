@@ -49,12 +49,16 @@ def test_groups_follow_the_cores_and_never_exceed_the_envs():
 
 
 def test_on_many_cores_a_group_per_core_steps_one_group_in_the_caller():
-    # 16 worker processes and the caller are 17 processes on 16 cores: no wait can spin, a cost the
-    # calibration (at 8 groups) never saw; inline×16 is 15 workers and the caller
+    # the process layout leaves the caller a core (15 workers, as an explicit ProcessVectorEnv);
+    # inline×16 is 15 workers and the caller stepping the 16th group
     got = decide(EnvProbe(step_us=500.0), SIXTEEN_CORES, 64, cores=16)
-    assert got.inline
-    assert got.predicted_us["process×16"] == pytest.approx(60 + 4 * 15 + 2 * L.rule.WAKE_US + 4 * 503)
+    assert got.inline and set(got.predicted_us) == {"serial", "process×15", "inline×16"}
+    assert got.predicted_us["process×15"] == pytest.approx(60 + 4 * 14 + 5 * 503)
     assert got.predicted_us["inline×16"] == pytest.approx(25 + 4 * 15 + 4 * 503)
+    # 16 worker processes and the caller are 17 processes on 16 cores: no wait can spin, a cost the
+    # calibration (at 8 groups) never saw
+    given = decide(EnvProbe(step_us=500.0), SIXTEEN_CORES, 64, cores=16, num_workers=16)
+    assert given.predicted_us["process×16"] == pytest.approx(60 + 4 * 15 + 2 * L.rule.WAKE_US + 4 * 503)
     # a machine of 8 cores or fewer was calibrated at a group per core: nothing is added
     eight = decide(EnvProbe(step_us=500.0), replace(SIXTEEN_CORES, cores=8), 64, cores=8)
     assert (eight.inline, eight.predicted_us["process×8"]) == (False, pytest.approx(60 + 4 * 7 + 8 * 503))
@@ -296,8 +300,8 @@ def test_beside_a_busy_core_on_two_cores_even_an_expensive_env_stays_serial():
 def test_beside_a_busy_core_on_sixteen_cores_an_expensive_env_spreads_over_the_rest():
     got = decide(EnvProbe(step_us=500.0), SIXTEEN_CORES, 64, cores=16, others=1.0)
     assert got.backend == "process" and got.num_workers == 16
-    # 16 workers share the 15 cores the busy program leaves
-    assert got.predicted_us["process×16"] == pytest.approx(60 + 4 * 15 + 2 * L.rule.WAKE_US + 4 * 503 * 16 / 15)
+    # 15 workers and the caller's group share the 15 cores the busy program leaves
+    assert got.predicted_us["inline×16"] == pytest.approx(25 + 4 * 15 + 2 * L.rule.WAKE_US + 4 * 503 * 16 / 15)
 
 
 def test_beside_a_busy_core_workers_must_beat_serial_by_the_margin():
@@ -368,3 +372,25 @@ def test_infos_in_shared_memory_cost_no_message():
     infos = decide(EnvProbe(step_us=40.0, info_us=4.0, info_shared=True), TWO_CORES, 8, cores=2)
     extra = infos.predicted_us["process×2"] - quiet.predicted_us["process×2"]
     assert extra == pytest.approx(2 * 4 * 2.0)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("cores", "workers", "inline_groups"), [(2, 2, 2), (8, 8, 8), (9, 8, 9), (16, 15, 16)])
+def test_process_vector_env_leaves_the_caller_a_core_on_many_cores(monkeypatch, cores, workers, inline_groups):
+    # issue 63: 16 workers and the caller measured 1.07-1.42x slower than 15 on 16 cores
+    import vecenv.backends as B
+
+    monkeypatch.setattr(B, "usable_cores", lambda: cores)
+    built: list[int] = []
+    monkeypatch.setattr(B.VectorEnv, "__init__", lambda self, fns, transport, *, num_workers, **kw: built.append(num_workers))
+    B.ProcessVectorEnv([lambda: None] * 64)
+    B.ProcessVectorEnv([lambda: None] * 64, inline=True)
+    B.ProcessVectorEnv([lambda: None] * 4)  # never more groups than envs
+    B.ProcessVectorEnv([lambda: None] * 64, num_workers=16)  # a given count is kept
+    assert built == [workers, inline_groups, min(4, workers), 16]
+    # auto's fixed process layouts (inline=False, VECENV_BACKEND=process) follow the same rule
+    assert L.rule.fixed("process", 64, None, cores, "").num_workers == workers
+    assert L.rule.fixed("inline", 64, None, cores, "").num_workers == inline_groups
+    monkeypatch.setattr(L.rule, "usable_cores", lambda: cores)
+    monkeypatch.setenv(L.FORCE_VAR, "process")
+    assert L.forced(64, {}).num_workers == workers

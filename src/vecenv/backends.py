@@ -21,6 +21,7 @@ from vecenv.engine.transport import DEFAULT_START_TIMEOUT
 from vecenv.policy import FailureOptions
 from vecenv.system import pin_cores, usable_cores
 from vecenv.transports import ProcessTransport, SerialTransport, ThreadTransport
+from vecenv.transports.process import default_workers
 from vecenv.transports.ray_actors import RayTransport, import_ray
 
 __all__ = [
@@ -154,7 +155,8 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
     Args:
         env_fns: one callable per env.
         num_workers: env groups, one per worker process (default: the usable cores, at most
-            ``len(env_fns)``).
+            ``len(env_fns)``; on more than 8 cores one fewer, so the caller keeps a core, unless
+            ``inline``).
         batch_size: for async batches: :meth:`recv` returns the first ``batch_size`` envs to
             finish (with ``infos["env_id"]``).
         context: multiprocessing start method or context (default: the platform's).
@@ -241,7 +243,8 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
         transport = ProcessTransport(context, daemon, spin_us=spin_us, yield_us=yield_us,
                                      start_timeout=_start_timeout(start_timeout), mechanism=mechanism,
                                      inline=inline, cores=cores)
-        super().__init__(env_fns, transport, num_workers=num_workers or min(usable_cores(), _count(env_fns)),
+        groups = num_workers or default_workers(_count(env_fns), usable_cores(), caller_steps=inline)
+        super().__init__(env_fns, transport, num_workers=groups,
                          batch_size=batch_size, copy=copy, observation_mode=observation_mode,
                          autoreset_mode=autoreset_mode, **failure)
 

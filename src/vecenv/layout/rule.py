@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vecenv.system import gil_enabled, usable_cores
-from vecenv.transports.process import spins
+from vecenv.transports.process import default_workers, spins
 from vecenv.transports.process import unavailable as processes_unavailable
 
 #: environment variable that forces auto's choice
@@ -184,22 +184,26 @@ def _predict(probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: 
     def share(processes: int) -> float:
         return min(1.0, left / max(1.0, processes * probe.cpu_share))
 
-    if num_workers is not None:
-        widths = [min(num_workers, n)]
-    elif probe.cpu_share < WAITING_SHARE:  # the cores are not the limit: as many as the waiting allows
-        most = max(cores, int(cores / max(probe.cpu_share, 1e-3)))
-        widths = sorted({min(n, cores), min(n, MAX_WAITING_WORKERS, most)})
-    else:
-        widths = [min(n, cores)]
+    def widths(kind: str) -> list[int]:
+        """The group counts tried: the user's, else the default (:func:`default_workers`, the
+        one an explicit backend gets), and more for an env that waits."""
+        if num_workers is not None:
+            return [min(num_workers, n)]
+        base = default_workers(n, cores, caller_steps=kind != "process")
+        if probe.cpu_share < WAITING_SHARE:  # the cores are not the limit: as many as the waiting allows
+            most = max(cores, int(cores / max(probe.cpu_share, 1e-3)))
+            return sorted({base, min(n, MAX_WAITING_WORKERS, most)})
+        return [base]
+
     predicted: dict[str, float] = {}
     if "serial" in allowed and (num_workers in (None, 1)):
         predicted["serial"] = (costs.fixed_us + n * work) / share(1)
     if "thread" in allowed and costs.thread_us is not None:
-        for t in [t for t in widths if t > 1]:  # one thread is the serial layout with a hand-off
+        for t in [t for t in widths("thread") if t > 1]:  # one thread is the serial layout with a hand-off
             # beside busy programs threads share what is left too; none waits for a slower one
             predicted[f"thread×{t}"] = costs.crossing("thread", t) + n * work / min(float(t), left)
     for kind in ("process", "inline"):
-        for w in widths if kind in allowed else ():
+        for w in widths(kind) if kind in allowed else ():
             if (kind == "inline" and w < 2) or (kind == "process" and w < 2 and "serial" in predicted):
                 continue  # one worker only adds a crossing to serial
             wakes = 2 * WAKE_US if busy or _crowded(kind, w, cores) else 0.0
@@ -230,9 +234,10 @@ def _shape(key: str) -> tuple[str, int]:
 
 def fixed(kind: str, n: int, workers: int | None, cores: int, reason: str,
           predicted: Mapping[str, float] | None = None) -> Layout:
-    """The ``kind`` layout with ``workers`` groups (default: the cores, at most ``n``); ``inline``
-    is the process backend's."""
-    w = 1 if kind == "serial" else max(1, min(n, workers or cores))
+    """The ``kind`` layout with ``workers`` groups (default: :func:`default_workers`, as the
+    explicit backend's); ``inline`` is the process backend's."""
+    groups = workers or default_workers(n, cores, caller_steps=kind != "process")
+    w = 1 if kind == "serial" else max(1, min(n, groups))
     return Layout("process" if kind == "inline" else kind, w, kind == "inline", reason, predicted or {})
 
 
@@ -284,6 +289,4 @@ def forced(num_envs: int, backend_kwargs: Mapping[str, Any]) -> Layout | None:
     choices = ("serial", "thread", "process", "inline", "ray")
     if value not in choices:
         raise ValueError(f"{FORCE_VAR}={value!r}: expected one of {list(choices)} or 'auto'")
-    workers = backend_kwargs.get("num_workers") or min(num_envs, usable_cores())
-    backend = "process" if value == "inline" else value
-    return Layout(backend, 1 if value == "serial" else workers, value == "inline", f"forced by {FORCE_VAR}")
+    return fixed(value, num_envs, backend_kwargs.get("num_workers"), usable_cores(), f"forced by {FORCE_VAR}")

@@ -41,11 +41,11 @@ to another thread still runs, and can cut a reply's read short; the next read of
 stalls, and after ``FRAME_TIMEOUT`` the worker is ended and reported.
 """
 
-from vecenv.transports.process.control import default_spin, spins
+from vecenv.transports.process.control import default_spin, default_workers, spins
 from vecenv.transports.process.envfns import EnvFnPicklingError
 from vecenv.transports.process.mainguard import script_rerun_line
 from vecenv.transports.process.mechanism import unavailable
 from vecenv.transports.process.transport import ProcessTransport
 
-__all__ = ["EnvFnPicklingError", "ProcessTransport", "default_spin", "script_rerun_line", "spins",
-           "unavailable"]
+__all__ = ["EnvFnPicklingError", "ProcessTransport", "default_spin", "default_workers", "script_rerun_line",
+           "spins", "unavailable"]

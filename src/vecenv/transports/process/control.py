@@ -46,7 +46,8 @@ import numpy as np
 from vecenv.system import usable_cores
 from vecenv.transports.process.protocol import Reply, Sleep, Slot
 
-__all__ = ["Bell", "ControlBlock", "TSO", "bell_available", "default_spin", "fence", "spins"]
+__all__ = ["MANY_CORES", "Bell", "ControlBlock", "TSO", "bell_available", "default_spin", "default_workers", "fence",
+           "spins"]
 
 CMD, DONE, STAMP, OP, REPLY = Slot.CMD, Slot.DONE, Slot.STAMP, Slot.OP, Slot.REPLY
 #: stores are seen in program order (x86 TSO): a peer that spins needs no wake-up byte; elsewhere
@@ -68,6 +69,20 @@ def spins(num_workers: int, cores: int) -> bool:
     """Whether waits spin by default: only when every process (``num_workers`` workers and the
     caller) has a core of its own (a spinning waiter on a shared core holds the core its peer needs)."""
     return num_workers + 1 <= cores
+
+
+#: above this many usable cores, a default layout leaves the caller a core of its own
+MANY_CORES = 8
+
+
+def default_workers(num_envs: int, cores: int, *, caller_steps: bool = False) -> int:
+    """Env groups a layout gets when ``num_workers`` is not given: a group per usable core, at most
+    ``num_envs``. On more than :data:`MANY_CORES` cores worker processes leave the caller a core
+    (cores − 1), so that waits can spin (:func:`spins`): 16 workers and the caller measured
+    1.07–1.42× slower than 15 on 16 cores (docs/measurements/2026-11-28-16core-device-layouts.md).
+    A layout whose ``caller_steps`` a group itself (inline, threads) keeps a group per core."""
+    keep = 1 if cores > MANY_CORES and not caller_steps else 0
+    return max(1, min(num_envs, cores - keep))
 
 
 def default_spin(num_workers: int) -> tuple[float, float]:

@@ -1,0 +1,339 @@
+"""Stragglers on many workers: vecenv's sync step and async batches against the free-running ceiling
+and against a zero-overhead simulation of each readiness rule (issue 63).
+
+Envs whose steps mostly wait (``time.sleep``, timer slack cut to 1 ns, an optional busy tail), so
+that many processes fit on few cores: by default 64 envs in 16 workers of 4, a step waits 400 µs
+± 25% (uniform), episodes last 40-160 steps and a reset waits 6 ms. Each round measures, in turn:
+
+- the ceiling: ``--workers`` processes stepping their envs freely, never waiting for each other;
+- vecenv synchronous (``ProcessVectorEnv(fns, num_workers=W)``), async batches of each
+  ``--batch-sizes`` (send/recv with ``infos["env_id"]``), gymnasium's AsyncVectorEnv (one process
+  per env); env steps/s and their share of the ceiling measured in the same round.
+
+Beside them, :func:`simulate` replays each readiness rule with zero overhead on the same cost
+streams (same seeds): ``sync`` (a barrier over a fixed partition), ``worker`` (a batch is made of
+whole worker replies) and ``env`` (each env ready as soon as its own step is done), as a share of
+the simulated ceiling: measured ÷ ideal is what the code wastes, ideal ÷ ceiling what the design does.
+
+    python benchmarks/stragglers.py                       # 5 rounds of 2 s per row
+    python benchmarks/stragglers.py --seconds 1 --rounds 3 --json out.json
+    python benchmarks/stragglers.py --dist lognormal --spread 0.5 --reset-us 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import functools
+import heapq
+import multiprocessing
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+import vecenv
+
+
+# ==================================================================== env costs
+@dataclass(frozen=True)
+class Costs:
+    """What an env's units of work cost: steps (µs, mean), their spread, resets, episode lengths."""
+
+    step_us: float = 400.0
+    spread: float = 0.25  # uniform: ± this share; lognormal: sigma
+    reset_us: float = 6000.0
+    episode: tuple[int, int] = (40, 160)
+    dist: str = "uniform"
+
+
+class CostStream:
+    """One env's costs in order (seconds), drawn from ``(seed, index)``: the real env and the
+    simulation read the same stream."""
+
+    def __init__(self, costs: Costs, seed: int, index: int) -> None:
+        self.costs, self.left = costs, 0
+        self.rng = np.random.default_rng([seed, index])
+
+    def reset(self) -> float:
+        self.left = int(self.rng.integers(self.costs.episode[0], self.costs.episode[1] + 1))
+        return self.costs.reset_us * 1e-6
+
+    def step(self) -> tuple[float, bool]:
+        """A step's cost, and whether it ends the episode (then a reset comes next)."""
+        c, self.left = self.costs, self.left - 1
+        if c.dist == "lognormal":
+            factor = float(np.exp(c.spread * self.rng.standard_normal() - c.spread ** 2 / 2))
+        else:
+            factor = 1.0 + c.spread * float(self.rng.uniform(-1.0, 1.0))
+        return c.step_us * 1e-6 * factor, self.left <= 0
+
+    def units(self, horizon_s: float) -> np.ndarray:
+        """The costs of the units after the first reset, until they add up to ``horizon_s``
+        (the autoreset of ``gymnasium``'s NEXT_STEP mode: a step after an episode's end resets)."""
+        out: list[float] = []
+        total, self.left = 0.0, 0
+        self.reset()
+        while total <= horizon_s:
+            cost, last = self.step()
+            out.append(cost)
+            if last:
+                out.append(self.reset())
+            total += cost + (out[-1] if last else 0.0)
+        return np.array(out)
+
+
+def wait(seconds: float, spin_s: float) -> None:
+    """Sleep ``seconds``, the last ``spin_s`` of them busy-waiting (precision)."""
+    end = time.perf_counter() + seconds
+    if seconds > spin_s:
+        time.sleep(seconds - spin_s)
+    while time.perf_counter() < end:
+        pass
+
+
+class WaitEnv(gym.Env):
+    """An env whose steps and resets wait for the costs of its :class:`CostStream`."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, costs: Costs, seed: int, index: int, spin_us: float = 0.0) -> None:
+        # Linux sleeps overshoot by the timer slack (50 µs): 1 ns makes a 400 µs sleep ~400 µs
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK
+        self.stream, self.spin_s = CostStream(costs, seed, index), spin_us * 1e-6
+        self.obs = np.zeros(4, np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        wait(self.stream.reset(), self.spin_s)
+        return self.obs, {}
+
+    def step(self, action):
+        cost, last = self.stream.step()
+        wait(cost, self.spin_s)
+        return self.obs, 1.0, False, last, {}
+
+
+# ==================================================================== zero-overhead simulation
+def simulate(rule: str, units: list[np.ndarray], workers: int, batch_size: int | None = None) -> float:
+    """Env steps per second that readiness ``rule`` allows with zero overhead, over the units
+    (seconds, in order) of each env, envs split into ``workers`` contiguous groups:
+
+    - ``ceiling``: every group steps its envs in turn, never waiting for another;
+    - ``sync``: each step every group steps its envs in turn; the step ends with the slowest;
+    - ``queue``: each step the workers take envs from one queue, as EnvPool's threads do (a
+      slow env holds up only the worker that has it); the step ends with the last env;
+    - ``worker``: async batches of whole replies: a worker steps all envs it holds, and they are
+      ready together when the last is done; envs sent while it is busy wait until it is free;
+    - ``env``: async batches, per-env readiness: a worker steps its queue one env at a time, each
+      ready when its own step is done; envs sent while it is busy join its queue.
+
+    The caller takes the first ``batch_size`` ready envs and sends them back at once."""
+    groups = np.array_split(np.arange(len(units)), workers)
+    k = min(len(u) for u in units)
+    table = np.stack([u[:k] for u in units], axis=1)  # (unit, env)
+    horizon = float(table.sum(axis=0).min())  # every env has work left until then
+    if rule == "ceiling":
+        done = 0
+        for g in groups:
+            done += int(np.searchsorted(np.cumsum(table[:, g].ravel()), horizon, side="right"))
+        return done / horizon
+    if rule == "sync":
+        step = np.max([table[:, g].sum(axis=1) for g in groups], axis=0)
+        t = np.cumsum(step)
+        steps = int(np.searchsorted(t, horizon, side="right"))
+        return steps * len(units) / float(t[steps - 1])
+    if rule == "queue":
+        t, steps = 0.0, 0
+        for costs in table:
+            free = [t] * workers
+            for cost in costs:  # the worker free first takes the next env
+                heapq.heapreplace(free, free[0] + cost)
+            if max(free) > horizon:
+                break
+            t, steps = max(free), steps + 1
+        return steps * len(units) / t
+    if rule not in ("worker", "env"):
+        raise ValueError(f"unknown rule {rule!r}")
+    batch = batch_size or len(units)
+    worker_of = np.empty(len(units), int)
+    for w, g in enumerate(groups):
+        worker_of[g] = w
+    nxt = [0] * len(units)
+    queue: list[list[int]] = [[] for _ in groups]
+    busy = [False] * len(groups)
+    events: list[tuple[float, int, int]] = []  # (time, worker, env or -1 for a whole job)
+    jobs: dict[int, list[int]] = {}
+
+    def start(w: int, now: float) -> None:
+        if rule == "env":
+            e = queue[w].pop(0)
+            heapq.heappush(events, (now + table[nxt[e], e], w, e))
+            nxt[e] += 1
+        else:
+            job, queue[w] = queue[w], []
+            end = now + sum(table[nxt[e], e] for e in job)
+            for e in job:
+                nxt[e] += 1
+            jobs[w] = job
+            heapq.heappush(events, (end, w, -1))
+        busy[w] = True
+
+    ready, now, returned = list(range(len(units))), 0.0, 0
+    while True:
+        while len(ready) >= batch:
+            sent, ready = ready[:batch], ready[batch:]
+            returned += batch
+            for e in sent:
+                if nxt[e] >= k:
+                    return returned / now
+                queue[worker_of[e]].append(e)
+            for w in sorted({int(worker_of[e]) for e in sent}):
+                if not busy[w]:
+                    start(w, now)
+        now, w, e = heapq.heappop(events)
+        if now > horizon:
+            return returned / now
+        ready.extend(jobs.pop(w) if e < 0 else [e])
+        busy[w] = False
+        if queue[w]:
+            start(w, now)
+
+
+# ==================================================================== measured
+def _free_run(fns: list, start, seconds: float, out) -> None:
+    envs = [fn() for fn in fns]
+    for env in envs:
+        env.reset()
+    start.wait()
+    steps, end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for env in envs:
+            if env.step(0)[3]:
+                env.reset()
+            steps += 1
+    out.put(steps)
+
+
+def ceiling(fns: list, workers: int, seconds: float) -> float:
+    """Env steps/s of ``workers`` processes, each stepping its share of the envs freely."""
+    ctx = multiprocessing.get_context()
+    start, out = ctx.Barrier(workers + 1), ctx.Queue()
+    procs = [ctx.Process(target=_free_run, args=([fns[i] for i in g], start, seconds, out), daemon=True)
+             for g in np.array_split(np.arange(len(fns)), workers)]
+    for p in procs:
+        p.start()
+    start.wait()
+    total = sum(out.get(timeout=seconds + 60) for _ in procs)
+    for p in procs:
+        p.join()
+    return total / seconds
+
+
+def measured(name: str, fns: list, workers: int, seconds: float) -> float:
+    """Env steps/s of one vector env: ``sync``, ``b=N`` (async batches of N) or ``gym-async``."""
+    n = len(fns)
+    if name == "gym-async":
+        envs = gym.vector.AsyncVectorEnv(fns)
+    else:
+        batch = int(name[2:]) if name.startswith("b=") else None
+        envs = vecenv.ProcessVectorEnv(fns, num_workers=workers, batch_size=batch)
+    try:
+        _, infos = envs.reset(seed=0)
+        if name.startswith("b="):
+            ids, rows = infos["env_id"], len(infos["env_id"])
+
+            def once() -> None:
+                nonlocal ids
+                envs.send(np.zeros(rows, np.int64), ids)
+                ids = envs.recv()[4]["env_id"]
+        else:
+            rows, actions = n, np.zeros(n, np.int64)
+
+            def once() -> None:
+                envs.step(actions)
+        for clock in (0.2, seconds):  # a warm-up, then the measurement
+            steps, start = 0, time.perf_counter()
+            while time.perf_counter() - start < clock:
+                once()
+                steps += 1
+        return steps * rows / (time.perf_counter() - start)
+    finally:
+        envs.close()
+
+
+# ==================================================================== the run
+def _summary(values: list[float], digits: int = 2) -> str:
+    return f"{statistics.median(values):,.{digits}f} [{min(values):,.{digits}f}-{max(values):,.{digits}f}]"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--num-envs", type=int, default=64)
+    p.add_argument("--workers", type=int, default=16)
+    p.add_argument("--batch-sizes", default="32,16", help="comma-separated async batch sizes")
+    p.add_argument("--seconds", type=float, default=2.0, help="per row and round")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--step-us", type=float, default=400.0)
+    p.add_argument("--spread", type=float, default=0.25)
+    p.add_argument("--reset-us", type=float, default=6000.0)
+    p.add_argument("--episode", default="40:160", help="LOW:HIGH steps")
+    p.add_argument("--dist", choices=["uniform", "lognormal"], default="uniform")
+    p.add_argument("--spin-us", type=float, default=0.0, help="busy-wait tail of each wait")
+    p.add_argument("--sim-seconds", type=float, default=10.0, help="simulated time per rule")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-gym", action="store_true", help="skip gymnasium's AsyncVectorEnv")
+    p.add_argument("--json", type=Path)
+    a = p.parse_args(argv)
+    low, high = (int(x) for x in a.episode.split(":"))
+    costs = Costs(a.step_us, a.spread, a.reset_us, (low, high), a.dist)
+    batches = [int(b) for b in a.batch_sizes.split(",") if b]
+    fns = [functools.partial(WaitEnv, costs, a.seed, i, a.spin_us) for i in range(a.num_envs)]
+
+    units = [CostStream(costs, a.seed, i).units(a.sim_seconds) for i in range(a.num_envs)]
+    sim = {rule: simulate(rule, units, a.workers) for rule in ("ceiling", "sync", "queue")}
+    for b in batches:
+        for rule in ("worker", "env"):
+            sim[f"{rule} b={b}"] = simulate(rule, units, a.workers, b)
+
+    rows = ["sync"] + [f"b={b}" for b in batches] + ([] if a.no_gym else ["gym-async"])
+    rates: dict[str, list[float]] = {r: [] for r in ["ceiling", *rows]}
+    for r in range(a.rounds):
+        print(f"round {r + 1} of {a.rounds}", file=sys.stderr, flush=True)
+        rates["ceiling"].append(ceiling(fns, a.workers, a.seconds))
+        for row in rows:
+            rates[row].append(measured(row, fns, a.workers, a.seconds))
+    shares = {row: [v / c for v, c in zip(rates[row], rates["ceiling"], strict=True)] for row in rows}
+
+    print(f"\n{a.num_envs} envs, {a.workers} workers; {costs}; medians of {a.rounds} rounds [min-max]\n")
+    print("| | env steps/s | share of ceiling | ideal of this design (sim) | measured / ideal "
+          "| ideal with per-env readiness (sync: one queue) (sim) |\n|---|---:|---:|---:|---:|---:|")
+    print(f"| ceiling, {a.workers} free-running processes | {_summary(rates['ceiling'], 0)} | 1.00 | "
+          f"{sim['ceiling']:,.0f} steps/s | | |")
+    names = {"sync": f"vecenv synchronous, {a.workers} workers", "gym-async": f"gym AsyncVectorEnv ({a.num_envs})"}
+    for row in rows:
+        cells = ["", "", ""]
+        if row != "gym-async":
+            ideal = sim["sync" if row == "sync" else f"worker {row}"] / sim["ceiling"]
+            per_env = f"{sim['queue' if row == 'sync' else f'env {row}'] / sim['ceiling']:.2f}"
+            cells = [f"{ideal:.2f}", f"{statistics.median(shares[row]) / ideal:.2f}", per_env]
+        print(f"| {names.get(row, f'vecenv async {row}')} | {_summary(rates[row], 0)} | {_summary(shares[row])} "
+              f"| {' | '.join(cells)} |")
+    result = {"costs": asdict(costs), "rates": rates, "shares": shares,
+              "sim": sim, "sim_shares": {k: v / sim["ceiling"] for k, v in sim.items()}}
+    if a.json:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _results import write_script_json
+
+        write_script_json(a.json, "stragglers.py", vars(a), [result])
+    return result
+
+
+if __name__ == "__main__":
+    main()
