@@ -125,11 +125,11 @@ def instrumented(tl: Timeline) -> Iterator[None]:
         send(self, commands)
         tl.caller[k, SENT] = time.monotonic()
 
-    def stamped_ready(self, workers, timeout=None, every=False):
+    def stamped_ready(self, workers, timeout=None, every=False, wanted=None):
         k = tl.k
         if tl.caller[k, WAIT] == 0:
             tl.caller[k, WAIT] = time.monotonic()
-        done = ready(self, workers, timeout, every)
+        done = ready(self, workers, timeout, every, wanted)
         tl.caller[k, WOKE] = time.monotonic()
         return done
 
