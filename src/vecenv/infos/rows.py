@@ -185,6 +185,7 @@ class InfoReader:
         self._uniform: list[tuple[bytes, InfoColumns] | None] = [None for _ in partition]
         #: the same for every env at once, when every worker's rows hold one columnar schema
         self._uniform_all: tuple[bytes, InfoColumns] | None = None
+        self._no_ids = bytes(area.ids.nbytes)
         self._all_records: dict[np.dtype, np.ndarray] = {}  # a columnar dtype -> every env's rows as records
 
     def add(self, start: int, stop: int) -> int:
@@ -208,7 +209,7 @@ class InfoReader:
         every = self._uniform_all
         if every is not None and ids == every[0]:
             return StepReply(every[1].reread(), None)
-        if not self.area.ids.any():  # no env returned an info in the rows
+        if ids == self._no_ids:  # no env returned an info in the rows
             return NO_INFOS
         uniform = [u for u in self._uniform if u is not None]
         if len(uniform) < len(self._uniform) or ids != b"".join(u[0] for u in uniform):

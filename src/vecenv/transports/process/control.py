@@ -122,10 +122,9 @@ class ControlBlock:
         """Those of ``workers`` that are ``dead`` (first), then those whose last command is done,
         in the order they finished (one loop: this runs on every wait of every step). ``every``:
         nothing until all are done or one is dead."""
-        slots = self.slots
-        if every and not dead and len(workers) == len(slots):  # a whole step: one comparison
-            return list(workers) if (slots[:, CMD] == slots[:, DONE]).all() else []
-        cmd, finished, stamp = slots[:, :3].T.tolist()  # CMD, DONE, STAMP: one snapshot
+        cmd, finished, stamp = self.slots[:, :3].T.tolist()  # CMD, DONE, STAMP: one snapshot
+        if every and not dead and len(workers) == len(cmd):  # a whole step: one comparison
+            return list(workers) if cmd == finished else []
         done, ended = [], []
         for w in workers:
             if w in dead:

@@ -153,12 +153,12 @@ class ProcessTransport(Starting):
         ctrl, infos = self.ctrl, self._infos
         if ctrl is None or infos is None or self.dead or not control.TSO:
             return None
-        slots = ctrl.slots
-        if (slots[:, Slot.REPLY] == Reply.MESSAGE).any() or (slots[:, Slot.CMD] != slots[:, Slot.DONE]).any():
+        kinds = ctrl.slots[:, Slot.REPLY].tolist()  # every worker finished (the caller waited)
+        if Reply.MESSAGE in kinds:
             return None
         reply = infos.take_every()
-        if reply is not None:
-            slots[:, Slot.REPLY] = Reply.IN_MEMORY  # taken
+        if reply is not None and Reply.INFOS in kinds:
+            ctrl.slots[:, Slot.REPLY] = Reply.IN_MEMORY  # taken
         return reply
 
     def entries_of(self, worker: int, ids: list[int]) -> list:
@@ -285,12 +285,8 @@ class ProcessTransport(Starting):
         if not control.TSO and not inline:
             self.peers[worker].skip_wakeups()
         kind = ctrl.slots[worker, Slot.REPLY]
-        if ctrl.slots[worker, Slot.OP] == Op.QUEUE:  # rows are read env by env (.queue)
-            if kind != Reply.MESSAGE:
-                return NO_REPLY
-            value = self._unpack(worker, deferred(self._take_message, worker))
-            return infos.learn(worker, value) if type(value) is RowsReply else value
-        if kind != Reply.MESSAGE:  # the hot path: the reply is all in shared memory
+        if kind != Reply.MESSAGE:  # the hot path: the reply is all in shared memory (a queue's
+            # never says INFOS: its rows are read env by env, .queue)
             if kind == Reply.INFOS and ctrl.take(worker, Reply.INFOS):
                 return infos.take(worker, IN_ROWS)
             return NO_REPLY
@@ -301,8 +297,8 @@ class ProcessTransport(Starting):
                 raise value
         else:
             value = self._unpack(worker, deferred(self._take_message, worker))  # read and marked taken, or neither
-        if type(value) is RowsReply:
-            return infos.take(worker, value)
+        if type(value) is RowsReply:  # (a queue's: its entries and schemas; rows read env by env)
+            return infos.learn(worker, value) if ctrl.slots[worker, Slot.OP] == Op.QUEUE else infos.take(worker, value)
         return value
 
     def _take_message(self, worker: int) -> bytes:
