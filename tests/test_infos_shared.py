@@ -404,3 +404,25 @@ def test_column_chunks_out_of_env_order_batch_by_env() -> None:
     assert_same_infos(batch_columns([first, joined], 5), expected, "infos")
     assert entries_as_columns([InfoEntry(2, {"x": 1.0, "n": 2**70})], first) is None
     assert entries_as_columns([InfoEntry(2, {"n": 1, "x": 1.0})], first) is None
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_every_workers_infos_taken_at_once_match_gymnasium(mode: AutoresetMode) -> None:
+    """Three workers whose infos share one flat schema are read as one chunk over every env (no
+    reply taken per worker); steps where an env's schema differs, or a string travels pickled,
+    fall back to each worker's reply, and every step's values are gymnasium's."""
+    import vecenv
+
+    fns = [lambda i=i: FlatInfoEnv(i) for i in range(6)]
+    ours = vecenv.ProcessVectorEnv(fns, num_workers=3, autoreset_mode=mode)
+    taken: list = []
+    fetch_every = ours._flight.transport.fetch_every
+
+    def counted() -> Any:
+        reply = fetch_every()
+        taken.append(reply is not None)
+        return reply
+
+    ours._flight.transport.fetch_every = counted
+    assert_runs_as_gymnasium(fns, ours, mode)
+    assert any(taken) and not all(taken), taken  # both ways were taken
