@@ -26,7 +26,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.state import CallState, Event
 from vecenv.errors import NoAsyncCallError
-from vecenv.infos import InfoColumns, InfoEntry, batch_infos, columns_infos
+from vecenv.infos import InfoColumns, InfoEntry, batch_columns, batch_infos, columns_infos
 from vecenv.worker.commands import STEP_QUEUED, Command
 
 if TYPE_CHECKING:
@@ -139,11 +139,7 @@ class FirstReady:
                 flight.receive(deadline, timeout, method, wanted=self.wanted(bs - len(ready)))
             b, ids = flight.buffers, [ready.popleft() for _ in range(bs)]
             rows = np.array(ids, dtype=np.int64)
-            if held:
-                at = {i: r for r, i in enumerate(ids)}
-                infos = batch_infos([held.pop(i) for i in ids if i in held], bs, at)
-            else:
-                infos = {}
+            infos = self.batch(ids, rows)
             infos["env_id"] = rows
             infos["_env_id"] = np.ones(bs, dtype=np.bool_)
             flight.busy[rows] = False
@@ -155,6 +151,14 @@ class FirstReady:
         except BaseException as exc:
             flight.interrupted_collect(exc)
             raise
+
+    def batch(self, ids: list[int], rows: np.ndarray) -> dict[str, Any]:
+        """The infos of the envs ``ids`` (``rows``), in that order, from their held entries."""
+        held = self.entries
+        if not held:
+            return {}
+        at = {i: r for r, i in enumerate(ids)}
+        return batch_infos([held.pop(i) for i in ids if i in held], len(ids), at)
 
     def absorb(self) -> None:
         """Move what is ready but not in a reply yet into ``flight.replies`` (nothing here:
@@ -182,16 +186,23 @@ class EachReady(FirstReady):
         super().__init__(flight)
         transport: Any = flight.transport
         self.counters = transport.counters
-        self.entries_of: Callable[[int, list[int]], list[InfoEntry]] = transport.entries_of
+        self.infos_at: Callable[[np.ndarray, list[int]], tuple[Any, list[InfoEntry]]] = transport.infos_at
         self.waiting = np.zeros(flight.num_envs, dtype=np.bool_)
+        #: taken out of the counters: the env's info is in its rows, read when a batch returns it
+        self.in_rows = np.zeros(flight.num_envs, dtype=np.bool_)
 
     def post(self, ids: np.ndarray) -> list[tuple[int, Command, np.ndarray]]:
         """Count a step for each env of ``ids`` (actions in place); the commands to send: one to
         each of their workers that has none outstanding."""
-        flight = self.flight
+        in_flight, worker_of = self.flight.in_flight, self.flight.partition.worker_of
         self.counters.post(ids)
         self.waiting[ids] = True
-        return [(w, STEP_QUEUED, envs) for w, _, envs in flight.partition.by_worker(ids) if w not in flight.in_flight]
+        idle: dict[int, list[int]] = {}
+        for i in ids.tolist():
+            w = worker_of[i]
+            if w not in in_flight:
+                idle.setdefault(w, []).append(i)
+        return [(w, STEP_QUEUED, np.array(envs, dtype=np.int64)) for w, envs in idle.items()]
 
     def absorb(self) -> None:
         ids = self.counters.published(self.waiting)
@@ -199,30 +210,43 @@ class EachReady(FirstReady):
             self.take(ids, [])
 
     def take(self, ids: np.ndarray, late: Any) -> None:
-        """Take the envs ``ids`` (done, in finishing order) out of the counters: their info
-        entries from their rows, and ``late`` (their worker's reply's), go to the replies."""
+        """Take the envs ``ids`` (done, in finishing order) out of the counters into the
+        replies, with ``late`` (their worker's reply's entries); their rows are read when a
+        batch returns them (:meth:`batch`)."""
         flight = self.flight
         self.waiting[ids] = False
-        worker_of = flight.partition.worker_of
-        by_worker: dict[int, list[int]] = {}
-        for i in ids.tolist():
-            by_worker.setdefault(worker_of[i], []).append(i)
-        entries = list(late)
-        timed = flight.policy.step_timeout is not None
-        now = time.monotonic() if timed else 0.0
-        for w, envs in by_worker.items():
-            entries.extend(self.entries_of(w, envs))
-            if timed and w in flight.sent_at:
-                flight.sent_at[w] = now  # the worker is making progress
-        flight.replies.append((ids, entries))
+        self.in_rows[ids] = True
+        if flight.policy.step_timeout is not None:
+            now, worker_of = time.monotonic(), flight.partition.worker_of
+            for w in {worker_of[i] for i in ids.tolist()}:
+                if w in flight.sent_at:
+                    flight.sent_at[w] = now  # the worker is making progress
+        flight.replies.append((ids, late))
+
+    def batch(self, ids: list[int], rows: np.ndarray) -> dict[str, Any]:
+        """The infos of the envs ``ids``: those in their rows read at once (as one column chunk
+        when they share one flat schema, the usual case), with the entries held for the others."""
+        in_rows = self.in_rows[rows]
+        if not in_rows.any():
+            return super().batch(ids, rows)
+        self.in_rows[rows] = False
+        chunk, entries = self.infos_at(rows, np.flatnonzero(in_rows).tolist())
+        held = self.entries
+        if chunk is not None and not held:
+            infos = batch_columns([chunk], len(ids)) if chunk.keys else {}
+            if infos is not None:
+                return infos
+        if chunk is not None:  # positions back to envs: with the held entries, entry by entry
+            entries = [InfoEntry(ids[p], info) for p, info in zip(chunk.envs.tolist(), chunk.info_dicts(), strict=True)]
+        for entry in entries:
+            held[entry.index] = entry
+        return super().batch(ids, rows)
 
     def fetched(self, w: int, reply: Any) -> None:
         """Worker ``w`` finished its command (``reply``): every env it stepped is taken, and
         those posted after its last look go to it again."""
         start, stop = self.flight.partition[w]
-        waiting = np.zeros_like(self.waiting)
-        waiting[start:stop] = self.waiting[start:stop]
-        done = self.counters.published(waiting, None)
+        done = self.counters.published(self.waiting, None, start, stop)
         if done.size or reply.entries:
             self.take(done, reply.entries)
         pending = self.counters.pending(start, stop)
@@ -244,4 +268,5 @@ class EachReady(FirstReady):
     def drop(self) -> None:
         super().drop()
         self.waiting.fill(False)
+        self.in_rows.fill(False)
         self.counters.forget()

@@ -181,13 +181,13 @@ class InFlight:
             else:
                 self.batches.sent(ids, False)
                 stepping = ids[~np.isin(ids, restarted)] if restarted else ids
+                if type(self.batches) is EachReady:  # a busy worker takes its envs' steps as it goes
+                    self.send(self.batches.post(stepping))
+                    if restarted:
+                        self.return_restarted(restarted)
+                    return
                 commands = [(w, STEP_ALL if local is None else Step(local), envs)
                             for w, local, envs in self.partition.by_worker(stepping)]
-            if type(self.batches) is EachReady:  # a busy worker takes its envs' steps as it goes
-                self.send(self.batches.post(stepping))
-                if restarted:
-                    self.return_restarted(restarted)
-                return
             if self.buffers.lender is not None:
                 self.choose_slot([w for w, _, _ in commands])
             if self.in_flight:  # async batches: a busy worker's steps wait until it is free

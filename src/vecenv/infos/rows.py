@@ -186,6 +186,11 @@ class InfoReader:
         #: the same for every env at once, when every worker's rows hold one columnar schema
         self._uniform_all: tuple[bytes, InfoColumns] | None = None
         self._no_ids = bytes(area.ids.nbytes)
+        #: (worker, schema id) -> one id per distinct schema across workers (-1: none), and
+        #: those schemas: rows of several workers read as one chunk when they share one
+        self._shared = np.full((len(partition), MAX_SCHEMAS + 1), -1, dtype=np.int64)
+        self._shared_schemas: dict[tuple, int] = {}
+        self._by_shared: list[Schema] = []
         self._all_records: dict[np.dtype, np.ndarray] = {}  # a columnar dtype -> every env's rows as records
 
     def add(self, start: int, stop: int) -> int:
@@ -200,6 +205,41 @@ class InfoReader:
         self.schemas[worker] = {}
         self._uniform[worker] = None
         self._uniform_all = None
+        self._shared[worker] = -1
+
+    def _learn(self, worker: int, schemas: list[tuple[int, tuple]]) -> dict[int, Schema]:
+        """Worker ``worker``'s schemas, with the new ``(id, signature)`` pairs of a reply."""
+        known = self.schemas[worker]
+        for sid, sig in schemas:
+            schema = known[sid] = Schema(sig)
+            shared = self._shared_schemas.setdefault(sig, len(self._by_shared))
+            if shared == len(self._by_shared):
+                self._by_shared.append(schema)
+            self._shared[worker, sid] = shared
+        return known
+
+    def columns_at(self, envs: np.ndarray, positions: list[int], worker_of: np.ndarray) -> InfoColumns | None:
+        """The infos in the rows of ``envs[positions]`` as one chunk whose ``envs`` are those
+        positions (those without an info left out), read now; None unless every info there has
+        the same flat columnar schema and none ended an episode."""
+        at = np.asarray(positions, dtype=np.int64)
+        ids = envs[at]
+        sids = self.area.ids[ids]
+        if sids[:, 1].any():
+            return None
+        present = sids[:, 0] != 0
+        if not present.all():
+            at, ids, sids = at[present], ids[present], sids[present]
+        if not len(ids):
+            return InfoColumns(at, (), (), np.empty(0, np.dtype([])))
+        shared = self._shared[worker_of[ids], sids[:, 0]]
+        first = int(shared[0])
+        if first < 0 or (len(shared) > 1 and (shared != first).any()):
+            return None
+        schema = self._by_shared[first]
+        if schema.dtype is None:
+            return None
+        return InfoColumns(at, schema.keys, schema.types, self._every_env(schema)[ids])
 
     def take_every(self) -> StepReply | None:
         """Every env's infos at once, as one chunk read in place, when every worker's rows hold
@@ -234,9 +274,7 @@ class InfoReader:
         uniform = self._uniform[worker]
         if reply is IN_ROWS and uniform is not None and self.area.ids[start:stop].tobytes() == uniform[0]:
             return StepReply(uniform[1].reread(), None)
-        known = self.schemas[worker]
-        for sid, sig in reply.schemas:
-            known[sid] = Schema(sig)
+        known = self._learn(worker, reply.schemas)
         ids = self.area.ids[start:stop].tolist()
         if not reply.entries:
             sids = {sid for sid, final in ids if not final}
@@ -257,9 +295,7 @@ class InfoReader:
     def learn(self, worker: int, reply: RowsReply) -> StepReply:
         """The schemas ``reply`` brings, learned; its entries alone (the rows of a worker that
         publishes env by env are read env by env: :meth:`entries_of`)."""
-        known = self.schemas[worker]
-        for sid, sig in reply.schemas:
-            known[sid] = Schema(sig)
+        self._learn(worker, reply.schemas)
         return StepReply(list(reply.entries), reply.objects)
 
     def entries_of(self, worker: int, ids: Sequence[int]) -> list[InfoEntry]:

@@ -48,14 +48,16 @@ class EnvCounters:
         """The envs ``ids`` (distinct) have their actions in place: count one more step each."""
         self.posted[ids] += 1
 
-    def published(self, waiting: np.ndarray, held: bool | None = False) -> np.ndarray:
-        """The envs flagged in ``waiting`` whose step is done, by finishing time: those ready now
-        (``held`` False), those whose result is whole only with their worker's reply (True), or
-        both (None)."""
-        done = waiting & (self.done == self.posted)
+    def published(self, waiting: np.ndarray, held: bool | None = False, start: int = 0,
+                  stop: int | None = None) -> np.ndarray:
+        """The envs flagged in ``waiting`` (among ``start:stop``) whose step is done, by
+        finishing time: those ready now (``held`` False), those whose result is whole only with
+        their worker's reply (True), or both (None)."""
+        part = slice(start, stop)
+        done = waiting[part] & (self.done[part] == self.posted[part])
         if held is not None:
-            done &= (self.held != 0) if held else (self.held == 0)
-        ids = np.flatnonzero(done)
+            done &= (self.held[part] != 0) if held else (self.held[part] == 0)
+        ids = np.flatnonzero(done) + start if start else np.flatnonzero(done)
         if ids.size > 1:
             ids = ids[np.argsort(self.stamp[ids], kind="stable")]
         return ids

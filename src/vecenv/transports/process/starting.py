@@ -85,6 +85,7 @@ class Starting(Closing):
         self._bell: control.Bell | None = None  # where workers sleep on a futex: the word they wait on
         self._unrung = False  # commands posted since the bell last rang
         self._posts_at_once = False
+        self._worker_of: np.ndarray | None = None  # each env's worker, made by infos_at
         self._every_poller: tuple[Any, dict, bool] | None = None  # made by _poller_of
         self._action_objects = False
         self._next_death_check = 0.0

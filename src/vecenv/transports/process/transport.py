@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 import cloudpickle
+import numpy as np
 
 from vecenv.engine.transport import WholeRound
 from vecenv.infos import IN_ROWS, NO_REPLY, RowsReply, StepReply
@@ -161,12 +162,24 @@ class ProcessTransport(Starting):
             ctrl.slots[:, Slot.REPLY] = Reply.IN_MEMORY  # taken
         return reply
 
-    def entries_of(self, worker: int, ids: list[int]) -> list:
-        """The info entries in the rows of ``worker``'s envs ``ids``, published env by env."""
+    def infos_at(self, envs: np.ndarray, positions: list[int]) -> tuple[Any, list]:
+        """The infos in the rows of ``envs[positions]``, published env by env: one column chunk
+        over those positions when they share one flat schema, else their entries."""
         infos = self._infos
         if infos is None:
             raise self._no_block()
-        return infos.entries_of(worker, ids)
+        worker_of = self._worker_of
+        if worker_of is None:
+            worker_of = self._worker_of = np.repeat(np.arange(self.num_workers),
+                                                    [stop - start for start, stop in self.partition])
+        chunk = infos.columns_at(envs, positions, worker_of)
+        if chunk is not None:
+            return chunk, []
+        ids = envs[positions].tolist()
+        entries: list = []
+        for i in ids:
+            entries.extend(infos.entries_of(int(worker_of[i]), [i]))
+        return None, entries
 
     def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False,
               wanted: Callable[[], int] | None = None) -> list[int]:
