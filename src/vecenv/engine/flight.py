@@ -32,6 +32,7 @@ from gymnasium import logger
 from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.checks import check_env_ids, refuse_ended
+from vecenv.engine.memory import MemoryLimit
 from vecenv.engine.partition import Partition
 from vecenv.engine.recovery import Recovery, Restart
 from vecenv.engine.state import CallLifecycle, CallState, Collect, Event, FirstReady, FullBatch
@@ -97,6 +98,8 @@ class InFlight:
         #: reset observation and info)
         self.restarted: dict[int, tuple[dict, Any, dict]] = {}
         self.batches: Collect = FirstReady(self) if batch_size < n else FullBatch(self)
+        limit = policy.max_worker_memory
+        self.memory = None if limit is None else MemoryLimit(self, int(limit))  # parsed to bytes by the policy
 
     @property
     def state(self) -> CallState:
@@ -164,6 +167,8 @@ class InFlight:
         waited comes back truncated instead (:meth:`return_restarted`)."""
         previous = self.lifecycle.state
         try:
+            if self.memory is not None:
+                self.memory.between_steps()
             restarted = None
             if self.restarted:  # whole batches too: a call may have restarted a worker
                 ids = np.arange(self.num_envs) if ids is None else ids
