@@ -184,6 +184,13 @@ def make(env_fn: Callable[[], Any], num_games: int, *, backend: str = "auto",
         if options.get(key, allowed[0]) not in allowed:
             raise ValueError(f"vecenv.pettingzoo.make: {key}={options[key]!r} is not supported for "
                              f"PettingZoo games (every game is stepped at once, a failure raises)")
+    for key in ("max_episodes_per_env", "max_worker_memory"):
+        if options.get(key) is not None:
+            raise ValueError(
+                f"vecenv.pettingzoo.make: {key}={options[key]!r} is not supported for PettingZoo games "
+                "yet: a game resets itself inside its env, so its episodes are not the vector env's "
+                "and a game cut short by a replaced worker could not be reset; rebuild the vector env "
+                "between training phases instead")
     game_fn = partial(GameEnv, env_fn, reset_when, mode.name.lower())
     games = vecenv.make(game_fn, num_games, backend=backend, autoreset_mode="disabled", **options)
     try:
