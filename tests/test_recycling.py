@@ -174,3 +174,16 @@ def test_auto_with_a_recycling_option_is_the_process_backend():
         assert envs.backend == "process" and envs.policy.max_episodes_per_env == 3
     finally:
         envs.close()
+
+
+@needs_processes
+@pytest.mark.timeout(60)
+def test_vecenv_check_counts_the_envs_the_process_backend_recycled():
+    from vecenv.check import CheckReport, check_backends
+
+    report = CheckReport("counted", 2, 3 * EPISODE)
+    check_backends(report, Counted, ["serial", "process"], 2, 3 * EPISODE, 0, {"max_episodes_per_env": 1})
+    assert "recycled" not in report.backends["serial"]
+    assert report.backends["process"]["recycled"] == 2 * 2  # episodes 2 and 3 of each env
+    assert "4 env(s) recycled" in report.findings[-1].message
+    assert not report.problems, report.problems
