@@ -45,7 +45,8 @@ class FailurePolicy:
         max_worker_memory: replace a worker process whose resident memory passed this many bytes
             (an int, or a string such as ``"2GB"`` or ``"400MB"``), between steps; its envs'
             episodes end as truncations reported in ``infos["recycled"]``. Read from ``/proc``
-            at most every 100 ms (Linux). ``None``: never. Process backend only.
+            every 100 ms, sooner (by steps) for a worker that grows (Linux). ``None``: never. Process
+            backend only.
 
     Examples:
         Every backend takes these fields as keyword arguments (and ``vecenv.make`` passes them

@@ -25,26 +25,47 @@ PERIOD_S = 0.1
 
 class MemoryLimit:
     """Replaces, before a step is sent, each idle worker of ``flight`` whose resident memory
-    passed ``limit`` bytes (read from ``/proc/<pid>/statm`` every :data:`PERIOD_S` at most)."""
+    passed ``limit`` bytes, read from ``/proc/<pid>/statm``: every :data:`PERIOD_S`, and sooner
+    by steps. A new worker is read again after one step, then after gaps that double until it is
+    seen to grow; one that grows is read again before it could, at the mean growth per step it
+    showed since its first reading, use half of its room left. So a worker passes the limit by
+    about what it grows at once (an episode's leak), however fast it leaks and however busy the
+    machine; between readings a step costs a counter and a clock read."""
 
     def __init__(self, flight: InFlight, limit: int) -> None:
         self.flight, self.limit = flight, limit
-        self.due = 0.0
+        self.steps = 0  # steps sent
+        self.next_step = 0  # the step at which the next reading is due, unless ...
+        self.due = 0.0  # ... this time comes first
+        self.first: dict[int, tuple[int, int]] = {}  # worker -> (resident bytes, step) at its first reading
 
     def between_steps(self) -> None:
-        now = time.monotonic()
-        if now < self.due:
+        self.steps += 1
+        if self.steps < self.next_step and time.monotonic() < self.due:
             return
-        self.due = now + PERIOD_S
+        steps, wait = self.steps, 1 << 30
         flight = self.flight
         for w in range(len(flight.partition)):
             start, stop = flight.partition[w]
             if w in flight.in_flight or w in flight.deferred or flight.busy[start:stop].any():
-                continue  # async batches: only a worker with nothing to return
+                wait = 1  # async batches: only a worker with nothing to return; this one next time
+                continue
             pid = flight.transport.worker_pid(w)
             rss = None if pid is None else resident_bytes(pid)
-            if rss is not None and rss > self.limit:
+            if rss is None:
+                continue
+            if rss > self.limit:
                 self.replace(w, rss)
+                self.first.pop(w, None)
+                wait = 1  # the new worker is read at the next step
+                continue
+            first, since = self.first.setdefault(w, (rss, steps))
+            if rss <= first:  # no growth seen yet: read again after as many steps again
+                wait = min(wait, max(1, steps - since))
+            else:
+                wait = min(wait, int((self.limit - rss) / 2 / ((rss - first) / (steps - since))))
+        self.next_step = steps + max(1, wait)
+        self.due = time.monotonic() + PERIOD_S
 
     def replace(self, w: int, rss: int) -> None:
         """Close worker ``w``'s envs, start a new worker for them (its envs seeded by
