@@ -185,3 +185,49 @@ def test_vecenv_check_counts_the_envs_the_process_backend_recycled():
     assert report.backends["process"]["recycled"] == 2 * 2  # episodes 2 and 3 of each env
     assert "4 env(s) recycled" in report.findings[-1].message
     assert not report.problems, report.problems
+
+
+@needs_processes
+@pytest.mark.timeout(60)
+def test_sb3_and_envpool_apis_take_the_options():
+    from vecenv.envpool import make as envpool_make
+    from vecenv.sb3 import SubprocVecEnv
+
+    venv = SubprocVecEnv([Counted] * 2, start_method=FAST_START, num_workers=2, max_episodes_per_env=1)
+    try:
+        venv.reset()
+        reports = []
+        for _ in range(2 * EPISODE):
+            _, _, dones, _ = venv.step(np.zeros(2, np.int64))
+            reports += [info.get("recycled", False) for info, done in zip(venv.reset_infos, dones, strict=True) if done]
+        assert reports and all(reports)  # SB3 resets at once: the new episode's reset info says so
+    finally:
+        venv.close()
+    pool = envpool_make("CartPole-v1", num_envs=2, backend="process",
+                        backend_kwargs={"max_worker_memory": "64GB", "context": FAST_START})
+    try:
+        assert pool.vector_env.policy.max_worker_memory == 64 * 10**9
+    finally:
+        pool.close()
+    with pytest.raises(ValueError, match="max_episodes_per_env"):
+        envpool_make("CartPole-v1", num_envs=2, backend="thread", backend_kwargs={"max_episodes_per_env": 3})
+
+
+@needs_processes
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_async_batches_replace_only_a_worker_with_nothing_in_flight():
+    envs = vecenv.ProcessVectorEnv([Leaky] * 4, num_workers=2, context=FAST_START, batch_size=2,
+                                   max_worker_memory=1)  # every worker is past it at once
+    try:
+        _, infos = envs.reset(seed=0)
+        recycled = 0
+        for _ in range(40):
+            envs.send(np.zeros(2, np.int64), infos["env_id"])
+            _, _, _, truncated, infos = envs.recv()
+            cut = infos.get("_recycled", np.zeros(2, bool))
+            np.testing.assert_array_equal(truncated, cut)
+            recycled += cut.sum()
+        assert recycled >= 4
+    finally:
+        envs.close()
