@@ -231,3 +231,31 @@ def test_async_batches_replace_only_a_worker_with_nothing_in_flight():
         assert recycled >= 4
     finally:
         envs.close()
+
+
+@needs_processes
+@pytest.mark.timeout(60)
+def test_pettingzoo_games_rebuild_their_env_every_n_games_and_repeat():
+    pytest.importorskip("pettingzoo")
+    import vecenv.pettingzoo as vpz
+    from pz_envs import DyingEnv
+
+    def run():
+        trace, recycled = [], 0
+        with vpz.make(DyingEnv, 2, backend="process", num_workers=2, context=FAST_START,
+                      max_episodes_per_env=2) as envs:
+            obs, _ = envs.reset(seed=0)
+            trace.append(obs.copy())
+            for _ in range(60):
+                obs, _, _, _, infos = envs.step(np.zeros(envs.num_envs, np.int64))
+                trace.append(obs.copy())
+                recycled += int(infos.get("_recycled", np.zeros(1, bool)).any())
+        return recycled, np.array(trace)
+
+    (first, a), (second, b) = run(), run()
+    assert first > 0 and first == second
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="max_episodes_per_env=2 needs env groups in worker processes"):
+        vpz.make(DyingEnv, 2, backend="thread", max_episodes_per_env=2)
+    with pytest.raises(ValueError, match="max_worker_memory"):
+        vpz.make(DyingEnv, 2, backend="process", max_worker_memory="1GB")
