@@ -46,11 +46,12 @@ class Recovery:
 
     def restart(self, w: int, envs: np.ndarray, error: VecEnvError | dict, command: Any = None,
                 configure: Configure | None = None) -> Restart:
-        """Replace worker ``w``, which failed running ``command`` for ``envs`` (``error``; or a
-        report, for a worker replaced before it failed); the plan for its envs' episodes. The new
-        group gets ``configure`` (default: the policy). A failed reset runs again on the new worker; otherwise the rows keep the
-        old worker's last observation, and SAME_STEP resets the new envs at once, NEXT_STEP on
-        their next step, DISABLED leaves it to the caller."""
+        """Replace worker ``w``, which failed running ``command`` for ``envs`` (``error``; or the
+        info report, for a worker replaced before it failed); the plan for its envs' episodes.
+        The new group gets ``configure`` (default: the policy). A failed reset runs again on the
+        new worker; otherwise the rows keep the old worker's last observation, and SAME_STEP
+        resets the new envs at once, NEXT_STEP on their next step, DISABLED leaves it to the
+        caller."""
         flight = self.flight
         b = flight.buffers
         same_step = flight.autoreset_mode is AutoresetMode.SAME_STEP
