@@ -259,3 +259,12 @@ def test_pettingzoo_games_rebuild_their_env_every_n_games_and_repeat():
         vpz.make(DyingEnv, 2, backend="thread", max_episodes_per_env=2)
     with pytest.raises(ValueError, match="max_worker_memory"):
         vpz.make(DyingEnv, 2, backend="process", max_worker_memory="1GB")
+
+
+def test_vecenv_check_refuses_a_bad_recycling_option_before_running(capsys):
+    from vecenv.cli import EXIT_USAGE, main
+
+    assert main(["check", "CartPole-v1", "--max-worker-memory", "lots"]) == EXIT_USAGE
+    assert "--max-worker-memory: expected bytes" in capsys.readouterr().err
+    assert main(["check", "CartPole-v1", "--max-episodes-per-env", "0"]) == EXIT_USAGE
+    assert "--max-episodes-per-env: expected an int >= 1" in capsys.readouterr().err
