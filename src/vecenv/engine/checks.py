@@ -17,6 +17,7 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from vecenv.policy import FailureOptions, FailurePolicy
+from vecenv.system import HAS_PROC
 
 __all__ = [
     "check_timeout",
@@ -266,6 +267,10 @@ def refuse_recycling(policy: FailurePolicy, backend: str) -> None:
              if getattr(policy, name) is not None and (backend in ("serial", "thread") or
                                                        (backend == "ray" and name == "max_worker_memory"))]
     if not asked:
+        if policy.max_worker_memory is not None and not HAS_PROC:
+            raise ValueError(
+                f"max_worker_memory={policy.max_worker_memory!r}: a worker's memory is read from /proc "
+                "(Linux), which this platform lacks; use max_episodes_per_env=N to rebuild leaking envs")
         return
     if backend == "ray":
         raise ValueError(
