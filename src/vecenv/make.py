@@ -48,6 +48,10 @@ GYM_MAKE_KEYWORDS = tuple(k for k in _keywords(gym.make)[0] if k != "id")
 find_spec: Callable[[str], EnvSpec] = _find_spec
 
 
+#: the failure policy's keywords that need worker processes (``backend="auto"`` then means "process")
+RECYCLING = ("max_episodes_per_env", "max_worker_memory")
+
+
 @cache
 def _backend_params() -> dict[str, frozenset[str]]:
     """Each backend's constructor keywords (the failure policy's included)."""
@@ -191,7 +195,8 @@ def make(
         num_envs: how many copies (default 1; for a list, its length).
         backend: ``"serial"``, ``"thread"``, ``"process"``, ``"ray"`` or ``"auto"``: the layout
             measured to step this env fastest here (:mod:`vecenv.layout`); the env's ``layout``
-            attribute says what was chosen and why; ``VECENV_BACKEND`` forces it.
+            attribute says what was chosen and why; ``VECENV_BACKEND`` forces it. With
+            ``max_episodes_per_env`` or ``max_worker_memory``, ``"auto"`` is ``"process"``.
         autoreset_mode: ``"next_step"`` (default), ``"same_step"``, ``"disabled"`` or the enum.
         env_kwargs: keyword arguments for ``gym.make`` or the factory.
         wrappers: callables applied in order to each env after it is made.
@@ -231,6 +236,8 @@ def make(
         raise ValueError(f"unknown backend {backend!r}: expected one of {['auto', *BACKENDS]}")
     env_kwargs, backend_kwargs, mode = _sort_keywords(backend, kwargs, env_kwargs, vector_kwargs, autoreset_mode)
     spec, env_fns = _env_fns(env, num_envs, env_kwargs, list(wrappers or []))
+    if backend == "auto" and any(backend_kwargs.get(k) is not None for k in RECYCLING):
+        backend = "process"  # recycling replaces envs in worker processes, which only it has
     if backend != "auto":  # an explicit backend touches no file of vecenv's
         envs = BACKENDS[backend](env_fns, autoreset_mode=mode, **backend_kwargs)
     else:

@@ -7,9 +7,10 @@ import numbers
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 from typing_extensions import TypedDict
 
-__all__ = ["FailureOptions", "FailurePolicy"]
+__all__ = ["FailureOptions", "FailurePolicy", "parse_bytes", "recycled_seed"]
 
 
 class FailureOptions(TypedDict, total=False):
@@ -19,6 +20,8 @@ class FailureOptions(TypedDict, total=False):
     max_restarts: int
     restart_window: float
     step_timeout: float | None
+    max_episodes_per_env: int | None
+    max_worker_memory: int | str | None
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,15 @@ class FailurePolicy:
         step_timeout: seconds a worker may take for one command before it is ended and reported
             (:class:`~vecenv.errors.StepTimeoutError`, or restarted); ``None`` waits as long as it
             takes.
+        max_episodes_per_env: rebuild each env from its env_fn, inside its worker, when it has
+            run this many episodes (at the reset that would start the next one, so no episode is
+            cut); reported as ``infos["recycled"]``. The rebuilt env's first reset is seeded
+            with :func:`recycled_seed`. ``None``: never. Process and Ray backends only.
+        max_worker_memory: replace a worker process whose resident memory passed this many bytes
+            (an int, or a string such as ``"2GB"`` or ``"400MB"``), between steps; its envs'
+            episodes end as truncations reported in ``infos["recycled"]``. Read from ``/proc``
+            every 100 ms, sooner (by steps) for a worker that grows (Linux). ``None``: never. Process
+            backend only.
 
     Examples:
         Every backend takes these fields as keyword arguments (and ``vecenv.make`` passes them
@@ -53,7 +65,7 @@ class FailurePolicy:
         >>> envs = vecenv.make(lambda: Crashy(gym.make("CartPole-v1")), 2, backend="serial",
         ...                    on_error="restart", max_restarts=5)
         >>> envs.policy
-        FailurePolicy(on_error='restart', max_restarts=5, restart_window=60.0, step_timeout=None)
+        FailurePolicy(on_error='restart', max_restarts=5, restart_window=60.0, step_timeout=None, max_episodes_per_env=None, max_worker_memory=None)
         >>> _ = envs.reset(seed=0)
         >>> for _ in range(3):
         ...     *_, truncations, infos = envs.step(np.zeros(2, dtype=np.int64))
@@ -86,6 +98,8 @@ class FailurePolicy:
     max_restarts: int = 3
     restart_window: float = 60.0
     step_timeout: float | None = None
+    max_episodes_per_env: int | None = None
+    max_worker_memory: int | str | None = None
 
     def __post_init__(self) -> None:
         if self.on_error not in ("raise", "restart"):
@@ -97,6 +111,10 @@ class FailurePolicy:
         timeout = self.step_timeout
         if timeout is not None and (not _is_number(timeout) or timeout <= 0):
             raise ValueError(f"step_timeout: expected seconds > 0 or None, got {timeout!r}")
+        every = self.max_episodes_per_env
+        if every is not None and (not _is_number(every, integral=True) or every < 1):
+            raise ValueError(f"max_episodes_per_env: expected an int >= 1 or None, got {every!r}")
+        object.__setattr__(self, "max_worker_memory", parse_bytes("max_worker_memory", self.max_worker_memory))
         object.__setattr__(self, "restart_window", float(self.restart_window))
         if timeout is not None:
             object.__setattr__(self, "step_timeout", float(timeout))
@@ -105,6 +123,48 @@ class FailurePolicy:
     def restarts(self) -> bool:
         """Whether failed envs and workers are rebuilt."""
         return self.on_error == "restart"
+
+    @property
+    def recycles(self) -> bool:
+        """Whether envs or workers are rebuilt before they fail (``max_episodes_per_env``,
+        ``max_worker_memory``)."""
+        return self.max_episodes_per_env is not None or self.max_worker_memory is not None
+
+
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def parse_bytes(name: str, value: object) -> int | None:
+    """``value`` (an int of bytes, or a string such as ``"2GB"``, ``"400 MB"``, ``"1.5GiB"``)
+    as bytes; None stays None; a ValueError naming ``name`` for anything else."""
+    if value is None:
+        return None
+    if _is_number(value, integral=True):
+        number: float = int(value)  # type: ignore[call-overload]
+    else:
+        text = value.strip().upper().replace(" ", "") if isinstance(value, str) else ""
+        digits = text.rstrip("KMGTIB")
+        unit = text[len(digits):]
+        try:
+            number = float(digits) * _UNITS[unit]
+        except (ValueError, KeyError):
+            raise ValueError(f"{name}: expected bytes as an int or a string such as '2GB' or '400MB' "
+                             f"(units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got {value!r}") from None
+    if number < 1:
+        raise ValueError(f"{name}: expected a positive number of bytes, got {value!r}")
+    return int(number)
+
+
+def recycled_seed(seed: int | None, replacements: int, rebuilds: int) -> int | None:
+    """The seed of a rebuilt env's first reset: from the env's own seed (the last one its
+    ``reset`` was given, ``None`` if never), how many times its worker was replaced
+    (``max_worker_memory``) and how many times it was rebuilt in this worker
+    (``max_episodes_per_env``): ``int(SeedSequence([seed, replacements, rebuilds]).generate_state(1)[0])``,
+    a 32-bit seed, so that runs with the same seeds repeat. An env never seeded stays unseeded."""
+    if seed is None:
+        return None
+    return int(np.random.SeedSequence([seed, replacements, rebuilds]).generate_state(1)[0])
 
 
 def _is_number(value: object, integral: bool = False) -> bool:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["HAS_PROC", "gil_enabled", "pin_cores", "process_alive", "process_start_time", "usable_cores"]
+__all__ = ["HAS_PROC", "gil_enabled", "pin_cores", "process_alive", "process_start_time", "resident_bytes",
+           "usable_cores"]
 
 HAS_PROC = os.path.isdir("/proc/self")
 
@@ -91,6 +92,21 @@ def process_start_time(pid: int) -> str | None:
 def process_alive(pid: int) -> bool:
     """Whether process ``pid`` exists."""
     return process_start_time(pid) is not None
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def resident_bytes(pid: int) -> int | None:
+    """Process ``pid``'s resident memory in bytes (``/proc/<pid>/statm``: one read, no
+    subprocess); None where there is no ``/proc`` or no such process."""
+    if not HAS_PROC:
+        return None
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def gil_enabled() -> bool:

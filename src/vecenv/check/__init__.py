@@ -28,6 +28,7 @@ from vecenv.check import rollout
 from vecenv.check.rollout import digest, size_text
 from vecenv.layout import EnvProbe, decide, describe_costs, machine_costs
 from vecenv.make import usable_cores
+from vecenv.policy import FailurePolicy
 
 __all__ = ["CheckReport", "Finding", "check_env", "format_report", "report_to_json"]
 
@@ -77,11 +78,17 @@ class CheckReport:
 def check_env(env: str | EnvTarget | Callable[[], gym.Env], *, num_envs: int = 4, steps: int = 200,
               seed: int = 0, backends: Sequence[str] | None = None,
               env_kwargs: dict[str, Any] | None = None, spawn: bool = True,
-              recalibrate: bool = False) -> CheckReport:
+              recalibrate: bool = False, max_episodes_per_env: int | None = None,
+              max_worker_memory: int | str | None = None) -> CheckReport:
     """Check ``env`` (an id, ``module:callable``, :class:`EnvTarget` or a factory): ``num_envs``
     copies (at least 2, to compare them), ``steps`` per rollout and per backend, ``backends``
     (default: every available one but ray); ``spawn`` also builds the env in a spawned process;
-    ``recalibrate`` measures the machine's vecenv costs again first (saved only when quiet)."""
+    ``recalibrate`` measures the machine's vecenv costs again first (saved only when quiet).
+    ``max_episodes_per_env`` and ``max_worker_memory`` are given to the process backend's run,
+    whose report counts the envs recycled (``infos["recycled"]``)."""
+    recycling = {k: v for k, v in (("max_episodes_per_env", max_episodes_per_env),
+                                   ("max_worker_memory", max_worker_memory)) if v is not None}
+    FailurePolicy(max_episodes_per_env=max_episodes_per_env, max_worker_memory=max_worker_memory)  # refused up front
     env_fn, name = _env_fn(env, env_kwargs)
     report = CheckReport(name, max(2, int(num_envs)), max(1, int(steps)))
     check_calibration(report, refresh=recalibrate)
@@ -99,7 +106,7 @@ def check_env(env: str | EnvTarget | Callable[[], gym.Env], *, num_envs: int = 4
     if not same_spaces:
         return report
     names = list(backends) if backends is not None else default_backends()
-    check_backends(report, env_fn, names, report.num_envs, report.steps, seed)
+    check_backends(report, env_fn, names, report.num_envs, report.steps, seed, recycling)
     recommend_backend(report)
     return report
 
@@ -240,15 +247,17 @@ def check_pickle(report: CheckReport, env_fn: Callable, spawn: bool) -> None:
 
 # ==================================================================== backends
 def check_backends(report: CheckReport, env_fn: Callable, names: Sequence[str], n: int, steps: int,
-                   seed: int) -> None:
-    """Run ``n`` copies through each backend in ``names``, filling ``report.backends``."""
+                   seed: int, recycling: dict[str, Any] | None = None) -> None:
+    """Run ``n`` copies through each backend in ``names``, filling ``report.backends``;
+    ``recycling`` (the recycling options) on the process backend only."""
     reference: list[bytes] | None = None
     reference_name = ""
     for backend in names:
         entry: dict[str, Any] = {"steps_per_s": None, "num_workers": None, "error": None}
         report.backends[backend] = entry
         try:
-            done, digests = _run_backend(entry, env_fn, backend, n, steps, seed)
+            done, digests = _run_backend(entry, env_fn, backend, n, steps, seed,
+                                         recycling if backend == "process" else None)
         except Exception as exc:
             entry["error"] = first_line(exc)
             report.add("problem", f"backend:{backend}", f"backend {backend!r} failed: {entry['error']}")
@@ -257,8 +266,11 @@ def check_backends(report: CheckReport, env_fn: Callable, names: Sequence[str], 
         report.add(
             "ok", f"backend:{backend}",
             f"backend {backend!r} ran {done} steps of {n} envs: {entry['steps_per_s']:,.0f} env steps/s"
-            + (f" ({workers} workers)" if workers and workers > 1 else ""),
+            + (f" ({workers} workers)" if workers and workers > 1 else "")
+            + (f"; {entry['recycled']} env(s) recycled" if "recycled" in entry else ""),
         )
+        if recycling and backend == "process":
+            continue  # a rebuilt env's seed is its own: not compared with the others
         if reference is None:
             reference, reference_name = digests, backend
             continue
@@ -274,11 +286,14 @@ def check_backends(report: CheckReport, env_fn: Callable, names: Sequence[str], 
 
 
 def _run_backend(entry: dict[str, Any], env_fn: Callable, backend: str, n: int, steps: int,
-                 seed: int) -> tuple[int, list[bytes]]:
+                 seed: int, recycling: dict[str, Any] | None = None) -> tuple[int, list[bytes]]:
     """Reset and step ``n`` copies on ``backend`` (within :data:`BACKEND_SECONDS`), filling
-    ``entry``; the vector steps done and the digests of the observations after reset and steps."""
+    ``entry`` (with ``recycling``: also how many envs were recycled); the vector steps done and
+    the digests of the observations after reset and steps."""
     digests: list[bytes] = []
-    envs = vecenv.make(env_fn, n, backend=backend)
+    envs = vecenv.make(env_fn, n, backend=backend, **(recycling or {}))
+    if recycling:
+        entry["recycled"] = 0
     try:
         entry["num_workers"] = getattr(envs, "num_workers", None)
         obs, _ = envs.reset(seed=seed)
@@ -286,8 +301,10 @@ def _run_backend(entry: dict[str, Any], env_fn: Callable, backend: str, n: int, 
         batched = action_pool(envs.single_action_space, n, seed, size=steps)
         done, t0 = 0, time.perf_counter()
         for t in range(steps):
-            obs, *_ = envs.step(batched[t])
+            obs, _, _, _, infos = envs.step(batched[t])
             digests.append(digest(obs).digest())
+            if recycling and "_recycled" in infos:
+                entry["recycled"] += int(infos["_recycled"].sum())
             done += 1
             if time.perf_counter() - t0 > BACKEND_SECONDS:
                 break

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from vecenv import __version__
+from vecenv.policy import FailurePolicy
 
 __all__ = ["main"]
 
@@ -171,6 +172,11 @@ def _add_check_parser(sub: argparse._SubParsersAction[Parser]) -> None:
         help=f"vecenv backends to run, from {', '.join(BACKENDS)}, or none " + _RAY_LAST,
     )
     check.add_argument("--seed", type=int, default=0, help="seed for resets and actions (default 0)")
+    check.add_argument("--max-episodes-per-env", type=int, metavar="N",
+                       help="run the process backend with max_episodes_per_env=N and count the envs recycled")
+    check.add_argument("--max-worker-memory", metavar="BYTES",
+                       help="run the process backend with max_worker_memory=BYTES ('2GB', '400MB') and "
+                            "count the envs recycled")
     check.add_argument("--env-kwargs", metavar="JSON", help="keyword arguments for the env, as a JSON object")
     check.add_argument("--no-spawn", action="store_true", help="skip building the env in a spawned process")
     check.add_argument(
@@ -358,10 +364,16 @@ def _check(args: argparse.Namespace) -> int:
     check_positive("--steps", args.steps)
     backends = parse_backends("--backends", args.backends)
     json_path = output_path("--json", args.json)
+    recycling = {"max_episodes_per_env": args.max_episodes_per_env, "max_worker_memory": args.max_worker_memory}
+    try:
+        FailurePolicy(**recycling)
+    except ValueError as exc:  # "max_worker_memory: expected ..." -> "--max-worker-memory: expected ..."
+        option, _, why = str(exc).partition(":")
+        raise UsageError(f"--{option.replace('_', '-')}:{why}") from None
     (target,) = resolve_envs([args.env], parse_env_kwargs(args.env_kwargs), args.imports)
     report = check_env(
         target, num_envs=args.num_envs, steps=args.steps, seed=args.seed,
-        backends=backends, spawn=not args.no_spawn, recalibrate=args.recalibrate,
+        backends=backends, spawn=not args.no_spawn, recalibrate=args.recalibrate, **recycling,
     )
     if args.quiet:
         for f in report.problems:

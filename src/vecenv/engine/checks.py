@@ -17,6 +17,7 @@ from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from vecenv.policy import FailureOptions, FailurePolicy
+from vecenv.system import HAS_PROC
 
 __all__ = [
     "check_timeout",
@@ -255,7 +256,34 @@ def check_policy(failure: Mapping[str, Any], backend: str, can_end_workers: bool
             f"'ray'. The {backend} backend runs its envs in {where}, and a thread cannot be "
             "interrupted or killed, so a hung step could not be ended"
         )
+    refuse_recycling(policy, backend)
     return policy
+
+
+def refuse_recycling(policy: FailurePolicy, backend: str) -> None:
+    """``max_episodes_per_env`` and ``max_worker_memory`` only where they can act: envs in
+    worker processes (and Ray actors, for the first)."""
+    asked = [f"{name}={getattr(policy, name)!r}" for name in ("max_episodes_per_env", "max_worker_memory")
+             if getattr(policy, name) is not None and (backend in ("serial", "thread") or
+                                                       (backend == "ray" and name == "max_worker_memory"))]
+    if not asked:
+        if policy.max_worker_memory is not None and not HAS_PROC:
+            raise ValueError(
+                f"max_worker_memory={policy.max_worker_memory!r}: a worker's memory is read from /proc "
+                "(Linux), which this platform lacks; use max_episodes_per_env=N to rebuild leaking envs")
+        return
+    if backend == "ray":
+        raise ValueError(
+            f"{asked[0]} is not supported on the ray backend: vecenv does not read a Ray actor's "
+            "memory; use backend='process', or Ray's own memory monitor (RAY_memory_usage_threshold)"
+        )
+    where = "threads of your process" if backend == "thread" else "your process"
+    raise ValueError(
+        f"{' and '.join(asked)} {'need' if len(asked) > 1 else 'needs'} env groups in worker processes: backend='process' (or 'ray', for "
+        f"max_episodes_per_env). The {backend} backend runs its envs in {where}: there is no worker "
+        "process to replace, and what an env leaks stays in your process's memory (the envs share "
+        "it) even when the env is rebuilt"
+    )
 
 
 def refuse_ended(ended: np.ndarray) -> None:

@@ -116,7 +116,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
              self.action_space) = batched_spaces(descriptions, observation_mode, type(self))
             self._buffers = flight.allocate(self.single_observation_space, self.single_action_space)
             transport.attach(self._buffers)
-            if self.policy.restarts:
+            if self.policy.restarts or self.policy.recycles:
                 self._calls.send(Configure(self.policy))
                 self._calls.collect(None, "configure")
         except BaseException:

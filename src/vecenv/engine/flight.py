@@ -34,6 +34,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.checks import check_env_ids, refuse_ended
 from vecenv.engine.collect import Collect, EachReady, FirstReady, FullBatch
+from vecenv.engine.memory import MemoryLimit
 from vecenv.engine.partition import Partition
 from vecenv.engine.recovery import Recovery, Restart
 from vecenv.engine.state import CallLifecycle, CallState, Event
@@ -99,6 +100,8 @@ class InFlight:
         #: reset observation and info)
         self.restarted: dict[int, tuple[dict, Any, dict]] = {}
         self.batches: Collect = FirstReady(self) if batch_size < n else FullBatch(self)
+        limit = policy.max_worker_memory
+        self.memory = None if limit is None else MemoryLimit(self, int(limit))  # parsed to bytes by the policy
 
     @property
     def state(self) -> CallState:
@@ -171,6 +174,8 @@ class InFlight:
         waited comes back truncated instead (:meth:`return_restarted`)."""
         previous = self.lifecycle.state
         try:
+            if self.memory is not None:
+                self.memory.between_steps()
             restarted = None
             if self.restarted:  # whole batches too: a call may have restarted a worker
                 ids = np.arange(self.num_envs) if ids is None else ids

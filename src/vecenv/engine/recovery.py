@@ -44,11 +44,14 @@ class Recovery:
         """Whether worker ``w``, failed with ``error``, is to be replaced (spends the budget)."""
         return self.flight.policy.restarts and self.budget.spend(w, f"worker {w}", error)
 
-    def restart(self, w: int, envs: np.ndarray, error: VecEnvError, command: Any = None) -> Restart:
-        """Replace worker ``w``, which failed running ``command`` for ``envs``; the plan for its
-        envs' episodes. A failed reset runs again on the new worker; otherwise the rows keep the
-        old worker's last observation, and SAME_STEP resets the new envs at once, NEXT_STEP on
-        their next step, DISABLED leaves it to the caller."""
+    def restart(self, w: int, envs: np.ndarray, error: VecEnvError | dict, command: Any = None,
+                configure: Configure | None = None) -> Restart:
+        """Replace worker ``w``, which failed running ``command`` for ``envs`` (``error``; or the
+        info report, for a worker replaced before it failed); the plan for its envs' episodes.
+        The new group gets ``configure`` (default: the policy). A failed reset runs again on the
+        new worker; otherwise the rows keep the old worker's last observation, and SAME_STEP
+        resets the new envs at once, NEXT_STEP on their next step, DISABLED leaves it to the
+        caller."""
         flight = self.flight
         b = flight.buffers
         same_step = flight.autoreset_mode is AutoresetMode.SAME_STEP
@@ -61,8 +64,8 @@ class Recovery:
         others = [i for i in range(start, stop) if i not in in_flight]
         cut = [i for i in others if same_step or not (b.terminations[i] or b.truncations[i])]
         flight.transport.restart(w)
-        flight.run_now(w, Configure(flight.policy))
-        report = restart_report(error)
+        flight.run_now(w, configure or Configure(flight.policy))
+        report = error if isinstance(error, dict) else restart_report(error)
         # the others' episodes end with the report (NEXT_STEP, DISABLED, a rerun reset)
         ended: dict[int, tuple[dict, Any, dict]] = {i: (report, None, {}) for i in cut}
         if type(command) is Reset:

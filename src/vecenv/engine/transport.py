@@ -152,6 +152,10 @@ class Transport(ABC):
         """End ``worker`` now (it overran ``step_timeout``); later commands to it fail."""
         raise NotImplementedError(f"the {self.name} backend cannot end a worker")
 
+    def worker_pid(self, worker: int) -> int | None:
+        """The process id of ``worker`` when it is a process of its own (not the caller's)."""
+        return None
+
     def restart(self, worker: int) -> None:
         """Replace ``worker`` with a fresh one: a new group built from the same env_fns, attached
         to the same buffer rows (its envs not yet reset)."""

@@ -123,7 +123,8 @@ def make(task_id: Task, env_type: str = "gymnasium", *, num_envs: int = 1,
             ``offset + i``-th usable core (Linux); else no effect.
         backend: ``"serial"``, ``"thread"``, ``"process"``, ``"ray"`` or ``"auto"``.
         wrappers: applied in order to each env after it is made.
-        backend_kwargs: passed to vecenv's backend (``context``, ``on_error``, ``step_timeout``, ...).
+        backend_kwargs: passed to vecenv's backend (``context``, ``on_error``, ``step_timeout``,
+            ``max_episodes_per_env``, ``max_worker_memory``, ...).
         **kwargs: the env's own keywords (``render_mode`` included); for an Atari id, EnvPool's
             Atari options (``stack_num``, ``frame_skip``, ...; see docs/envpool.md).
 

@@ -17,9 +17,10 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from vecenv.engine import VectorEnv, parse_autoreset_mode
-from vecenv.engine.checks import check_count
+from vecenv.engine.checks import check_count, refuse_recycling
 from vecenv.infos import add_info
 from vecenv.pettingzoo.game import INSTALL, GameEnv, import_pettingzoo
+from vecenv.policy import FailurePolicy
 
 __all__ = ["INSTALL", "GameEnv", "PettingZooVectorEnv", "make", "make_sb3"]
 
@@ -169,7 +170,10 @@ def make(env_fn: Callable[[], Any], num_games: int, *, backend: str = "auto",
             others are truncated on that step).
         autoreset_mode: ``"next_step"`` (default), ``"same_step"`` or ``"disabled"``, per game.
         seed: the seed of the first reset when it is given none: game ``g`` gets ``seed + g``.
-        **options: passed to :func:`vecenv.make` (``num_workers``, ``context``, ``copy``, ...).
+        **options: passed to :func:`vecenv.make` (``num_workers``, ``context``, ``copy``, ...);
+            ``max_episodes_per_env=N`` rebuilds each game's env every N games (process and ray
+            backends; reported as ``infos["recycled"]`` in its agents' rows); ``max_worker_memory``
+            is not supported for games.
     """
     import vecenv
 
@@ -184,7 +188,17 @@ def make(env_fn: Callable[[], Any], num_games: int, *, backend: str = "auto",
         if options.get(key, allowed[0]) not in allowed:
             raise ValueError(f"vecenv.pettingzoo.make: {key}={options[key]!r} is not supported for "
                              f"PettingZoo games (every game is stepped at once, a failure raises)")
-    game_fn = partial(GameEnv, env_fn, reset_when, mode.name.lower())
+    if options.get("max_worker_memory") is not None:
+        raise ValueError(
+            f"vecenv.pettingzoo.make: max_worker_memory={options['max_worker_memory']!r} is not supported "
+            "for PettingZoo games yet: a game cut short by a replaced worker could not be reset (the "
+            "games reset themselves); use max_episodes_per_env=N, which rebuilds each game's env "
+            "every N games")
+    max_episodes = options.pop("max_episodes_per_env", None)
+    if max_episodes is not None:  # each game counts its own games (it resets itself)
+        refuse_recycling(FailurePolicy(max_episodes_per_env=max_episodes), backend)
+        backend = "process" if backend == "auto" else backend
+    game_fn = partial(GameEnv, env_fn, reset_when, mode.name.lower(), max_episodes)
     games = vecenv.make(game_fn, num_games, backend=backend, autoreset_mode="disabled", **options)
     try:
         return PettingZooVectorEnv(games, mode, reset_when, seed)

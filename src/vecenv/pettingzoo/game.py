@@ -15,6 +15,9 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate
 
+from vecenv.policy import recycled_seed
+from vecenv.worker.restarts import recycle_report
+
 #: how to install what this package needs
 INSTALL = "pip install 'vecenv[pettingzoo]'"
 
@@ -50,19 +53,17 @@ class GameEnv(gym.Env):
         env_fn: makes the ParallelEnv (or AECEnv, converted) of this game.
         reset_when: ``"all"`` (the game ends when every agent is done) or ``"any"``.
         autoreset_mode: ``"next_step"``, ``"same_step"`` or ``"disabled"`` (see docs/pettingzoo.md).
+        max_episodes: rebuild the game's env from ``env_fn`` when it has played this many games
+            (at the reset that would start the next; its first reset seeded with
+            :func:`vecenv.policy.recycled_seed`, reported as ``"recycled"`` in the agents' infos).
     """
 
     def __init__(self, env_fn: Callable[[], Any], reset_when: str = "all",
-                 autoreset_mode: str = "next_step") -> None:
-        pz, par = import_pettingzoo(), env_fn()
-        if isinstance(par, pz.AECEnv):
-            from pettingzoo.utils.conversions import aec_to_parallel
-
-            par = aec_to_parallel(par)
-        elif not isinstance(par, pz.ParallelEnv):
-            raise TypeError(f"env_fn returned an object of type {type(par).__qualname__}, "
-                            "expected a PettingZoo ParallelEnv or AECEnv")
-        self.par = par
+                 autoreset_mode: str = "next_step", max_episodes: int | None = None) -> None:
+        self._env_fn, self.max_episodes = env_fn, max_episodes
+        self._games = self._rebuilds = 0
+        self._seed: int | None = None  # the last seed the game was reset with
+        self.par = par = self._build()
         self.possible_agents = agents = list(par.possible_agents)
         self._index = {a: k for k, a in enumerate(agents)}
         self.num_agents = n = len(agents)
@@ -98,6 +99,18 @@ class GameEnv(gym.Env):
         self._zero = _zeros(self.agent_observation_space)
         self._out = _zeros(self.observation_space)
         self._over = False
+
+    def _build(self) -> Any:
+        """A new ParallelEnv from ``env_fn`` (an AECEnv converted)."""
+        pz, par = import_pettingzoo(), self._env_fn()
+        if isinstance(par, pz.AECEnv):
+            from pettingzoo.utils.conversions import aec_to_parallel
+
+            return aec_to_parallel(par)
+        if not isinstance(par, pz.ParallelEnv):
+            raise TypeError(f"env_fn returned an object of type {type(par).__qualname__}, "
+                            "expected a PettingZoo ParallelEnv or AECEnv")
+        return par
 
     # gymnasium's attribute look-ups (vecenv's get_attr/set_attr) reach the game's own env first
     def get_wrapper_attr(self, name: str) -> Any:
@@ -164,10 +177,24 @@ class GameEnv(gym.Env):
             self._write_obs({a: o for a, o in obs.items() if not ended[self._index[a]]})
 
     def _reset_game(self, seed: int | None, options: dict | None, report: AgentReport) -> None:
+        recycled = self.max_episodes is not None and self._games >= self.max_episodes
+        if recycled:  # a new env for the next game, seeded from the game's seed and its rebuilds
+            self.par.close()
+            self.par, self._games = self._build(), 0
+            self._rebuilds += 1
+            if seed is None:
+                seed = recycled_seed(self._seed, 0, self._rebuilds)
+        elif seed is not None:
+            self._seed = seed
+        self._games += 1
         obs, infos = self.par.reset(seed=seed, options=options)
         self._write_obs(obs)
         self._set_active(obs)
         self._add_infos(report.infos, infos)
+        if recycled:
+            for a in obs:
+                report.infos[self._index[a]] = {**report.infos.get(self._index[a], {}),
+                                                **recycle_report(f"max_episodes_per_env={self.max_episodes}")}
         self._over = False
 
     def _write_obs(self, obs: dict) -> None:

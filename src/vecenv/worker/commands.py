@@ -22,6 +22,7 @@ __all__ = [
     "Close",
     "Command",
     "Configure",
+    "RecyclingState",
     "GetAttr",
     "GivenStep",
     "NO_REPLY",
@@ -140,12 +141,23 @@ class Render(NamedTuple):
 
 
 class Configure(NamedTuple):
-    """Hand the group the vector env's failure policy."""
+    """Hand the group the vector env's failure policy; a replacement worker's group also the
+    envs' own ``seeds`` and how many workers held them before (``replacements``)."""
 
     policy: FailurePolicy
+    seeds: list | None = None
+    replacements: int = 0
 
     def run(self, group: EnvGroup) -> None:
         group.configure(self.policy.on_error, self.policy.max_restarts, self.policy.restart_window)
+        group.configure_recycling(self.policy.max_episodes_per_env, self.seeds, self.replacements)
+
+
+class RecyclingState(NamedTuple):
+    """The envs' own seeds and how many workers held them before this one (for a replacement)."""
+
+    def run(self, group: EnvGroup) -> tuple[list, int]:
+        return group.recycling_state()
 
 
 class Close(NamedTuple):
@@ -168,4 +180,5 @@ class StepQueued(NamedTuple):
 STEP_QUEUED = StepQueued()
 
 #: every command type a group accepts (a union ``isinstance`` takes)
-Command = Reset | Step | GivenStep | StepQueued | Call | GetAttr | SetAttr | Apply | Render | Configure | Close
+Command = (Reset | Step | GivenStep | StepQueued | Call | GetAttr | SetAttr | Apply | Render | Configure | RecyclingState
+           | Close)

@@ -19,9 +19,10 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.errors import EnvError, VecEnvError
 from vecenv.infos import NO_REPLY, InfoEntry, StepReply
+from vecenv.policy import recycled_seed
 from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import Command, EnvIds
-from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
+from vecenv.worker.restarts import RestartBudget, recycle_report, restart_report, truncate_rows
 from vecenv.worker.view import StepView
 
 __all__ = ["EnvDescription", "EnvGroup", "close_envs", "warn_close_failures"]
@@ -139,6 +140,15 @@ class EnvGroup:
         # fresh envs need a reset before their first step (NEXT_STEP does it by itself; this is
         # what a restarted worker relies on, as the engine always resets a new vector env first)
         self._needs_reset = np.ones(len(self.envs), dtype=np.bool_)
+        # recycling (configure_recycling): every env's episodes since it was built, its last seed,
+        # its rebuilds in this worker, the seed its next reset takes when none is given
+        k = len(self.envs)
+        self._every: int | None = None
+        self._episodes, self._rebuilds = [0] * k, [0] * k
+        self._seeds: list[int | None] = [None] * k
+        self._next_seeds: list[int | None] = [None] * k
+        self._replacements = 0
+        self._plain_resets = True  # no recycling: NEXT_STEP's autoreset calls env.reset() itself
         self._view: StepView | None = None  # made at the first step after the buffers or an env change
         self._views: dict[int, StepView] = {}  # the view of each observation slot used so far
         self._moves = 0  # the slot cell's count of moves at this group's last command
@@ -181,6 +191,57 @@ class EnvGroup:
         self.on_error = on_error
         self._budget = RestartBudget(max_restarts, restart_window)
 
+    def configure_recycling(self, every: int | None, seeds: Sequence[int | None] | None = None,
+                            replacements: int = 0) -> None:
+        """Rebuild each env after ``every`` episodes (None: never). ``seeds`` (the envs' own
+        seeds) and ``replacements`` (how many workers held these envs before this one): for a
+        replacement worker, whose envs' first resets are seeded with :func:`recycled_seed`."""
+        self._every = every
+        if seeds is not None:
+            self._seeds = list(seeds)
+            self._replacements = replacements
+            self._next_seeds = [recycled_seed(seed, replacements, 0) for seed in self._seeds]
+        self._plain_resets = every is None and not any(seed is not None for seed in self._next_seeds)
+
+    def recycling_state(self) -> tuple[list[int | None], int]:
+        """The envs' own seeds and how many workers held them before this one (for the next)."""
+        return list(self._seeds), self._replacements
+
+    def _begin_episode(self, j: int, seed: int | None) -> tuple[int | None, dict | None]:
+        """Before env ``j``'s reset: rebuild it when it has run its ``max_episodes_per_env``;
+        the seed the reset takes (``seed``, else a rebuilt env's :func:`recycled_seed`) and the
+        report of a rebuild (None when there was none)."""
+        report = None
+        every = self._every
+        if every is not None:
+            if self._episodes[j] >= every:
+                try:
+                    self.envs[j].close()
+                except self._catch:
+                    pass
+                try:
+                    self.envs[j] = _built(self.env_fns[j]())
+                except self._catch as exc:
+                    raise self._error(j, "env_fn() while recycling", exc) from exc
+                self._forget_views()
+                self._episodes[j] = 0
+                self._rebuilds[j] += 1
+                self._next_seeds[j] = recycled_seed(self._seeds[j], self._replacements, self._rebuilds[j])
+                report = recycle_report(f"max_episodes_per_env={every}")
+            self._episodes[j] += 1
+        if seed is None:
+            seed = self._next_seeds[j]
+        else:
+            self._seeds[j] = seed
+        self._next_seeds[j] = None
+        return seed, report
+
+    def _autoreset(self, j: int) -> tuple[Any, dict]:
+        """NEXT_STEP's reset of env ``j`` under recycling (see :meth:`_begin_episode`)."""
+        seed, report = self._begin_episode(j, None)
+        obs, info = self.envs[j].reset(seed=seed)
+        return obs, info if report is None or not isinstance(info, dict) else {**info, **report}
+
     def _recover(self, j: int, method: str, exc: BaseException) -> str:
         """Rebuild env ``j`` after it raised, or raise its error when the policy says so.
 
@@ -200,6 +261,7 @@ class EnvGroup:
             self._forget_views()
         except self._catch as exc2:
             raise self._error(j, "env_fn() while restarting", exc2) from exc2
+        self._episodes[j] = 0
         return f"{err.exc_type}: {err.exc_message}"
 
     def _error(self, j: int, method: str, exc: BaseException) -> EnvError:
@@ -258,7 +320,7 @@ class EnvGroup:
         terms, truncs, needs_reset = view.terminations, view.truncations, view.needs_reset
         entries: list[InfoEntry] = []
         for j in self._ids(ids):
-            seed = None if seeds is None else seeds[j]
+            seed, recycled = self._begin_episode(j, None if seeds is None else seeds[j])
             try:
                 info = self._reset_one(j, seed, options)
             except self._catch as exc:
@@ -268,6 +330,8 @@ class EnvGroup:
                 except self._catch as exc2:
                     raise self._error(j, "reset after a restart", exc2) from exc2
                 info = {**info, **restart_report(reason)}
+            if recycled is not None:
+                info = {**info, **recycled}
             terms[j] = False
             truncs[j] = False
             needs_reset[j] = False
@@ -299,7 +363,7 @@ class EnvGroup:
             env = envs[j]
             try:
                 if next_step and needs_reset[j]:
-                    obs, info = env.reset()
+                    obs, info = env.reset() if self._plain_resets else self._autoreset(j)
                     rewards[j] = 0.0
                     terms[j] = False
                     truncs[j] = False
@@ -333,7 +397,10 @@ class EnvGroup:
         """SAME_STEP: env ``j`` ended its episode in this step; reset it at once."""
         _check_info(final_info)
         self._attached.observations.check(final_obs)
-        info = self._reset_one(j, None, None)
+        seed, recycled = (None, None) if self._plain_resets else self._begin_episode(j, None)
+        info = self._reset_one(j, seed, None)
+        if recycled is not None:
+            info = {**info, **recycled}
         return InfoEntry(self.start + j, info, True, final_obs, final_info)
 
     def _restart_in_step(self, j: int, exc: BaseException) -> InfoEntry:

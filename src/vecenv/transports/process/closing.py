@@ -35,8 +35,8 @@ class Closing(Transport):
     _closer: int | None
     _every_poller: tuple[Any, dict, bool] | None
     inline_worker: int
-    #: the workers were asked to close their envs; every worker was ended and released
-    _asked = False
+    #: the workers asked to close their envs (or waited for once); every worker was ended and released
+    _asked: frozenset[int] = frozenset()
     _ended = False
 
     def close(self, timeout: float | None = None) -> None:
@@ -48,18 +48,23 @@ class Closing(Transport):
         if self._block is not None:  # first: no restart can need it now, and a Ctrl-C during
             self._block.release()  # the waits below must not leave a named block behind
         deadline = time.monotonic() + (DEFAULT_CLOSE_TIMEOUT if timeout is None else max(0.0, float(timeout)))
-        # once, even when a Ctrl-C cuts it short: let busy workers finish (by the deadline), send
-        # each a Close, and report what their envs raised; a worker that died meanwhile is ended below
-        asking, self._asked = not self._asked and self.ctrl is not None, True
-        if asking:
+        # once per worker, even when a Ctrl-C cuts it short: let a busy worker finish (by the
+        # deadline), send it a Close, and report what its envs raised; a worker that died
+        # meanwhile is ended below. A second close() asks the workers the first did not reach.
+        if self.ctrl is not None:
             asked = []
             for w in range(len(self.processes)):
+                if w in self._asked:
+                    continue
                 with contextlib.suppress(Exception):
-                    if self.outstanding(w) and not self.drop_outstanding(w, max(0.0, deadline - time.monotonic())):
-                        continue
+                    if self.outstanding(w):
+                        self._asked |= {w}  # a worker that did not finish is not waited for again
+                        if not self.drop_outstanding(w, max(0.0, deadline - time.monotonic())):
+                            continue
                     if w not in self.dead:
                         self.send([(w, Close())])
                         asked.append(w)
+                self._asked |= {w}
             for w in asked:
                 with contextlib.suppress(Exception):
                     if self.ready([w], max(0.0, deadline - time.monotonic())):
@@ -80,7 +85,7 @@ class Closing(Transport):
         """In a process forked from the caller (the engine's fork hook): let go of this
         transport's inherited descriptors, and never act on its workers (they are the caller's;
         multiprocessing would end them at this process's exit)."""
-        self._closed = self._asked = self._ended = True
+        self._closed = self._ended = True
         lifetime.LIVE.discard(self)
         for process in self.processes:
             getattr(multiprocessing.process, "_children", set()).discard(process)

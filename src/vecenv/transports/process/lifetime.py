@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from vecenv.system import process_alive
 from vecenv.transports.process.shm import drop_inherited_mappings, libc
+from vecenv.transports.signals import deferred
 
 __all__ = ["LIVE", "Watch", "drop_inherited", "mark_copies", "start_lasting", "watch_caller"]
 
@@ -108,10 +109,16 @@ class Watch:
         deadline = time.monotonic() + max(0.0, timeout)
         if timeout > 0:
             wait([self.waitable], timeout)
-        while (code := self.process.exitcode) is None and time.monotonic() < deadline:
+        while (code := deferred(self._reap)) is None and time.monotonic() < deadline:
             time.sleep(0.005)  # the fork server reports a child's end after it reaped it
-        self.code = code
         return code
+
+    def _reap(self) -> int | None:
+        """Collect the exit code and keep it, as one section: a Ctrl-C between the kernel's
+        reaping and the record would lose the code for good (``poll`` then answers None forever,
+        and the process object, with its two pipes, could never be closed)."""
+        self.code = self.process.exitcode
+        return self.code
 
     def close_fd(self) -> None:
         """Close the pidfd (a fork's child lets go of it so)."""
@@ -121,12 +128,15 @@ class Watch:
 
     def release(self) -> None:
         """Once the process has ended: close the pidfd and the process object."""
-        if self.released:
-            return
+        if not self.released:
+            deferred(self._release)
+
+    def _release(self) -> None:
+        # one section: marked released only once the process object let go of its pipes
         self.close_fd()
-        self.released = True
         with contextlib.suppress(ValueError):  # still running after SIGKILL: nothing more to do
             self.process.close()
+        self.released = True
 
 
 _T = TypeVar("_T")

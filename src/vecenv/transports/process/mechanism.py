@@ -275,15 +275,17 @@ class NamedBlock:
     def release(self) -> None:
         """In the process that made it: remove the name (the mappings stay valid); elsewhere
         nothing."""
-        if self._owner != os.getpid() or os.name == "nt":
-            return
-        self._owner = None
+        if self._owner == os.getpid() and os.name != "nt":
+            deferred(self._unlink)  # a Ctrl-C leaves the name either there and owned, or gone
+
+    def _unlink(self) -> None:
         import _posixshmem  # type: ignore[import-not-found]
         from multiprocessing import resource_tracker
 
         with contextlib.suppress(FileNotFoundError):
             _posixshmem.shm_unlink(self.token)
         resource_tracker.unregister(self.token, "shared_memory")
+        self._owner = None
 
 
 MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (

@@ -273,6 +273,9 @@ class Starting(Closing):
             raise value
         return value
 
+    def worker_pid(self, worker: int) -> int | None:
+        return None if worker == self.inline_worker else self.processes[worker].pid
+
     # ------------------------------------------------------------ failures
     def restart(self, worker: int) -> None:
         """Start a new process for ``worker``'s envs, mapped onto the same rows (the inline

@@ -1,0 +1,80 @@
+"""``max_worker_memory``: a worker process whose resident memory passed the limit is replaced
+between steps, the way a dead one is (:meth:`.recovery.Recovery.restart`), its envs' episodes
+ended as truncations and reported in ``infos["recycled"]``."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from vecenv.system import resident_bytes
+from vecenv.worker.commands import Close, Configure, RecyclingState
+from vecenv.worker.group import warn_close_failures
+from vecenv.worker.restarts import recycle_report
+
+if TYPE_CHECKING:
+    from vecenv.engine.flight import InFlight
+
+__all__ = ["PERIOD_S", "MemoryLimit"]
+
+#: the workers' memory is read at most this often (seconds): one clock read per step otherwise
+PERIOD_S = 0.1
+
+
+class MemoryLimit:
+    """Replaces, before a step is sent, each idle worker of ``flight`` whose resident memory
+    passed ``limit`` bytes, read from ``/proc/<pid>/statm``: every :data:`PERIOD_S`, and sooner
+    by steps. A new worker is read again after one step, then after gaps that double until it is
+    seen to grow; one that grows is read again before it could, at the mean growth per step it
+    showed since its first reading, use half of its room left. So a worker passes the limit by
+    about what it grows at once (an episode's leak), however fast it leaks and however busy the
+    machine; between readings a step costs a counter and a clock read."""
+
+    def __init__(self, flight: InFlight, limit: int) -> None:
+        self.flight, self.limit = flight, limit
+        self.steps = 0  # steps sent
+        self.next_step = 0  # the step at which the next reading is due, unless ...
+        self.due = 0.0  # ... this time comes first
+        self.first: dict[int, tuple[int, int]] = {}  # worker -> (resident bytes, step) at its first reading
+
+    def between_steps(self) -> None:
+        self.steps += 1
+        if self.steps < self.next_step and time.monotonic() < self.due:
+            return
+        steps, wait = self.steps, 1 << 30
+        flight = self.flight
+        for w in range(len(flight.partition)):
+            start, stop = flight.partition[w]
+            if w in flight.in_flight or w in flight.deferred or flight.busy[start:stop].any():
+                wait = 1  # async batches: only a worker with nothing to return; this one next time
+                continue
+            pid = flight.transport.worker_pid(w)
+            rss = None if pid is None else resident_bytes(pid)
+            if rss is None:
+                continue
+            if rss > self.limit:
+                self.replace(w, rss)
+                self.first.pop(w, None)
+                wait = 1  # the new worker is read at the next step
+                continue
+            first, since = self.first.setdefault(w, (rss, steps))
+            if rss <= first:  # no growth seen yet: read again after as many steps again
+                wait = min(wait, max(1, steps - since))
+            else:
+                wait = min(wait, int((self.limit - rss) / 2 / ((rss - first) / (steps - since))))
+        self.next_step = steps + max(1, wait)
+        self.due = time.monotonic() + PERIOD_S
+
+    def replace(self, w: int, rss: int) -> None:
+        """Close worker ``w``'s envs, start a new worker for them (its envs seeded by
+        :func:`vecenv.policy.recycled_seed`) and end their episodes at their next step."""
+        flight = self.flight
+        seeds, replacements = flight.run_now(w, RecyclingState())
+        warn_close_failures(flight.run_now(w, Close()))
+        report = recycle_report(f"worker {w}'s resident memory ({rss / 1e6:.0f} MB) passed "
+                                f"max_worker_memory ({self.limit / 1e6:.0f} MB)")
+        plan = flight.recovery.restart(w, np.empty(0, np.int64), report,
+                                       configure=Configure(flight.policy, seeds, replacements + 1))
+        flight.restarted.update(plan.later)
