@@ -13,6 +13,7 @@ from vecenv.backends import (
     SyncVectorEnv,
     ThreadVectorEnv,
 )
+from vecenv.collector import Collector, Rollout
 from vecenv.engine import SpaceMismatchError, VectorEnv
 from vecenv.errors import (
     ClosedEnvironmentError,
@@ -32,10 +33,12 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncVectorEnv",
     "ClosedEnvironmentError",
+    "Collector",
     "EnvError",
     "FailurePolicy",
     "ProcessVectorEnv",
     "RayVectorEnv",
+    "Rollout",
     "SerialVectorEnv",
     "SpaceMismatchError",
     "StepTimeoutError",
