@@ -6,14 +6,6 @@ step; async batches (``batch_size < num_envs``) pay none but hand back whichever
 The collector runs async batches underneath and keeps one cursor per env, so each env's rows land
 in its own column in order, and the barrier moves from every step to every rollout: an env that
 has taken its ``steps`` steps waits for the others. See docs/collector.md.
-
->>> import vecenv
->>> envs = vecenv.make("CartPole-v1", num_envs=4, backend="serial", batch_size=2)
->>> collector = vecenv.Collector(envs, lambda obs, ids: (obs[:, 2] > 0).astype("int64"), steps=16)
->>> rollout = collector.collect()
->>> rollout.observations.shape, rollout.rewards.shape, rollout.next_observations.shape
-((16, 4, 4), (16, 4), (4, 4))
->>> envs.close()
 """
 
 from __future__ import annotations
@@ -98,6 +90,14 @@ class Collector:
 
     ``device`` (``"cpu"``, ``"cuda"``, a ``torch.device``): the rollout's arrays are torch
     tensors on it, copied from pinned host memory without blocking (CUDA) or shared (CPU).
+
+    >>> import vecenv
+    >>> envs = vecenv.make("CartPole-v1", num_envs=4, backend="serial", batch_size=2)
+    >>> collector = vecenv.Collector(envs, lambda obs, ids: (obs[:, 2] > 0).astype("int64"), steps=16)
+    >>> rollout = collector.collect()
+    >>> rollout.observations.shape, rollout.rewards.shape, rollout.next_observations.shape
+    ((16, 4, 4), (16, 4), (4, 4))
+    >>> envs.close()
     """
 
     def __init__(self, envs: gym.vector.VectorEnv, policy: Policy, steps: int = 128, seed: int | None = 0,
