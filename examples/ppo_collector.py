@@ -103,7 +103,7 @@ def make_envs(args: argparse.Namespace) -> vecenv.VectorEnv:
     # "same_step": a finished env hands back its next episode's first observation at once (the
     # final one is in the infos), so every row of the rollout is a real transition.
     common = dict(backend=args.backend, autoreset_mode="same_step", batch_size=args.batch_size)
-    if args.backend != "serial":
+    if args.backend in ("process", "thread"):
         common["num_workers"] = args.num_envs  # one env per worker: a batch is whichever envs are ready
     if not args.atari:
         return vecenv.make("CartPole-v1", args.num_envs, **common)
