@@ -32,10 +32,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import vecenv  # noqa: E402
 from _results import write_script_json  # noqa: E402
 from shared_bench.policy import make_policy  # noqa: E402
 from shared_bench.targets import make_pong  # noqa: E402
+
+import vecenv  # noqa: E402
 
 CONTENDERS = ("sync", "async-loop", "collector")
 
