@@ -22,12 +22,16 @@ MODES = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_S
 
 
 class Counted(gym.Wrapper):
-    """Reports its step count in the infos; with ``uneven``, sleeps a random 0-2 ms per step
+    """Reports its episode's step count in the infos; with ``uneven``, sleeps a random 0-2 ms per step
     (from a generator of its own, so the trajectory does not depend on it)."""
 
     def __init__(self, env: gym.Env, uneven: bool = False) -> None:
         super().__init__(env)
         self.uneven, self.count, self.sleeper = uneven, 0, random.Random()
+
+    def reset(self, **kwargs):
+        self.count = 0
+        return self.env.reset(**kwargs)
 
     def step(self, action):
         if self.uneven:
@@ -215,6 +219,25 @@ def test_bad_policy_output_is_refused_before_sending():
         vecenv.Collector(gym.vector.SyncVectorEnv([make_env]), None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="gymnasium vector env"):
         vecenv.Collector(make_env(), policy)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("backend", ["serial", "process"])
+def test_a_collect_cut_short_makes_the_next_one_reset(backend):
+    calls = []
+
+    def flaky(obs, ids):
+        calls.append(1)
+        if len(calls) == 7:
+            raise RuntimeError("policy failed")
+        return policy(obs, ids)
+
+    workers = {} if backend == "serial" else {"num_workers": 2}
+    with vecenv.make(make_env, N, backend=backend, batch_size=2, **workers) as envs:
+        collector = vecenv.Collector(envs, flaky, steps=T, seed=SEED)
+        with pytest.raises(RuntimeError, match="policy failed"):
+            collector.collect()
+        check(collector.collect(), cached_reference(AutoresetMode.NEXT_STEP)[0], AutoresetMode.NEXT_STEP)
 
 
 def test_torch_device_cpu_returns_tensors():

@@ -81,7 +81,8 @@ class Collector:
     env_ids)`` is called once per batch the vector env hands back and returns one action per row,
     or ``(actions, extras)``. Each env takes exactly ``steps`` steps per rollout; envs that are
     done wait for the others, and the last batches may be smaller than ``batch_size``. The first
-    :meth:`collect` resets the envs with ``seed``; later ones continue where the last one stopped.
+    :meth:`collect` resets the envs with ``seed``; later ones continue where the last one stopped
+    (after a :meth:`collect` cut short by an exception, the next one drains the envs and resets).
 
     With ``autoreset_mode="disabled"`` the collector resets an env that ended just before its
     next step (``reset(options={"reset_mask": ...})``, with async batches once the envs in flight
@@ -149,12 +150,27 @@ class Collector:
         if self._torch is not None:
             self._torch.wait_copies()  # the last rollout's copies read the host buffers
         records: list[tuple[np.ndarray, np.ndarray, dict[str, Any]]] = []  # (env ids, steps, their infos)
-        if self.async_batches:
-            self._collect_async(records)
-        else:
-            self._collect_sync(records)
+        if not self._started:  # a first rollout, or one after a collect() cut short: from a reset
+            self._needs_reset[:] = self._after_done[:] = False
+            self._episode_return[:], self._episode_length[:] = 0.0, 0
+        try:
+            if self.async_batches:
+                self._collect_async(records)
+            else:
+                self._collect_sync(records)
+        except BaseException:
+            self._started = False  # cut short (a bad policy output, an interrupt): the next one resets
+            raise
         self._started = True
         return self._rollout(records)
+
+    def _drain(self) -> None:
+        """Receive (and drop) what a collect() cut short left in flight, so that reset() may go."""
+        try:
+            while True:
+                self.envs.recv()  # type: ignore[attr-defined]
+        except gym.error.NoAsyncCallError:  # nothing left out (or reset() must drop it: it will)
+            pass
 
     def _collect_sync(self, records: list) -> None:
         envs, h, n = self.envs, self._host, self.num_envs
@@ -200,6 +216,7 @@ class Collector:
             """Reset every env (``mask`` None, with the seed) or the ended ones, then act on them."""
             nonlocal outstanding
             if mask is None:
+                self._drain()
                 obs, infos = envs.reset(seed=self.seed)
             else:
                 obs, infos = envs.reset(options={"reset_mask": mask})
