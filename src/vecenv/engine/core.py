@@ -146,8 +146,8 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
 
         ``options={"reset_mask": mask}`` resets only the envs where ``mask`` is True (the others
         keep their observation). In async-batch mode every env (or those of ``reset_mask``) is
-        reset and the first ``batch_size`` to finish are returned, with ``infos["env_id"]``. After an interrupted
-        call, every worker is first let finish what it was given.
+        reset and the first ``batch_size`` to finish are returned, with ``infos["env_id"]``.
+        After an interrupted call, every worker is first let finish what it was given.
         """
         try:
             mask = self._check_reset(options)
