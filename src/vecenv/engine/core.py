@@ -229,7 +229,8 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
 
     @one_caller
     def recv(self, timeout: float | None = None) -> StepResult:
-        """Wait for the results of :meth:`send`: all envs, or the first ``batch_size`` ready."""
+        """Wait for the results of :meth:`send`: all envs, or the first ``batch_size`` ready (all
+        the envs still out when fewer than ``batch_size`` are)."""
         self._check_wait(timeout, "recv", CallState.WAITING_STEP)
         return self._flight.batches.collect(timeout, "step_wait")
 
