@@ -251,6 +251,17 @@ def test_torch_device_cpu_returns_tensors():
     assert rollout.copy().observations.data_ptr() != rollout.observations.data_ptr()
 
 
+def test_a_bad_device_is_refused_clearly():
+    torch = pytest.importorskip("torch")
+    envs = gym.vector.SyncVectorEnv([make_env])
+    with pytest.raises(ValueError, match="expected a torch device"):
+        vecenv.Collector(envs, policy, device="nowhere")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device"):
+            vecenv.Collector(envs, policy, device="cuda")
+    envs.close()
+
+
 def test_missing_torch_is_named(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(ImportError, match=r"torch.*vecenv\[sb3\]"):

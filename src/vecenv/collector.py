@@ -409,8 +409,15 @@ class _Torch:
         except ImportError as exc:
             raise ImportError(_TORCH_MISSING) from exc
         self.torch = torch
-        self.device = torch.device(device)
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"Collector(device=...): expected a torch device such as 'cpu' or 'cuda', got "
+                             f"{device!r} ({exc})") from None
         self.cuda = self.device.type == "cuda"
+        if self.cuda and not torch.cuda.is_available():
+            raise ValueError(f"Collector(device={device!r}): torch sees no CUDA device here; use device='cpu' "
+                             "or device=None (numpy arrays)")
         self.tensors: dict[int, Any] = {}  # id(host array) -> (host tensor, device tensor)
         self.event: Any = None
 
