@@ -23,6 +23,7 @@ SRC = pathlib.Path(vecenv.__file__).resolve().parent
 #: the public API's entry points that must carry a runnable example
 DOCUMENTED = [
     "vecenv.make:make",
+    "vecenv.collector:Collector",
     "vecenv.backends:SerialVectorEnv",
     "vecenv.backends:ProcessVectorEnv",
     "vecenv.policy:FailurePolicy",

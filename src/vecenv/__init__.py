@@ -14,6 +14,7 @@ from vecenv.backends import (
     SyncVectorEnv,
     ThreadVectorEnv,
 )
+from vecenv.collector import Collector, Rollout
 from vecenv.engine import SpaceMismatchError, VectorEnv
 from vecenv.errors import (
     ClosedEnvironmentError,
@@ -29,10 +30,12 @@ from vecenv.policy import FailurePolicy
 __all__ = [
     "AsyncVectorEnv",
     "ClosedEnvironmentError",
+    "Collector",
     "EnvError",
     "FailurePolicy",
     "ProcessVectorEnv",
     "RayVectorEnv",
+    "Rollout",
     "SerialVectorEnv",
     "SpaceMismatchError",
     "StepTimeoutError",

@@ -114,10 +114,11 @@ class FirstReady:
         self.ready: deque[int] = deque()
 
     def sent(self, ids: np.ndarray, reset: bool) -> None:
-        if reset:  # every env (a reset here is never partial) starts a new episode
+        if reset:  # sent with nothing in flight: ``ids`` (all, or a reset_mask's) start new episodes
             self.drop()
             self.flight.replies.clear()
-            self.flight.restarted.clear()
+            for i in ids.tolist():
+                self.flight.restarted.pop(i, None)
         self.flight.busy[ids] = True
 
     def collect(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
@@ -134,8 +135,11 @@ class FirstReady:
                 flight.replies.clear()
                 if len(ready) >= bs:
                     break
-                if not flight.in_flight:
-                    raise NoAsyncCallError(f"Calling `{method}` with no envs in flight.", method)
+                if not flight.in_flight:  # fewer than bs sent and not returned: return them all
+                    if not ready:
+                        raise NoAsyncCallError(f"Calling `{method}` with no envs in flight.", method)
+                    bs = len(ready)
+                    break
                 flight.receive(deadline, timeout, method, wanted=self.wanted(bs - len(ready)))
             b, ids = flight.buffers, [ready.popleft() for _ in range(bs)]
             rows = np.array(ids, dtype=np.int64)

@@ -145,9 +145,9 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         """Reset the envs; env ``i`` gets ``seed + i`` (or ``seed[i]`` from a list).
 
         ``options={"reset_mask": mask}`` resets only the envs where ``mask`` is True (the others
-        keep their observation). In async-batch mode every env is reset and the first
-        ``batch_size`` to finish are returned, with ``infos["env_id"]``. After an interrupted
-        call, every worker is first let finish what it was given.
+        keep their observation). In async-batch mode every env (or those of ``reset_mask``) is
+        reset and the first ``batch_size`` to finish are returned, with ``infos["env_id"]``.
+        After an interrupted call, every worker is first let finish what it was given.
         """
         try:
             mask = self._check_reset(options)
@@ -178,8 +178,6 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         """Reset the envs where ``mask`` is True (all when None), each with ``options`` as given."""
         n, flight = self.num_envs, self._flight
         seeds = check_seeds(seed, n)
-        if mask is not None and self.batch_size < n:
-            raise ValueError("reset(options={'reset_mask': ...}) is not supported with batch_size < num_envs")
         if flight.state is CallState.INTERRUPTED or flight.lifecycle.droppable:
             flight.drop_all()
         self._check_idle("reset_async")
@@ -231,7 +229,8 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
 
     @one_caller
     def recv(self, timeout: float | None = None) -> StepResult:
-        """Wait for the results of :meth:`send`: all envs, or the first ``batch_size`` ready."""
+        """Wait for the results of :meth:`send`: all envs, or the first ``batch_size`` ready (all
+        the envs still out when fewer than ``batch_size`` are)."""
         self._check_wait(timeout, "recv", CallState.WAITING_STEP)
         return self._flight.batches.collect(timeout, "step_wait")
 
