@@ -149,6 +149,7 @@ class FirstReady:
             flight.busy[rows] = False
             if flight.autoreset_mode is AutoresetMode.DISABLED:
                 flight.needs_reset[rows] = b.terminations[rows] | b.truncations[rows]
+            self.settle(deadline, timeout, method)
             # the rest of a reset, and of the steps sent, arrives through recv()
             flight.lifecycle.fire(Event.BATCH_RETURNED if flight.in_flight or ready else Event.RETURNED)
             return b.observations.read_rows(rows), b.rewards[rows], b.terminations[rows], b.truncations[rows], infos
@@ -163,6 +164,10 @@ class FirstReady:
             return {}
         at = {i: r for r, i in enumerate(ids)}
         return batch_infos([held.pop(i) for i in ids if i in held], len(ids), at)
+
+    def settle(self, deadline: float | None, timeout: float | None, method: str) -> None:
+        """After a batch: what is left of the call (nothing here: every command in flight holds
+        an env not yet returned)."""
 
     def absorb(self) -> None:
         """Move what is ready but not in a reply yet into ``flight.replies`` (nothing here:
@@ -264,6 +269,13 @@ class EachReady(FirstReady):
         self.waiting[ids] = False
         self.counters.forget(start, stop)
         return ids
+
+    def settle(self, deadline: float | None, timeout: float | None, method: str) -> None:
+        """Every env returned: read the replies of the commands still in flight (each worker is
+        finishing one whose envs were all taken as they were published), so the call ends."""
+        flight = self.flight
+        while flight.in_flight and not self.ready and not self.waiting.any():
+            flight.receive(deadline, timeout, method, True)
 
     def wanted(self, count: int) -> Callable[[], int] | None:
         counters, waiting = self.counters, self.waiting
