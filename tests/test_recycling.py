@@ -109,15 +109,14 @@ class Leaky(Counted):
 @pytest.mark.timeout(60)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_worker_past_its_memory_limit_is_replaced_between_steps():
-    probe = vecenv.ProcessVectorEnv([Leaky] * 4, num_workers=2, context=FAST_START)
-    probe.reset(seed=0)
-    base = max(resident_bytes(p.pid) for p in probe.processes)
-    probe.close()
-    limit = base + 8 * Leaky.LEAK
     growth = 2 * Leaky.LEAK + 1_000_000  # one episode of each of a worker's two envs, and the interpreter's own
-    envs = vecenv.ProcessVectorEnv([Leaky] * 4, num_workers=2, context=FAST_START, max_worker_memory=limit)
+    envs = vecenv.ProcessVectorEnv([Leaky] * 4, num_workers=2, context=FAST_START, max_worker_memory="1TB")
     try:
         envs.reset(seed=0)
+        # the limit from these workers' own size (a forked worker starts as large as this process
+        # happens to be, which another vector env measured earlier need not match)
+        limit = max(resident_bytes(p.pid) for p in envs.processes) + 8 * Leaky.LEAK
+        envs._flight.memory.limit = limit
         pids, peak, recycled = {p.pid for p in envs.processes}, 0, 0
         for _ in range(16 * EPISODE):
             _, _, _, truncated, infos = envs.step(np.zeros(4, np.int64))

@@ -27,7 +27,7 @@ from gymnasium.vector import AutoresetMode
 from vecenv.engine.state import CallState, Event
 from vecenv.errors import NoAsyncCallError
 from vecenv.infos import InfoColumns, InfoEntry, batch_columns, batch_infos, columns_infos
-from vecenv.worker.commands import STEP_QUEUED, Command
+from vecenv.worker.commands import STEP_QUEUED, Command, StepQueued
 
 if TYPE_CHECKING:
     from vecenv.engine.flight import InFlight
@@ -274,7 +274,8 @@ class EachReady(FirstReady):
         """Every env returned: read the replies of the commands still in flight (each worker is
         finishing one whose envs were all taken as they were published), so the call ends."""
         flight = self.flight
-        while flight.in_flight and not self.ready and not self.waiting.any():
+        while (flight.in_flight and not self.ready and not self.waiting.any() and not flight.replies
+               and all(type(flight.commands.get(w)) is StepQueued for w in flight.in_flight)):
             flight.receive(deadline, timeout, method, True)
 
     def wanted(self, count: int) -> Callable[[], int] | None:
