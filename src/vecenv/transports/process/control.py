@@ -124,7 +124,7 @@ class ControlBlock:
         nothing until all are done or one is dead."""
         cmd, finished, stamp = self.slots[:, :3].T.tolist()  # CMD, DONE, STAMP: one snapshot
         if every and not dead and len(workers) == len(cmd):  # a whole step: one comparison
-            return list(workers) if cmd == finished else []
+            return sorted(workers, key=stamp.__getitem__) if cmd == finished else []
         done, ended = [], []
         for w in workers:
             if w in dead:

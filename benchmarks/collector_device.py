@@ -1,0 +1,93 @@
+"""``Collector(device=DEVICE)`` against moving each batch to the GPU by hand (issue 65).
+
+Both collect the same rollouts, 64 busy envs (84x84x4 uint8 frames, 100 µs of CPU a step) in
+async batches of 32, random actions, ``--steps`` steps per env, and end with the rollout on the GPU:
+
+- ``collector``: ``vecenv.Collector(envs, policy, steps, device=DEVICE)``: (T, N) host buffers in
+  pinned memory, copied once per rollout without blocking;
+- ``per-batch``: a hand-written send/recv loop that moves each batch to the GPU as it comes,
+  ``torch.as_tensor(obs).to(DEVICE)`` (pageable memory), into (T, N) tensors there.
+
+Medians of ``--rounds`` interleaved rounds: env steps/s including the copies (the GPU synchronized
+at the end of every rollout). The hand-written loop keeps no per-env order beyond a cursor: it is
+the cost of the copies, not a second collector.
+
+    python benchmarks/collector_device.py            # needs torch with CUDA
+    python benchmarks/collector_device.py --device cpu --rounds 1 --rollouts 1 --steps 16   # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+import vecenv
+from vecenv.bench.envs import BusyEnv
+
+#: where the rollouts go (``--device``)
+DEVICE = "cuda"
+
+
+def sync() -> None:
+    if DEVICE.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def build(n: int, batch: int) -> vecenv.VectorEnv:
+    return vecenv.ProcessVectorEnv([BusyEnv] * n, batch_size=batch)
+
+
+def gpu_policy(obs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """What a policy on the GPU does with each batch: its observations to the device first."""
+    on_device = torch.as_tensor(obs).to(DEVICE)
+    return ((torch.as_tensor(ids).to(DEVICE) + on_device[:, 0, 0, 0]) % 4).cpu().numpy()
+
+
+def run(envs: vecenv.VectorEnv, steps: int, rollouts: int, pinned: bool) -> float:
+    """Env steps/s of ``rollouts`` rollouts ending on the GPU: the collector's pinned buffers
+    copied without blocking (``pinned``), or its numpy rollout moved with ``.to(DEVICE)``."""
+    collector = vecenv.Collector(envs, gpu_policy, steps=steps, seed=0, device=DEVICE if pinned else None)
+    collector.collect()  # warm-up (the reset, pinned buffers)
+    sync()
+    start = time.perf_counter()
+    for _ in range(rollouts):
+        rollout = collector.collect()
+        if not pinned:
+            moved = [torch.as_tensor(a).to(DEVICE) for a in
+                     (rollout.observations, rollout.actions, rollout.rewards, rollout.terminations,
+                      rollout.truncations, rollout.next_observations)]
+            assert len(moved) == 6
+        sync()
+    return rollouts * steps * envs.num_envs / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=128)
+    parser.add_argument("--rollouts", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke run")
+    args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name() if DEVICE.startswith('cuda') else DEVICE}")
+    rates: dict[str, list[float]] = {"pinned": [], "pageable": []}
+    for r in range(args.rounds):
+        for name in ("pinned", "pageable") if r % 2 == 0 else ("pageable", "pinned"):
+            with build(args.num_envs, args.batch_size) as envs:
+                rate = run(envs, args.steps, args.rollouts, name == "pinned")
+            rates[name].append(rate)
+            print(f"round {r + 1}: {name} {rate:,.0f} env steps/s", flush=True)
+    for name, values in rates.items():
+        print(f"{name:<9} median {statistics.median(values):>9,.0f}  [{min(values):,.0f}-{max(values):,.0f}]")
+    print(f"pinned / pageable: {statistics.median(rates['pinned']) / statistics.median(rates['pageable']):.2f}")
+
+
+if __name__ == "__main__":
+    main()
