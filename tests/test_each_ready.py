@@ -187,3 +187,28 @@ def test_an_env_returns_while_its_worker_is_stuck_on_another(tmp_path, mechanism
         assert got == {1: [1.0, 1.0], 0: [0.0, 2.0]}
     finally:
         envs.close()
+
+
+@needs_processes
+@pytest.mark.timeout(60)
+def test_ten_kept_batches_are_never_overwritten():
+    """The arrays recv() returns are the caller's: ten batches kept while the envs step on (their
+    rows rewritten by the workers) still hold what they held when returned."""
+    with vecenv.ProcessVectorEnv(_fns(), num_workers=2, batch_size=2, context=FAST_START) as envs:
+        _, infos = envs.reset(seed=1)
+        kept, copies = [], []
+        for k in range(40):
+            ids = infos["env_id"]
+            envs.send(np.array([_action(i, k) for i in ids.tolist()]), ids)
+            result = envs.recv()
+            infos = result[4]
+            if k < 10:
+                kept.append(result)
+                copies.append(tuple(np.array(a, copy=True) for a in result[:4]) + ({key: np.array(v, copy=True)
+                              for key, v in result[4].items()},))
+        for held, copy in zip(kept, copies, strict=True):
+            for a, b in zip(held[:4], copy[:4], strict=True):
+                np.testing.assert_array_equal(a, b)
+            assert held[4].keys() == copy[4].keys()
+            for key in copy[4]:
+                np.testing.assert_array_equal(held[4][key], copy[4][key])
