@@ -287,7 +287,8 @@ class InFlight:
         the caller wants every reply, so the transport may wake it once, when all are there;
         ``wanted``: how many more envs published one by one the wait is for (it ends at 0)."""
         ready = self.wait(deadline, timeout, method, self.step_overdue, every, wanted)
-        if every and len(ready) == len(self.in_flight) == self.transport.num_workers and type(self.batches) is FullBatch:
+        if every and self.transport.fetches_every and len(ready) == len(self.in_flight) == len(self.partition.bounds) \
+                and type(self.batches) is FullBatch:
             reply = self.transport.fetch_every()  # the usual synchronous step: all in one look
             if reply is not None:
                 self.in_flight.clear()

@@ -118,6 +118,9 @@ class Transport(ABC):
     def fetch(self, worker: int) -> Any:
         """Take ``worker``'s reply; raise the group's error if the command failed."""
 
+    #: whether :meth:`fetch_every` can take every worker's reply at once
+    fetches_every = False
+
     def fetch_every(self) -> Any:
         """Every worker's reply at once, as one :class:`~vecenv.infos.StepReply` for every env,
         when the transport can take them together (all finished); None: :meth:`fetch` each."""

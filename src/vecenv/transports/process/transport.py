@@ -37,6 +37,7 @@ class ProcessTransport(Starting):
 
     name = "process"
     can_end_workers = True
+    fetches_every = True
 
     # ------------------------------------------------------------ commands
     def send(self, commands: Sequence[tuple[int, Command]]) -> None:
