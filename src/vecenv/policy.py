@@ -10,7 +10,7 @@ from typing import Literal
 import numpy as np
 from typing_extensions import TypedDict
 
-__all__ = ["FailureOptions", "FailurePolicy", "parse_bytes", "recycled_seed"]
+__all__ = ["FailureOptions", "FailurePolicy", "parse_bytes", "recycle_report", "recycled_seed"]
 
 
 class FailureOptions(TypedDict, total=False):
@@ -171,3 +171,9 @@ def _is_number(value: object, integral: bool = False) -> bool:
     if isinstance(value, bool):
         return False
     return isinstance(value, numbers.Integral if integral else numbers.Real)
+
+
+def recycle_report(reason: str) -> dict:
+    """The info entries of an env rebuilt (or whose worker was replaced) before it failed:
+    ``max_episodes_per_env`` or ``max_worker_memory``, as ``reason`` says."""
+    return {"recycled": True, "recycle_reason": reason}

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from vecenv.policy import recycle_report
 from vecenv.system import resident_bytes
 from vecenv.worker.commands import Close, Configure, RecyclingState
 from vecenv.worker.group import warn_close_failures
-from vecenv.worker.restarts import recycle_report
 
 if TYPE_CHECKING:
     from vecenv.engine.flight import InFlight

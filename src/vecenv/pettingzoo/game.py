@@ -15,8 +15,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate
 
-from vecenv.policy import recycled_seed
-from vecenv.worker.restarts import recycle_report
+from vecenv.policy import recycle_report, recycled_seed
 
 #: how to install what this package needs
 INSTALL = "pip install 'vecenv[pettingzoo]'"

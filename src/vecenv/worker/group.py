@@ -19,10 +19,10 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.errors import EnvError, VecEnvError
 from vecenv.infos import NO_REPLY, InfoEntry, StepReply
-from vecenv.policy import recycled_seed
+from vecenv.policy import recycle_report, recycled_seed
 from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import Command, EnvIds
-from vecenv.worker.restarts import RestartBudget, recycle_report, restart_report, truncate_rows
+from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
 from vecenv.worker.view import StepView
 
 __all__ = ["EnvDescription", "EnvGroup", "close_envs", "warn_close_failures"]

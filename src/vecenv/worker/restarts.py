@@ -10,7 +10,7 @@ from typing import Any
 
 from vecenv.errors import VecEnvError, add_detail
 
-__all__ = ["RestartBudget", "recycle_report", "restart_report", "truncate_rows"]
+__all__ = ["RestartBudget", "restart_report", "truncate_rows"]
 
 
 class RestartBudget:
@@ -41,12 +41,6 @@ def restart_report(error: VecEnvError | str) -> dict:
     """The info entries of an env whose episode a restart cut short."""
     reason = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     return {"restarted": True, "restart_reason": reason}
-
-
-def recycle_report(reason: str) -> dict:
-    """The info entries of an env rebuilt (or whose worker was replaced) before it failed:
-    ``max_episodes_per_env`` or ``max_worker_memory``, as ``reason`` says."""
-    return {"recycled": True, "recycle_reason": reason}
 
 
 def truncate_rows(buffers: Any, rows: Any) -> None:
