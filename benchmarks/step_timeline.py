@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import functools
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
@@ -38,6 +39,9 @@ from vecenv.engine.partition import split_envs
 from vecenv.system import usable_cores
 from vecenv.transports.process import default_workers
 from vecenv.transports.process.transport import ProcessTransport
+
+#: fork where there is one: the workers run this file's env wrapper without importing it again
+CONTEXT = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
 
 #: the caller's stamps of each step
 CALL, SEND, SENT, WAIT, WOKE, RETURNED = range(6)
@@ -242,7 +246,8 @@ def run(env: str, num_envs: int, workers: int | None, steps: int, warmup: int, b
         tl = Timeline(path, warmup + steps + 2, num_envs, n_workers, create=True)
         fns = [functools.partial(make_env, env, busy_us, tl.args, i, w, i == a)
                for w, (a, b) in enumerate(groups) for i in range(a, b)]
-        with instrumented(tl), vecenv.ProcessVectorEnv(fns, num_workers=n_workers, batch_size=batch) as envs:
+        with instrumented(tl), vecenv.ProcessVectorEnv(fns, num_workers=n_workers, batch_size=batch,
+                                                       context=CONTEXT) as envs:
             ids = envs.reset(seed=0)[1].get("env_id")
             space = envs.single_action_space
             space.seed(0)

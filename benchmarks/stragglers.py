@@ -39,6 +39,10 @@ import numpy as np
 
 import vecenv
 
+#: fork where there is one: every process runs this file's envs without importing it again (a
+#: forkserver, Python 3.14's default on Linux, could not import it when it was loaded by path)
+CONTEXT = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+
 
 # ==================================================================== env costs
 @dataclass(frozen=True)
@@ -223,7 +227,7 @@ def _free_run(fns: list, start, seconds: float, out) -> None:
 
 def ceiling(fns: list, workers: int, seconds: float) -> float:
     """Env steps/s of ``workers`` processes, each stepping its share of the envs freely."""
-    ctx = multiprocessing.get_context()
+    ctx = multiprocessing.get_context(CONTEXT)
     start, out = ctx.Barrier(workers + 1), ctx.Queue()
     procs = [ctx.Process(target=_free_run, args=([fns[i] for i in g], start, seconds, out), daemon=True)
              for g in np.array_split(np.arange(len(fns)), workers)]
@@ -240,10 +244,10 @@ def measured(name: str, fns: list, workers: int, seconds: float) -> float:
     """Env steps/s of one vector env: ``sync``, ``b=N`` (async batches of N) or ``gym-async``."""
     n = len(fns)
     if name == "gym-async":
-        envs = gym.vector.AsyncVectorEnv(fns)
+        envs = gym.vector.AsyncVectorEnv(fns, context=CONTEXT)
     else:
         batch = int(name[2:]) if name.startswith("b=") else None
-        envs = vecenv.ProcessVectorEnv(fns, num_workers=workers, batch_size=batch)
+        envs = vecenv.ProcessVectorEnv(fns, num_workers=workers, batch_size=batch, context=CONTEXT)
     try:
         _, infos = envs.reset(seed=0)
         if name.startswith("b="):
