@@ -17,10 +17,12 @@ from vecenv.worker.group import warn_close_failures
 if TYPE_CHECKING:
     from vecenv.engine.flight import InFlight
 
-__all__ = ["PERIOD_S", "MemoryLimit"]
+__all__ = ["NO_GROWTH_STEPS", "PERIOD_S", "MemoryLimit"]
 
 #: the workers' memory is read at most this often (seconds): one clock read per step otherwise
 PERIOD_S = 0.1
+#: the longest gap, in steps, between two readings of a worker not seen to grow
+NO_GROWTH_STEPS = 8
 
 
 class MemoryLimit:
@@ -60,8 +62,11 @@ class MemoryLimit:
                 wait = 1  # the new worker is read at the next step
                 continue
             first, since = self.first.setdefault(w, (rss, steps))
-            if rss <= first:  # no growth seen yet: read again after as many steps again
-                wait = min(wait, max(1, steps - since))
+            if rss <= first:  # no growth seen yet: read again after as many steps again (at most
+                # NO_GROWTH_STEPS), counting growth from the least seen (a forked worker may first
+                # give back memory it inherited)
+                self.first[w] = (rss, since if rss == first else steps)
+                wait = min(wait, max(1, min(steps - since, NO_GROWTH_STEPS)))
             else:
                 wait = min(wait, int((self.limit - rss) / 2 / ((rss - first) / (steps - since))))
         self.next_step = steps + max(1, wait)
