@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import multiprocessing
 import signal
+import sys
 from typing import Any
 
 import gymnasium as gym
@@ -258,3 +259,16 @@ def exit_without_close(tmp_path: Any, backend: str, context: str, state: str, ti
     first = done.stdout.splitlines()[:1]
     pids = [int(p) for p in first[0].split()] if first else []
     return done, pids, len(os.listdir(marks))
+
+
+def load_benchmark(name: str) -> Any:
+    """The script ``benchmarks/<name>.py`` imported as the module ``_bench_<name>``."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

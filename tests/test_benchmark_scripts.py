@@ -15,7 +15,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from helpers import needs_processes
+from helpers import load_benchmark, needs_processes
 
 pytestmark = pytest.mark.slow
 
@@ -23,12 +23,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 TINY_BENCH = ["--steps", "8", "--rounds", "1", "--warmup", "1", "-q"]
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+_load = load_benchmark
 
 
 @pytest.mark.timeout(60)

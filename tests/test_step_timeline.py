@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import multiprocessing
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers import load_benchmark
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("_bench_step_timeline", BENCHMARKS / "step_timeline.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
-
-timeline = _load()
+timeline = load_benchmark("step_timeline")
 
 
 @pytest.mark.timeout(30)

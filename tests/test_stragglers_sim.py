@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from helpers import load_benchmark
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("_bench_stragglers", BENCHMARKS / "stragglers.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
-
-stragglers = _load()
+stragglers = load_benchmark("stragglers")
 RULES = [("sync", None), ("queue", None), ("worker", 8), ("env", 8), ("worker", 4), ("env", 4)]
 
 

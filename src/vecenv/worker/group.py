@@ -215,15 +215,7 @@ class EnvGroup:
         every = self._every
         if every is not None:
             if self._episodes[j] >= every:
-                try:
-                    self.envs[j].close()
-                except self._catch:
-                    pass
-                try:
-                    self.envs[j] = _built(self.env_fns[j]())
-                except self._catch as exc:
-                    raise self._error(j, "env_fn() while recycling", exc) from exc
-                self._forget_views()
+                self._rebuild(j, "env_fn() while recycling")
                 self._episodes[j] = 0
                 self._rebuilds[j] += 1
                 self._next_seeds[j] = recycled_seed(self._seeds[j], self._replacements, self._rebuilds[j])
@@ -252,17 +244,22 @@ class EnvGroup:
             raise err from exc
         if not self._budget.spend(j, f"env {self.start + j}", err):
             raise err from exc
+        self._rebuild(j, "env_fn() while restarting")
+        self._episodes[j] = 0
+        return f"{err.exc_type}: {err.exc_message}"
+
+    def _rebuild(self, j: int, method: str) -> None:
+        """Close env ``j`` (what its close raises is dropped: it is being replaced) and build it
+        again from its env_fn; a failed build is env ``j``'s error in ``method``."""
         try:
             self.envs[j].close()
         except self._catch:
             pass
         try:
             self.envs[j] = _built(self.env_fns[j]())
-            self._forget_views()
-        except self._catch as exc2:
-            raise self._error(j, "env_fn() while restarting", exc2) from exc2
-        self._episodes[j] = 0
-        return f"{err.exc_type}: {err.exc_message}"
+        except self._catch as exc:
+            raise self._error(j, method, exc) from exc
+        self._forget_views()
 
     def _error(self, j: int, method: str, exc: BaseException) -> EnvError:
         return EnvError.from_exception(exc, self.start + j, self.worker, method)
