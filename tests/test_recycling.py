@@ -4,6 +4,7 @@ in ``infos["recycled"]``, refused where they cannot act."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 
@@ -112,11 +113,13 @@ def test_a_worker_past_its_memory_limit_is_replaced_between_steps():
     # one episode of each of a worker's two envs, and the interpreter's own (which varies by
     # CPython version: a few MB)
     growth = 2 * Leaky.LEAK + 4_000_000
-    envs = vecenv.ProcessVectorEnv([Leaky] * 4, num_workers=2, context=FAST_START, max_worker_memory="1TB")
+    # workers that do not start as a copy of this process: a forked one is as large as the test
+    # run happens to be when it starts, which would set each new worker's size, not its leak
+    context = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    envs = vecenv.ProcessVectorEnv([Leaky] * 4, num_workers=2, context=context, max_worker_memory="1TB")
     try:
         envs.reset(seed=0)
-        # the limit from these workers' own size (a forked worker starts as large as this process
-        # happens to be, which another vector env measured earlier need not match)
+        # the limit from these workers' own size
         limit = max(resident_bytes(p.pid) for p in envs.processes) + 8 * Leaky.LEAK
         envs._flight.memory.limit = limit
         pids, peak, recycled = {p.pid for p in envs.processes}, 0, 0
