@@ -109,8 +109,9 @@ class WaitEnv(gym.Env):
 
     def __init__(self, costs: Costs, seed: int, index: int, spin_us: float = 0.0) -> None:
         # Linux sleeps overshoot by the timer slack (50 µs): 1 ns makes a 400 µs sleep ~400 µs
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None).prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError, AttributeError):
+                ctypes.CDLL(None).prctl(29, 1, 0, 0, 0)  # PR_SET_TIMERSLACK
         self.stream, self.spin_s = CostStream(costs, seed, index), spin_us * 1e-6
         self.obs = np.zeros(4, np.float32)
 

@@ -49,7 +49,7 @@ def test_summary_reads_gaps_barrier_efficiency_and_the_last_finisher():
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-@pytest.mark.skipif(multiprocessing.get_start_method() != "fork", reason="spawned workers cannot import the script")
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="spawned workers cannot import the script")
 def test_a_short_run_stamps_every_step(tmp_path):
     from vecenv.transports.process.transport import ProcessTransport
 
@@ -65,7 +65,7 @@ def test_a_short_run_stamps_every_step(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-@pytest.mark.skipif(multiprocessing.get_start_method() != "fork", reason="spawned workers cannot import the script")
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="spawned workers cannot import the script")
 def test_a_short_run_of_async_batches_stamps_every_returned_env():
     result = timeline.run("cartpole", 4, 2, steps=40, warmup=5, busy_us=0.0, batch=2)
     gaps = result["gaps"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +65,8 @@ def test_unknown_rule_is_refused():
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                    reason="spawned processes cannot import the script this test loads by path")
 def test_the_script_measures_each_row_against_the_ceiling(tmp_path):
     out = tmp_path / "s.json"
     result = stragglers.main(["--num-envs", "8", "--workers", "2", "--batch-sizes", "4", "--seconds", "0.2",
