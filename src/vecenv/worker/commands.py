@@ -150,14 +150,14 @@ class Configure(NamedTuple):
 
     def run(self, group: EnvGroup) -> None:
         group.configure(self.policy.on_error, self.policy.max_restarts, self.policy.restart_window)
-        group.configure_recycling(self.policy.max_episodes_per_env, self.seeds, self.replacements)
+        group.recycling.configure(self.policy.max_episodes_per_env, self.seeds, self.replacements)
 
 
 class RecyclingState(NamedTuple):
     """The envs' own seeds and how many workers held them before this one (for a replacement)."""
 
     def run(self, group: EnvGroup) -> tuple[list, int]:
-        return group.recycling_state()
+        return group.recycling.state()
 
 
 class Close(NamedTuple):

@@ -19,10 +19,9 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.errors import EnvError, VecEnvError
 from vecenv.infos import NO_REPLY, InfoEntry, StepReply
-from vecenv.policy import recycle_report, recycled_seed
 from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import Command, EnvIds
-from vecenv.worker.restarts import RestartBudget, restart_report, truncate_rows
+from vecenv.worker.restarts import Recycling, RestartBudget, restart_report, truncate_rows
 from vecenv.worker.view import StepView
 
 __all__ = ["EnvDescription", "EnvGroup", "close_envs", "warn_close_failures"]
@@ -140,15 +139,7 @@ class EnvGroup:
         # fresh envs need a reset before their first step (NEXT_STEP does it by itself; this is
         # what a restarted worker relies on, as the engine always resets a new vector env first)
         self._needs_reset = np.ones(len(self.envs), dtype=np.bool_)
-        # recycling (configure_recycling): every env's episodes since it was built, its last seed,
-        # its rebuilds in this worker, the seed its next reset takes when none is given
-        k = len(self.envs)
-        self._every: int | None = None
-        self._episodes, self._rebuilds = [0] * k, [0] * k
-        self._seeds: list[int | None] = [None] * k
-        self._next_seeds: list[int | None] = [None] * k
-        self._replacements = 0
-        self._plain_resets = True  # no recycling: NEXT_STEP's autoreset calls env.reset() itself
+        self.recycling = Recycling(len(self.envs))  # max_episodes_per_env (the Configure command)
         self._view: StepView | None = None  # made at the first step after the buffers or an env change
         self._views: dict[int, StepView] = {}  # the view of each observation slot used so far
         self._moves = 0  # the slot cell's count of moves at this group's last command
@@ -191,42 +182,15 @@ class EnvGroup:
         self.on_error = on_error
         self._budget = RestartBudget(max_restarts, restart_window)
 
-    def configure_recycling(self, every: int | None, seeds: Sequence[int | None] | None = None,
-                            replacements: int = 0) -> None:
-        """Rebuild each env after ``every`` episodes (None: never). ``seeds`` (the envs' own
-        seeds) and ``replacements`` (how many workers held these envs before this one): for a
-        replacement worker, whose envs' first resets are seeded with :func:`recycled_seed`."""
-        self._every = every
-        if seeds is not None:
-            self._seeds = list(seeds)
-            self._replacements = replacements
-            self._next_seeds = [recycled_seed(seed, replacements, 0) for seed in self._seeds]
-        self._plain_resets = every is None and not any(seed is not None for seed in self._next_seeds)
-
-    def recycling_state(self) -> tuple[list[int | None], int]:
-        """The envs' own seeds and how many workers held them before this one (for the next)."""
-        return list(self._seeds), self._replacements
-
     def _begin_episode(self, j: int, seed: int | None) -> tuple[int | None, dict | None]:
         """Before env ``j``'s reset: rebuild it when it has run its ``max_episodes_per_env``;
-        the seed the reset takes (``seed``, else a rebuilt env's :func:`recycled_seed`) and the
-        report of a rebuild (None when there was none)."""
-        report = None
-        every = self._every
-        if every is not None:
-            if self._episodes[j] >= every:
-                self._rebuild(j, "env_fn() while recycling")
-                self._episodes[j] = 0
-                self._rebuilds[j] += 1
-                self._next_seeds[j] = recycled_seed(self._seeds[j], self._replacements, self._rebuilds[j])
-                report = recycle_report(f"max_episodes_per_env={every}")
-            self._episodes[j] += 1
-        if seed is None:
-            seed = self._next_seeds[j]
-        else:
-            self._seeds[j] = seed
-        self._next_seeds[j] = None
-        return seed, report
+        the seed the reset takes (``seed``, else a rebuilt env's recycled seed) and the report
+        of a rebuild (None when there was none)."""
+        recycling, report = self.recycling, None
+        if recycling.due(j):
+            self._rebuild(j, "env_fn() while recycling")
+            report = recycling.rebuilt(j)
+        return recycling.begin(j, seed), report
 
     def _autoreset(self, j: int) -> tuple[Any, dict]:
         """NEXT_STEP's reset of env ``j`` under recycling (see :meth:`_begin_episode`)."""
@@ -245,7 +209,7 @@ class EnvGroup:
         if not self._budget.spend(j, f"env {self.start + j}", err):
             raise err from exc
         self._rebuild(j, "env_fn() while restarting")
-        self._episodes[j] = 0
+        self.recycling.episodes[j] = 0
         return f"{err.exc_type}: {err.exc_message}"
 
     def _rebuild(self, j: int, method: str) -> None:
@@ -360,7 +324,7 @@ class EnvGroup:
             env = envs[j]
             try:
                 if next_step and needs_reset[j]:
-                    obs, info = env.reset() if self._plain_resets else self._autoreset(j)
+                    obs, info = env.reset() if self.recycling.plain else self._autoreset(j)
                     rewards[j] = 0.0
                     terms[j] = False
                     truncs[j] = False
@@ -394,7 +358,7 @@ class EnvGroup:
         """SAME_STEP: env ``j`` ended its episode in this step; reset it at once."""
         _check_info(final_info)
         self._attached.observations.check(final_obs)
-        seed, recycled = (None, None) if self._plain_resets else self._begin_episode(j, None)
+        seed, recycled = (None, None) if self.recycling.plain else self._begin_episode(j, None)
         info = self._reset_one(j, seed, None)
         if recycled is not None:
             info = {**info, **recycled}
