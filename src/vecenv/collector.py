@@ -225,15 +225,19 @@ class Collector:
             outstanding += (n if mask is None else int(mask.sum())) - len(ids)
             act(ids, obs)
 
+        def act_on_last(ids: np.ndarray) -> None:
+            """Act on the envs ``ids`` from their last observations, a batch at a time."""
+            for lo in range(0, len(ids), bs):
+                chunk = ids[lo:lo + bs]
+                act(chunk, h["next_observations"][chunk])
+
         if not self._started:
             reset(None)
         else:
             ready = np.flatnonzero(~self._needs_reset)
             if self._needs_reset.any():
                 reset(self._needs_reset.copy())
-            for lo in range(0, len(ready), bs):
-                chunk = ready[lo:lo + bs]
-                act(chunk, h["next_observations"][chunk])
+            act_on_last(ready)
         while outstanding or held:
             if held and not outstanding:  # DISABLED: the envs in flight are back, reset the ended ones
                 waiting, held = np.concatenate(held), []
@@ -241,25 +245,13 @@ class Collector:
                 if mask.any():
                     reset(mask)
                     waiting = waiting[~mask[waiting]]
-                for lo in range(0, len(waiting), bs):
-                    chunk = waiting[lo:lo + bs]
-                    act(chunk, h["next_observations"][chunk])
+                act_on_last(waiting)
                 continue
             obs, rewards, terminations, truncations, infos = envs.recv()
             ids = np.asarray(infos["env_id"], dtype=np.int64)
             outstanding -= len(ids)
             was = stepped[ids]
-            steps: np.ndarray
-            if was.all():
-                steps = cursor[ids] - 1
-                h["rewards"][steps, ids], h["terminations"][steps, ids] = rewards, terminations
-                h["truncations"][steps, ids] = truncations
-            else:  # the rest of a reset came back beside steps: only the steps are rows
-                steps = np.where(was, cursor[ids] - 1, -1)
-                s = ids[was]
-                h["rewards"][steps[was], s] = rewards[was]
-                h["terminations"][steps[was], s] = terminations[was]
-                h["truncations"][steps[was], s] = truncations[was]
+            steps = self._record(ids, was, cursor[ids] - 1, rewards, terminations, truncations)
             stepped[ids] = False
             records.append((ids, steps, infos))
             go = cursor[ids] < t_end
@@ -277,6 +269,21 @@ class Collector:
                 h["next_observations"][ids[~go]] = obs[~go]
                 if go.any():
                     act(ids[go], obs[go])
+
+    def _record(self, ids: np.ndarray, was: np.ndarray, rows: np.ndarray, rewards: np.ndarray,
+                terminations: np.ndarray, truncations: np.ndarray) -> np.ndarray:
+        """Write a returned batch's rewards and flags at row ``rows[k]`` of env ``ids[k]``, for
+        the envs that stepped (``was``; the others' reset came back); each env's row, -1 for those."""
+        h = self._host
+        if was.all():
+            h["rewards"][rows, ids], h["terminations"][rows, ids] = rewards, terminations
+            h["truncations"][rows, ids] = truncations
+            return rows
+        rows, stepped = np.where(was, rows, -1), ids[was]
+        h["rewards"][rows[was], stepped] = rewards[was]
+        h["terminations"][rows[was], stepped] = terminations[was]
+        h["truncations"][rows[was], stepped] = truncations[was]
+        return rows
 
     def _act(self, obs: Any, ids: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """The policy's actions for ``obs`` (the envs ``ids``), checked; actions and extras
