@@ -1,43 +1,11 @@
-"""vecenv on a machine that is not idle, side by side with gymnasium's SyncVectorEnv (1.00×) and
-EnvPool's C++ vector envs.
+"""vecenv on a machine that is not idle, beside gymnasium's SyncVectorEnv (1.00×) and EnvPool.
 
     python benchmarks/run_shared.py                          # every scenario, N=8 (~10 min, 2 cores)
     python benchmarks/run_shared.py --scenario busy,two-runs --envs CartPole-v1
-    python benchmarks/run_shared.py --scenario policy --rounds 5 --seconds 3
-    python benchmarks/run_shared.py --quick                  # a smoke test (seconds per scenario)
+    python benchmarks/run_shared.py --quick                  # a smoke test
 
-Scenarios (``--scenario``, repeatable or a comma list; ``all`` is every one):
-
-- ``idle``: nothing else runs; the baseline.
-- ``busy``: a busy process (``python -c "while True: pass"``) runs beside, started before the
-  contender is built (so ``vecenv.make``'s measured layout sees the busy machine) and killed after
-  each measurement.
-- ``two-runs``: two copies of the same contender run at once, in two processes started together
-  (this script with ``--child``); both build, then start the clock at one shared time and measure
-  for the same duration. The row is the sum of the two (each part is in the note and the JSON).
-- ``after-busy``: each measurement runs in a fresh process (this script with ``--child``) whose
-  vecenv calibration cache starts empty: it builds the contender once beside a busy process (a
-  first ``vecenv.make`` during a busy moment), ends the busy process, then builds and measures
-  the contender on the quiet machine. ``vecenv-default`` must then choose as on a quiet machine.
-- ``policy``: CleanRL's Atari CNN (one torch thread) picks every action from the observations
-  (Pong only). Synchronous contenders go obs -> policy -> step; the async ones (``-b4``: batches
-  of 4 of the 8 envs) ``send`` the batch just computed, then ``recv`` the next ready batch, so the
-  policy computes while the other half of the envs steps.
-
-Targets (``--envs``): ``CartPole-v1``, ``HalfCheetah-v5`` (MuJoCo), ``Pong`` (``ALE/Pong-v5`` with
-AtariPreprocessing and 4 stacked frames; EnvPool's and ale_py's Pong get the same settings), or any
-registered gymnasium id. Contenders (``--contenders``): see :mod:`shared_bench.contenders`;
-``gym-sync``, ``vecenv-default`` (``vecenv.make(target, 8)``), ``vecenv-serial``,
-``vecenv-process``, ``vecenv-inline``, ``envpool``, and for the policy scenario also
-``vecenv-default-b4``, ``envpool-b4`` and ``ale-vector-b4`` (ale_py's C++ vector env). One that
-cannot run here (a package missing) is skipped with the reason.
-
-Each scenario and target runs ``--rounds`` interleaved rounds (every contender once per round, the
-order rotating between rounds); one measurement builds the contender, resets it with seed 0,
-steps ``--warmup`` times, counts env steps for ``--seconds``, and closes it. Random actions come
-from a pool pre-generated from the seed. Tables show medians and the ratio to ``gym-sync`` of the
-same scenario (and to the contender's own idle median when ``idle`` ran too). Every round, the
-machine and the versions go to ``--json`` (default ``benchmarks/results/shared.json``).
+Scenarios (idle, busy, two-runs, after-busy, policy), targets, contenders, the rounds and the
+JSON (default results/shared.json): docs/bench.md#on-a-shared-machine-benchmarksrun_sharedpy.
 """
 
 from __future__ import annotations
@@ -76,8 +44,7 @@ def _list(values: list[str] | None) -> list[str]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scenario", action="append", metavar="{idle,busy,two-runs,policy,after-busy,all}",
                    help="scenarios to run, repeatable or comma-separated (default: all)")
     p.add_argument("--envs", action="append", help="targets, comma-separated (default: "

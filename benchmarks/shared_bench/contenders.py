@@ -1,18 +1,7 @@
-"""The vector envs compared, each built from a name (``--contenders``).
-
-Names: ``gym-sync`` (the 1.00x reference), ``gym-async`` (gymnasium's AsyncVectorEnv),
-``sb3-dummy`` / ``sb3-subproc`` (SB3's DummyVecEnv / SubprocVecEnv) and ``vecenv-sb3-dummy`` /
-``vecenv-sb3-subproc`` (vecenv's, from ``vecenv.sb3``), ``vecenv-default`` (``vecenv.make(target, N)``,
-backend ``"auto"``), ``vecenv-serial``, ``vecenv-thread`` (threads sharing each step's envs; a
-default contender on a free-threaded Python with the GIL off), ``vecenv-process``,
-``vecenv-inline`` (process backend, ``inline=True``, 2 workers), ``envpool`` (EnvPool's C++ vector env), ``ale-vector`` (ale_py's
-C++ ``AtariVectorEnv``, Atari only). A ``-bK`` suffix (``vecenv-default-b4``, ``envpool-b4``,
-``ale-vector-b4``) runs the EnvPool-style async loop: ``send`` actions to the K envs the last
-``recv`` returned, then ``recv`` the next K that are ready.
-
-Every contender is wrapped in a :class:`Runner`: ``start()`` resets (seed 0) and returns the first
-observations, ``step(actions)`` returns the next ones, ``rows`` env steps at a time.
-"""
+"""The vector envs compared, each built from a name (``--contenders``, listed in docs/bench.md);
+a ``-bK`` suffix runs the EnvPool-style async loop on batches of K. Each is wrapped in a
+:class:`Runner`: ``start()`` resets (seed 0), ``step(actions)`` returns the next observations,
+``rows`` env steps at a time."""
 
 from __future__ import annotations
 
@@ -28,9 +17,12 @@ from gymnasium.vector.utils import batch_space
 
 from shared_bench.targets import Target, installed
 
+#: PufferLib contender -> (peer of vecenv.bench.puffer, workers; None: what PufferLib accepts here)
+PUFFERLIB = {"pufferlib-serial": ("pufferlib-serial", None), "pufferlib-mp": ("pufferlib-mp", None),
+             "pufferlib-mp-w1": ("pufferlib-mp", 1), "pufferlib-async": ("pufferlib-async", None)}
 BASES = ("gym-sync", "gym-async", "vecenv-default", "vecenv-serial", "vecenv-thread", "vecenv-process",
          "vecenv-inline", "envpool", "ale-vector", "sb3-dummy", "sb3-subproc", "vecenv-sb3-dummy",
-         "vecenv-sb3-subproc")
+         "vecenv-sb3-subproc", *PUFFERLIB)
 #: contenders of the random-action scenarios (idle, busy, two-runs) when none are named
 DEFAULT = ("gym-sync", "vecenv-default", "vecenv-serial", "vecenv-process", "vecenv-inline",
            "envpool", *(() if getattr(sys, "_is_gil_enabled", lambda: True)() else ("vecenv-thread",)))
@@ -113,6 +105,8 @@ class AleBatchRunner(BatchRunner):
 def unavailable(name: str, t: Target, num_envs: int) -> str | None:
     """Why contender ``name`` cannot run target ``t`` here (None when it can)."""
     base, batch = parse(name)
+    if base in PUFFERLIB:
+        return _puffer_unavailable(base, batch, num_envs)
     if batch is not None and not 1 <= batch < num_envs:
         return f"batch size {batch} must be between 1 and num_envs - 1 ({num_envs - 1})"
     if base.startswith(("gym-", "sb3-", "vecenv-sb3-")) and batch:
@@ -152,6 +146,8 @@ def build(name: str, t: Target, num_envs: int, seed: int = 0) -> Runner:
         return _build_vecenv(base, t, num_envs, batch, seed)
     if base == "envpool":
         return _build_envpool(t, num_envs, batch, seed)
+    if base in PUFFERLIB:
+        return PufferRunner(base, t, num_envs, batch, seed)
     return _build_ale(t, num_envs, batch, seed)
 
 
@@ -208,6 +204,55 @@ def _build_ale(t: Target, n: int, batch: int | None, seed: int) -> Runner:
     info = {"built": f"ale_py AtariVectorEnv({t.ale_game!r}, {n}, batch_size={batch or n})"}
     cls = AleBatchRunner if batch else Runner
     return cls(envs, batch or n, envs.single_action_space, lambda: envs.reset(seed=seed), info)
+
+
+def _puffer_unavailable(base: str, batch: int | None, num_envs: int) -> str | None:
+    from vecenv.bench.puffer import import_pufferlib, puffer_layout
+
+    if batch is not None and base != "pufferlib-mp":
+        return f"{base} takes no -bK (pufferlib-mp-bK is the async pool with batches of K)"
+    try:
+        import_pufferlib()
+        puffer_layout("pufferlib-async" if batch else PUFFERLIB[base][0], num_envs, batch, PUFFERLIB[base][1])
+    except (ImportError, ValueError) as exc:
+        return str(exc)
+    return None
+
+
+class PufferRunner(Runner):
+    """A PufferLib vector env (:mod:`vecenv.bench.puffer`, whose watchdog turns a dead or stalled
+    worker into an error): ``send`` / ``recv``, ``rows`` env steps a step."""
+
+    def __init__(self, base: str, t: Target, num_envs: int, batch: int | None, seed: int) -> None:
+        from vecenv.bench.puffer import build_puffer
+
+        peer, workers = PUFFERLIB[base]
+        peer = "pufferlib-async" if batch is not None else peer
+        envs, rows, used, self.watch = build_puffer(peer, t, num_envs, seed, batch, workers)  # type: ignore[arg-type]
+        info = {"built": f"pufferlib.vector.{type(envs).__name__}(num_envs={num_envs}, "
+                         f"num_workers={used}, batch_size={rows})"}
+        super().__init__(envs, rows, envs.single_action_space, lambda: (envs.async_reset(seed), {}), info)
+
+    def start(self) -> Any:
+        self._reset()
+        return self.step(None, send=False)
+
+    def step(self, actions: Any, send: bool = True) -> Any:
+        from vecenv.bench.puffer import PufferLibFailure
+
+        if send:
+            self.envs.send(actions)
+        obs = self.envs.recv()[0]
+        if self.watch is not None:
+            if self.watch.failed is not None:
+                raise PufferLibFailure(self.watch.failed)
+            self.watch.beat += 1
+        return obs
+
+    def close(self) -> None:
+        from vecenv.bench.puffer import puffer_close
+
+        puffer_close(self.envs, self.watch)
 
 
 def random_actions(runner: Runner, seed: int, size: int = 64) -> list[Any]:

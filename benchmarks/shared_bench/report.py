@@ -11,7 +11,7 @@ from shared_bench.targets import Target
 
 BASELINE = "gym-sync"
 PACKAGES = ("vecenv", "gymnasium", "numpy", "envpool", "ale-py", "mujoco", "torch",
-            "stable-baselines3", "opencv-python", "opencv-python-headless")
+            "stable-baselines3", "opencv-python", "opencv-python-headless", "pufferlib-core", "psutil")
 
 
 def package_versions() -> dict[str, str | None]:
@@ -106,9 +106,8 @@ def idle_medians(tables: list[dict[str, Any]], env: str) -> dict[str, float]:
 
 def write(path: Path, settings: dict[str, Any], tables: list[dict[str, Any]]) -> None:
     """Every round of every table, the settings, the machine, the date and the versions."""
-    from _results import write_script_json
+    from _common import write_json
 
     from vecenv.make import usable_cores
 
-    machine = {"cores": usable_cores(), "packages": package_versions()}
-    write_script_json(path, "run_shared.py", settings, tables, machine)
+    write_json(path, "run_shared.py", settings, tables, {"cores": usable_cores(), "packages": package_versions()})
