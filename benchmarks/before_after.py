@@ -1,13 +1,10 @@
-"""Two versions of vecenv side by side: steps/s and the caller thread's CPU per step (CartPole by default).
+"""Two versions of vecenv side by side: steps/s and the caller thread's CPU per step.
 
-Each measurement runs in a fresh interpreter with ``PYTHONPATH`` set to one version's ``src``
-folder; rounds interleave the versions (alternating which goes first) and every backend, and the
-medians of the rounds are reported with their spread. Export the version to compare against
-with ``git archive <commit> src | tar -x -C /tmp/before``:
+    git archive <commit> src | tar -x -C /tmp/before
+    python benchmarks/before_after.py --before /tmp/before/src --after src [--backends serial --rounds 9]
 
-    python benchmarks/before_after.py --before /tmp/before/src --after src
-    python benchmarks/before_after.py --before /tmp/before/src --after src --backends serial --rounds 9
-    python benchmarks/before_after.py --before /tmp/before/src --after src --env HalfCheetah-v5 --steps 2000
+Each measurement runs in a fresh interpreter with ``PYTHONPATH`` at one version's ``src``; rounds
+interleave the versions (alternating which goes first) and the backends; medians and spread.
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
-"""The caller's own CPU per vector step: the serial part of every step on many cores.
-
-Every vector step passes through one caller thread; whatever it does once per env or once per
-worker no number of cores shares. Measured here as that thread's CPU time (``time.thread_time``)
-per vector step, with envs that cost nothing, so the figure is the vector env's own work:
-
-- per env-step: (caller CPU per step at ``--envs-high`` envs − at ``--envs-low``) / the difference,
-  with 2 workers;
-- per worker: (caller CPU per step at 16 workers − at 2) / 14, with 64 envs of 4 floats, and
-  with MuJoCo-style infos (17 floats and 4 float info keys per env);
-- per step: the caller CPU of one vector step of 64 envs in 16 workers (issue 63's layout).
-
-vecenv's process backend waits by blocking (``spin_us=0, yield_us=0``): the path every step takes
-once a worker's share of the step outlasts the spin budget, as it does for real simulators at 64
-envs. Peers with one process per env (gymnasium's AsyncVectorEnv, SB3's SubprocVecEnv) are measured
-at 8 and 32 envs (their per-env and per-worker costs are the same thing). Rounds are interleaved;
-medians and spread are printed.
+"""The caller thread's CPU per vector step (``time.thread_time``), with envs that cost nothing:
+the serial part of every step on many cores.
 
     python benchmarks/caller_cost.py                    # 5 rounds, every row
     python benchmarks/caller_cost.py --rounds 1 --quick # a smoke run
+
+Rows: per env-step ((CPU at ``--envs-high`` - at ``--envs-low``) / the difference, 2 workers);
+per worker ((CPU at 16 workers - at 2) / 14, 64 envs); per step (64 envs in 16 workers). vecenv
+blocks while waiting (``spin_us=0, yield_us=0``), as every step does once a worker's share
+outlasts the spin; peers with a process per env are measured at 8 and 32 envs.
 """
 
 from __future__ import annotations

@@ -1,27 +1,14 @@
-"""vecenv.Collector against the loops a user would write: Pong with CleanRL's CNN policy in the loop.
+"""vecenv.Collector against the loops a user would write: Pong, CleanRL's CNN policy in the loop.
 
-    python benchmarks/collector_bench.py                      # Pong, N=8, 5 interleaved rounds (~3 min, 2 cores)
-    python benchmarks/collector_bench.py --rounds 1 --seconds 1   # a quick look
-    python benchmarks/collector_bench.py --uneven                 # envs of uneven cost, no policy
+    python benchmarks/collector_bench.py                      # Pong, N=8, 5 rounds (~3 min, 2 cores)
+    python benchmarks/collector_bench.py --uneven             # envs of uneven cost, no policy
 
-Contenders, each stepping ``vecenv.make(make_pong, 8, ...)`` and choosing every action with CleanRL's
-Atari CNN on one torch thread (benchmarks/shared_bench/policy.py):
-
-- ``sync``: ``vecenv.make``'s default (whole batches, ``backend="auto"``): obs -> policy -> step,
-  storing each step in (T, N) arrays as a training loop does.
-- ``async-loop``: the same with ``batch_size=N/2``, written by hand as EnvPool's examples do:
-  ``send`` the batch just computed, ``recv`` the next ready one. It stores nothing, so it is the
-  ceiling for a collector over the same vector env.
-- ``collector``: ``vecenv.Collector(envs, policy, steps=128)`` over that vector env, ``collect()``
-  again and again: (T, N) rollouts, every env exactly 128 steps per rollout.
-
-After a warm-up round that is not counted, each round builds the synchronous vector env once and
-the async one once (``async-loop`` and ``collector`` run one after the other on that build, so a
-build's luck on a shared machine is the same for both); each contender warms up for one rollout's
-worth of steps, then counts env steps for at least ``--seconds`` (whole rollouts of 128 x N
-steps). Rounds are interleaved (the order rotating); the table shows medians of steps/s and the
-ratios issue 65 sets targets for: collector / async-loop (>= 0.95; >= 0.9 with ``--uneven``, where
-the async loop is the free-running ceiling), collector / sync (>= 1.25).
+``sync``: ``vecenv.make``'s default, obs -> policy -> step, storing (T, N) arrays; ``async-loop``:
+batches of N/2 by hand (send the batch just computed, recv the next), storing nothing: the
+ceiling; ``collector``: ``vecenv.Collector(envs, policy, steps=128).collect()`` on that vector
+env (the same build as async-loop in a round). Medians of interleaved rounds after an uncounted
+warm-up round, and the ratios issue 65 sets targets for: collector / async-loop >= 0.95 (>= 0.9
+with ``--uneven``), collector / sync >= 1.25.
 """
 
 from __future__ import annotations

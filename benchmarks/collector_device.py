@@ -1,16 +1,5 @@
-"""``Collector(device=DEVICE)`` against moving each batch to the GPU by hand (issue 65).
-
-Both collect the same rollouts, 64 busy envs (84x84x4 uint8 frames, 100 µs of CPU a step) in
-async batches of 32, random actions, ``--steps`` steps per env, and end with the rollout on the GPU:
-
-- ``collector``: ``vecenv.Collector(envs, policy, steps, device=DEVICE)``: (T, N) host buffers in
-  pinned memory, copied once per rollout without blocking;
-- ``per-batch``: a hand-written send/recv loop that moves each batch to the GPU as it comes,
-  ``torch.as_tensor(obs).to(DEVICE)`` (pageable memory), into (T, N) tensors there.
-
-Medians of ``--rounds`` interleaved rounds: env steps/s including the copies (the GPU synchronized
-at the end of every rollout). The hand-written loop keeps no per-env order beyond a cursor: it is
-the cost of the copies, not a second collector.
+"""``Collector(device=DEVICE)`` (pinned host buffers, one copy per rollout) against moving its
+numpy rollouts to the GPU with ``.to(DEVICE)`` (pageable): 64 busy envs in async batches of 32.
 
     python benchmarks/collector_device.py            # needs torch with CUDA
     python benchmarks/collector_device.py --device cpu --rounds 1 --rollouts 1 --steps 16   # a smoke run

@@ -1,11 +1,5 @@
-"""The machine's own ceiling for a vector env on many cores: processes that never communicate.
-
-Starts ``P`` processes at once, each stepping its own gymnasium ``SyncVectorEnv`` of ``K`` envs
-with random actions for ``--seconds``, and reports their summed env steps per second beside one
-such process alone (measured first, the machine otherwise idle). No vector env that gathers
-every step in one caller can beat the sum: it is what the cores, their shared caches and memory
-bandwidth and the clock they hold under full load allow. ``sum / (P x one)`` says how far that
-is from P times a serial step.
+"""The machine's ceiling on many cores: ``--processes`` processes that never communicate, each
+stepping its own gymnasium SyncVectorEnv, summed, beside one such process alone.
 
     python benchmarks/core_ceiling.py --processes 16 --envs-per-process 4
     python benchmarks/core_ceiling.py --env HalfCheetah-v5 --env Pong --env vecenv/Busy-v0

@@ -1,23 +1,13 @@
-"""Which process layout a many-core machine wants: the same envs stepped by several layouts.
-
-For each env, every round builds each layout in turn (interleaved), warms it up and counts env
-steps for ``--seconds``, with the caller thread's CPU time per vector step beside. ``gym-sync``
-(gymnasium's SyncVectorEnv) is the serial step the others are read against: the summary prints
-each layout's steps/s and its share of ``cores x gym-sync`` measured in the same round.
-
-Layouts (``ProcessVectorEnv`` unless named otherwise; ``C`` is the usable cores):
-
-- ``process``: the default, ``C`` workers;
-- ``inline``: ``C`` groups, the last stepped in the caller (``C - 1`` worker processes);
-- ``workers-1``: ``C - 1`` workers, a core left for the caller;
-- ``affinity``: ``C`` workers pinned to the cores in order;
-- ``workers-1-affinity``: ``C - 1`` workers pinned to cores 1.., core 0 left for the caller;
-- ``inline-affinity``: ``inline`` with its worker processes pinned to cores 1..;
-- ``batch-half``: ``C`` workers, async batches of the first half of the envs to finish;
-- ``workers-1-spin``, ``inline-spin``: those, spinning up to 2 ms (``spin_us=2000``);
-- ``auto``: ``vecenv.make``'s choice (``envs.layout`` says which).
+"""Which process layout a many-core machine wants: the same envs stepped by each layout.
 
     python benchmarks/many_core_layouts.py --num-envs 64 --env HalfCheetah-v5 --env Pong --json out.json
+
+Each round builds every layout in turn and counts env steps for ``--seconds``, with the caller's
+CPU per vector step; each layout's share of ``cores x gym-sync`` in the same round is printed.
+``C`` is the usable cores: ``process`` (C workers), ``inline`` (the last of C groups in the
+caller), ``workers-1`` (C - 1 workers), ``affinity`` (pinned), ``workers-1-affinity``,
+``inline-affinity`` (pinned to cores 1..), ``batch-half`` (async batches of N/2),
+``workers-1-spin``, ``inline-spin`` (``spin_us=2000``), ``auto`` (``vecenv.make``'s choice).
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
-"""PettingZoo games vectorized, side by side in one run: vecenv.pettingzoo, SuperSuit's
-``concat_vec_envs_v1`` and PufferLib's PettingZoo emulation, in game steps per second.
+"""PettingZoo games vectorized: vecenv.pettingzoo, SuperSuit's ``concat_vec_envs_v1`` and
+PufferLib's PettingZoo emulation, in game steps per second (a game step: every agent of one game).
 
-    python benchmarks/pettingzoo_bench.py --rounds 5 --seconds 2 \\
-        --json benchmarks/results/pettingzoo/bench.json
+    python benchmarks/pettingzoo_bench.py --rounds 5 --seconds 2 --json benchmarks/results/pettingzoo/bench.json
 
-Each measurement builds one contender (untimed), resets it, steps it a few times to warm up, then
-steps it with pre-drawn random actions for ``--seconds`` and closes it; a game step is one step of
-one game (every agent in it), so one step of the vector env counts ``num_games``. Rounds are
-interleaved (every contender once per round, in a rotated order) and the table gives medians with
-the min-max spread. Contenders:
-
-- ``loop``: a plain loop over the ParallelEnvs in this process (no vector env), for scale;
-- ``vecenv-serial``, ``vecenv-process`` (2 workers), ``vecenv-auto`` (``backend="auto"``);
-- ``supersuit``: ``concat_vec_envs_v1(pettingzoo_env_to_vec_env_v1(env), games, num_cpus=2,
-  base_class="gymnasium")``;
-- ``pufferlib-mp``: ``pufferlib.vector.Multiprocessing`` (2 workers) over
-  ``pufferlib.emulation.PettingZooPufferEnv`` (pufferlib-core; see docs/bench.md#pufferlib).
-
-Needs ``pettingzoo[butterfly]``, ``mpe2``, ``supersuit``; PufferLib is skipped when missing.
+Contenders: ``loop`` (a plain loop over the ParallelEnvs, for scale), ``vecenv-serial``,
+``vecenv-process`` (2 workers), ``vecenv-auto``, ``supersuit`` (2 CPUs), ``pufferlib-mp`` (2
+workers; skipped without pufferlib-core). Interleaved rounds; medians, spreads and each
+contender's per-round ratio to SuperSuit and PufferLib. Needs pettingzoo[butterfly], mpe2, supersuit.
 """
 
 from __future__ import annotations

@@ -1,19 +1,12 @@
-"""A step's life on the process backend, from timestamps that every process writes into one
-shared array: where a step's time goes on many cores (issue 63).
+"""A step's life on the process backend (issue 63), from timestamps every process writes into
+one shared array: the caller's post, ring, wait and wake (``ProcessTransport.send``/``ready``
+wrapped here) and each env's start, end, CPU and resets (an env wrapper in its worker), as medians
+and p90 of each gap, the barrier's efficiency, the last finisher, run delay and steal time;
+``--batch-size`` does the same for async batches. Clock: ``time.monotonic`` in every process.
 
-The caller's side comes from ``ProcessTransport.send``/``ready`` wrapped inside this script (step
-called, post starts, posted and rung, wait starts, wakes, step returns); each worker's from an env
-wrapper in the worker (each env's step start and end, its ``time.thread_time``, whether it was a
-reset, the worker's run delay from ``/proc/thread-self/schedstat``). Printed as medians and p90 of
-each gap, the barrier's efficiency (mean ÷ max group work per step), which worker finished last,
-run delay and the machine's steal time; with ``--batch-size``, async batches instead (how long a
-returned env waited after its own step). Needs only numpy and gymnasium (and the env's simulator);
-the clock is ``time.monotonic``, one clock for every process.
-
-    python benchmarks/step_timeline.py                      # the busy env, 64 envs, default workers
+    python benchmarks/step_timeline.py                      # the busy env, 64 envs
     python benchmarks/step_timeline.py --env cheetah --workers 16 --json cheetah.json
-    python benchmarks/step_timeline.py --env pong --num-envs 64 --steps 1000
-    python benchmarks/step_timeline.py --env stragglers --workers 16 --batch-size 32   # async batches
+    python benchmarks/step_timeline.py --env stragglers --workers 16 --batch-size 32
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""How many vecenv functions, in how many modules, one ``step()`` passes through in your thread.
-
-Traces ``steps`` CartPole steps (4 envs, 2 workers, after a warm-up) with ``sys.setprofile`` in
-the calling thread and prints, per layout, the union of the distinct vecenv functions and modules
-those steps called, the calls per step, and (with ``--list``) the functions themselves. The union
-over several steps is what counts: a step that sleeps takes other functions than one that spins.
+"""How many vecenv functions, in how many modules, ``steps`` CartPole steps (4 envs, 2 workers)
+pass through in your thread (``sys.setprofile``), per layout; ``--list`` names them.
 
     python benchmarks/step_trace.py                 # process, inline, thread
-    python benchmarks/step_trace.py --list thread   # and name every function
+    python benchmarks/step_trace.py --list thread
 """
 
 from __future__ import annotations

@@ -1,23 +1,15 @@
-"""Stragglers on many workers: vecenv's sync step and async batches against the free-running ceiling
-and against a zero-overhead simulation of each readiness rule (issue 63).
-
-Envs whose steps mostly wait (``time.sleep``, timer slack cut to 1 ns, an optional busy tail), so
-that many processes fit on few cores: by default 64 envs in 16 workers of 4, a step waits 400 µs
-± 25% (uniform), episodes last 40-160 steps and a reset waits 6 ms. Each round measures, in turn:
-
-- the ceiling: ``--workers`` processes stepping their envs freely, never waiting for each other;
-- vecenv synchronous (``ProcessVectorEnv(fns, num_workers=W)``), async batches of each
-  ``--batch-sizes`` (send/recv with ``infos["env_id"]``), gymnasium's AsyncVectorEnv (one process
-  per env); env steps/s and their share of the ceiling measured in the same round.
-
-Beside them, :func:`simulate` replays each readiness rule with zero overhead on the same cost
-streams (same seeds): ``sync`` (a barrier over a fixed partition), ``worker`` (a batch is made of
-whole worker replies) and ``env`` (each env ready as soon as its own step is done), as a share of
-the simulated ceiling: measured ÷ ideal is what the code wastes, ideal ÷ ceiling what the design does.
+"""Stragglers on many workers (issue 63): vecenv's sync step and async batches against the
+free-running ceiling and a zero-overhead simulation of each readiness rule.
 
     python benchmarks/stragglers.py                       # 5 rounds of 2 s per row
     python benchmarks/stragglers.py --seconds 1 --rounds 3 --json out.json
     python benchmarks/stragglers.py --dist lognormal --spread 0.5 --reset-us 0
+
+Envs whose steps mostly wait (64 envs in 16 workers; 400 µs ± 25%, 6 ms resets, episodes of
+40-160 steps by default), so that 17 processes fit on few cores. Each round measures the ceiling
+(``--workers`` processes stepping their envs freely), vecenv's synchronous step, async batches of
+each ``--batch-sizes`` and gym's AsyncVectorEnv; :func:`simulate` replays each readiness rule on
+the same cost streams: measured ÷ ideal is what the code wastes, ideal ÷ ceiling what the design allows.
 """
 
 from __future__ import annotations

@@ -1,35 +1,17 @@
 """The thread backend against serial and processes on one interpreter, free-threaded or not.
 
-    python benchmarks/probes/free_threading.py                      # every scenario (~20 min on 2 cores)
+    PYTHON_GIL=0 python3.13t benchmarks/probes/free_threading.py   # every scenario (~20 min, 2 cores)
     python benchmarks/probes/free_threading.py --scenario idle --envs CartPole-v1 --rounds 3
 
-Run it on a free-threaded Python with the GIL off (``PYTHON_GIL=0 python3.13t ...``; the
-platform harness in ../shared/platforms/pythons/ builds one) and on a GIL build, and compare each
-table's ratios: every figure is against ``serial`` *on the same interpreter*, so the slower
-single-thread speed of a build without PGO cancels out (the table states it as µs per env step).
-
-Scenarios (``--scenario``, a comma list): ``idle`` (nothing else runs); ``busy`` (a busy
-Python process started by this script runs beside, in this run's autogroup; each row says how
-many cores this process's threads used); ``busy-setsid`` (the same busy process in an autogroup
-of its own: the bound is 1.0x serial); ``policy`` (a numpy two-layer MLP on the observations in
-the loop, with async batches of 4 of the 8 envs: ``thread-b4``, ``process-b4``). numpy's BLAS
-runs on one thread here (``OPENBLAS_NUM_THREADS`` and the like default to 1).
-
-Contenders: ``serial``, ``thread``, ``process``, ``inline``. In ``idle``, ``busy`` and
-``busy-setsid`` each round also runs the plain-thread ceiling of ``thread_ceiling.py`` (no vecenv:
-``plain-serial``, ``plain-free``, ``plain-lockstep``), and in ``idle`` the table says what share
-of the lockstep ceiling's gain the thread backend reached in the same rounds: what two threads
-of one process gain on a VM changes from one moment to the next, and only a ceiling measured
-beside the contenders says which moment a row comes from. Each scenario runs ``--rounds``
-interleaved rounds (the order rotating); a measurement builds the vector env, resets it (seed 0),
-steps ``--warmup`` times, counts env steps for ``--seconds``, and closes it. Medians go to the
-table; every round to ``--json``. Figures and what they showed:
-docs/performance.md#free-threaded-python and the notes it links.
+Every figure is against ``serial`` on the same interpreter. Scenarios: ``idle``; ``busy`` (a busy
+process beside, in this run's autogroup); ``busy-setsid`` (in its own); ``policy`` (a numpy MLP
+in the loop, async batches of 4: ``thread-b4``, ``process-b4``). Beside the contenders each round
+runs thread_ceiling.py's plain threads (not in ``policy``); ``idle`` says what share of their
+gain the thread backend reached. See docs/performance.md#free-threaded-python.
 """
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import os
@@ -39,7 +21,6 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,107 +31,82 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import thread_ceiling  # noqa: E402
+from _common import interleave, parser  # noqa: E402
 
 import vecenv  # noqa: E402
 from vecenv.bench import envs as _registers_busy  # noqa: E402, F401  (vecenv/Busy-v0)
 from vecenv.system import gil_enabled  # noqa: E402
 
 N = 8
-CONTENDERS = {
-    "serial": dict(backend="serial"),
-    "thread": dict(backend="thread"),
-    "process": dict(backend="process"),
-    "inline": dict(backend="process", inline=True, num_workers=2),
-}
-#: beside a busy process: async batches too (work that need not wait for every env each step)
-BUSY_CONTENDERS = {**CONTENDERS, "thread-b4": dict(backend="thread", batch_size=4),
-                   "process-b4": dict(backend="process", batch_size=4)}
-POLICY_CONTENDERS = {
-    "serial": dict(backend="serial"),
-    "thread": dict(backend="thread"),
-    "thread-b4": dict(backend="thread", batch_size=4),
-    "process": dict(backend="process"),
-    "process-b4": dict(backend="process", batch_size=4),
-}
-SCENARIOS = ("idle", "busy", "busy-setsid", "policy")
+SERIAL, THREAD, PROCESS = dict(backend="serial"), dict(backend="thread"), dict(backend="process")
+B4 = {"thread-b4": dict(backend="thread", batch_size=4), "process-b4": dict(backend="process", batch_size=4)}
+IDLE = {"serial": SERIAL, "thread": THREAD, "process": PROCESS,
+        "inline": dict(backend="process", inline=True, num_workers=2)}
+#: scenario -> contenders (beside a busy process and with a policy: async batches too)
+TABLES = {"idle": IDLE, "busy": {**IDLE, **B4}, "busy-setsid": {**IDLE, **B4},
+          "policy": {"serial": SERIAL, "thread": THREAD, "thread-b4": B4["thread-b4"], "process": PROCESS,
+                     "process-b4": B4["process-b4"]}}
 DEFAULT_ENVS = ("CartPole-v1", "vecenv/Busy-v0", "Pendulum-v1", "Acrobot-v1", "HalfCheetah-v5")
+#: the plain-thread ceiling's modes, run beside the contenders in every scenario but ``policy``
+CEILING = {"plain-serial": thread_ceiling.serial, "plain-free": thread_ceiling.free,
+           "plain-lockstep": thread_ceiling.lockstep_own}
 
 
 class Policy:
-    """A two-layer MLP in numpy, sized to cost about ``us`` µs for 8 observations."""
+    """A two-layer MLP in numpy, repeated to cost about ``us`` µs for 8 observations."""
 
     def __init__(self, obs_size: int, n_actions: int, us: float) -> None:
         rng = np.random.default_rng(0)
-        self.n_actions = n_actions
-        hidden = 64
-        self.w1 = rng.standard_normal((obs_size, hidden)).astype(np.float32)
-        self.w2 = rng.standard_normal((hidden, max(n_actions, 1))).astype(np.float32)
-        self.repeat = 1
-        x = np.zeros((N, obs_size), np.float32)
-        start = time.perf_counter()
+        self.n_actions, self.repeat = max(n_actions, 1), 1
+        self.w1 = rng.standard_normal((obs_size, 64)).astype(np.float32)
+        self.w2 = rng.standard_normal((64, self.n_actions)).astype(np.float32)
+        x, start = np.zeros((N, obs_size), np.float32), time.perf_counter()
         for _ in range(200):
             self(x)
-        once = (time.perf_counter() - start) / 200 * 1e6
-        self.repeat = max(1, round(us / max(once, 1e-3)))
+        self.repeat = max(1, round(us / max((time.perf_counter() - start) / 200 * 1e6, 1e-3)))
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         x = obs.reshape(len(obs), -1).astype(np.float32)
         for _ in range(self.repeat):
-            h = np.maximum(x @ self.w1, 0.0)
-            out = h @ self.w2
-        return np.argmax(out, axis=1) % max(self.n_actions, 1)
-
-
-def _actions(envs: Any, rows: int, rng: np.random.Generator) -> Any:
-    space = envs.single_action_space
-    if isinstance(space, gym.spaces.Discrete):
-        return rng.integers(0, space.n, rows)
-    return rng.uniform(space.low, space.high, (rows, *space.shape)).astype(space.dtype)
+            out = np.maximum(x @ self.w1, 0.0) @ self.w2
+        return np.argmax(out, axis=1) % self.n_actions
 
 
 def measure(env_id: str, kwargs: dict, seconds: float, warmup: int, policy_us: float | None) -> tuple[float, float]:
     """Env steps per second of one contender, and the cores this process's threads used meanwhile."""
     rng = np.random.default_rng(0)
-    batch = kwargs.get("batch_size")
     with vecenv.make(env_id, N, **kwargs) as envs:
         obs, infos = envs.reset(seed=0)
         space = envs.single_action_space
-        policy = None
-        if policy_us is not None:
-            policy = Policy(int(np.prod(envs.single_observation_space.shape)),
-                            int(getattr(space, "n", 0)), policy_us)
-
-        # random actions drawn before the clock starts (one draw costs ~9 µs on 3.13t, time the
-        # plain-thread modes, whose actions are fixed, never spend), used in turn
-        drawn: dict[int, Iterator[Any]] = {}
+        discrete = isinstance(space, gym.spaces.Discrete)
+        policy = None if policy_us is None else Policy(
+            int(np.prod(envs.single_observation_space.shape)), int(getattr(space, "n", 0)), policy_us)
+        # random actions drawn before the clock (a draw costs ~9 µs on 3.13t), used in turn
+        drawn = {rows: itertools.cycle([rng.integers(0, space.n, rows) if discrete else rng.uniform(
+            space.low, space.high, (rows, *space.shape)).astype(space.dtype) for _ in range(16)])
+            for rows in {N, kwargs.get("batch_size") or N}}
 
         def act(o: np.ndarray, rows: int) -> Any:
-            if policy is None or not isinstance(space, gym.spaces.Discrete):
-                if policy is not None:
-                    policy(o)
-                if rows not in drawn:
-                    drawn[rows] = itertools.cycle([_actions(envs, rows, rng) for _ in range(16)])
-                return next(drawn[rows])
-            return policy(o)
+            chosen = policy(o) if policy is not None else None
+            return chosen if chosen is not None and discrete else next(drawn[rows])
 
-        if batch:  # EnvPool's loop: send to the envs the last recv returned, recv the next ones
-            ids = infos["env_id"]
+        ids = infos.get("env_id")
+        if kwargs.get("batch_size"):  # EnvPool's loop: send to the envs the last recv returned
             rest = envs.recv()[-1]["env_id"]
             envs.send(act(obs, len(ids)), ids)
-            ids, obs = rest, obs  # the rest of the reset: act on it next
+            ids = rest  # the rest of the reset: act on it next
 
-            def one() -> int:
-                nonlocal ids, obs
-                envs.send(act(obs, len(ids)), ids)
-                obs, _, _, _, info = envs.recv()
-                ids = info["env_id"]
-                return len(ids)
-        else:
-            def one() -> int:
-                nonlocal obs
+        def one() -> int:
+            nonlocal ids, obs
+            if not kwargs.get("batch_size"):
                 obs = envs.step(act(obs, N))[0]
                 return N
+            envs.send(act(obs, len(ids)), ids)
+            obs, _, _, _, info = envs.recv()
+            ids = info["env_id"]
+            return len(ids)
 
         for _ in range(warmup):
             one()
@@ -161,66 +117,53 @@ def measure(env_id: str, kwargs: dict, seconds: float, warmup: int, policy_us: f
         return steps / wall, (time.process_time() - cpu) / wall
 
 
-#: the plain-thread ceiling's modes, run beside the contenders in every scenario but ``policy``
-CEILING = {"plain-serial": thread_ceiling.serial, "plain-free": thread_ceiling.free,
-           "plain-lockstep": thread_ceiling.lockstep_own}
-
-
 def ceiling_rate(mode: str, env_id: str, seconds: float) -> tuple[float, float]:
-    """Env steps per second of a plain-thread ceiling mode, run for about ``seconds``, and the
-    cores its threads used."""
+    """Env steps per second of a plain-thread mode run for about ``seconds``, and the cores used."""
     run, steps = CEILING[mode], 50
-    elapsed = run(env_id, steps)
-    steps = max(steps, int(steps * seconds / max(elapsed, 1e-6)))
+    steps = max(steps, int(steps * seconds / max(run(env_id, steps), 1e-6)))
     start, cpu = time.perf_counter(), time.process_time()
     rate = N * steps / run(env_id, steps)
     return rate, (time.process_time() - cpu) / (time.perf_counter() - start)
 
 
-def _busy(setsid: bool) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=setsid)
+def one_round(scenario: str, env_id: str, name: str, args: Any) -> tuple[float, float]:
+    """One measurement of ``name``, beside a busy process (killed after it) in the busy scenarios."""
+    busy = None
+    if scenario.startswith("busy"):
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=scenario == "busy-setsid")
+        time.sleep(0.2)
+    try:
+        if name in CEILING:
+            return ceiling_rate(name, env_id, args.seconds)
+        return measure(env_id, TABLES[scenario][name], args.seconds, args.warmup,
+                       args.policy_us if scenario == "policy" else None)
+    finally:
+        if busy is not None:
+            busy.send_signal(signal.SIGKILL)
+            busy.wait()
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: Any) -> dict:
     results: dict[str, Any] = {
         "python": sys.version, "gil": gil_enabled(), "machine": platform.node(), "cores": os.cpu_count(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"), "rows": [],
     }
     for scenario in args.scenario:
-        table = {"policy": POLICY_CONTENDERS, "idle": CONTENDERS}.get(scenario, BUSY_CONTENDERS)
         for env_id in args.envs:
             try:
                 gym.make(env_id).close()
             except Exception as exc:  # e.g. no MuJoCo wheel for this interpreter
                 print(f"{scenario:17s} {env_id:15s} skipped: {type(exc).__name__}: {exc}", flush=True)
                 continue
-            names = list(table) + (list(CEILING) if scenario != "policy" else [])
-            per: dict[str, list[float]] = {k: [] for k in names}
-            cores: dict[str, list[float]] = {k: [] for k in names}
-            for r in range(args.rounds):
-                order = names[r % len(names):] + names[:r % len(names)]
-                for name in order:
-                    busy = _busy(scenario == "busy-setsid") if scenario.startswith("busy") else None
-                    try:
-                        if busy is not None:
-                            time.sleep(0.2)
-                        if name in CEILING:
-                            rate, used = ceiling_rate(name, env_id, args.seconds)
-                        else:
-                            rate, used = measure(env_id, table[name], args.seconds, args.warmup,
-                                                 args.policy_us if scenario == "policy" else None)
-                        per[name].append(rate)
-                        cores[name].append(used)
-                    finally:
-                        if busy is not None:
-                            busy.send_signal(signal.SIGKILL)
-                            busy.wait()
+            names = list(TABLES[scenario]) + (list(CEILING) if scenario != "policy" else [])
+            got = interleave(names, args.rounds, lambda name, s=scenario, e=env_id: one_round(s, e, name, args))
+            per = {k: [rate for rate, _ in v] for k, v in got.items()}
             base = statistics.median(per["serial"])
             for name in names:
-                med = statistics.median(per[name])
+                med, cores = statistics.median(per[name]), [used for _, used in got[name]]
                 row = {"scenario": scenario, "env": env_id, "contender": name, "steps_per_s": med,
                        "x_serial": med / base, "us_per_env_step": 1e6 / med, "rounds": per[name],
-                       "cores": statistics.median(cores[name]), "cores_rounds": cores[name]}
+                       "cores": statistics.median(cores), "cores_rounds": cores}
                 results["rows"].append(row)
                 print(f"{scenario:17s} {env_id:15s} {name:14s} {med:10,.0f} steps/s  {med / base:5.2f}x serial"
                       f"  ({1e6 / med:7.1f} µs an env step, {row['cores']:.2f} cores here)", flush=True)
@@ -248,23 +191,19 @@ def _reached(per: dict[str, list[float]]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scenario", default=",".join(SCENARIOS), type=lambda s: s.split(","))
-    parser.add_argument("--envs", default=",".join(DEFAULT_ENVS), type=lambda s: s.split(","))
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--warmup", type=int, default=50)
-    parser.add_argument("--policy-us", type=float, default=100.0,
-                        help="µs the policy takes for a batch of 8 observations")
-    parser.add_argument("--json", default=str(Path(__file__).resolve().parents[1] / "results" / "free_threading.json"))
-    args = parser.parse_args(argv)
-    unknown = [s for s in args.scenario if s not in SCENARIOS]
+    p = parser(__doc__, rounds=5, seconds=1.0, json_name="free_threading.json")
+    p.add_argument("--scenario", default=",".join(TABLES), type=lambda s: s.split(","))
+    p.add_argument("--envs", default=",".join(DEFAULT_ENVS), type=lambda s: s.split(","))
+    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--policy-us", type=float, default=100.0, help="µs the policy takes for 8 observations")
+    args = p.parse_args(argv)
+    unknown = [s for s in args.scenario if s not in TABLES]
     if unknown:
-        parser.error(f"--scenario: unknown {unknown}, expected some of {list(SCENARIOS)}")
+        p.error(f"--scenario: unknown {unknown}, expected some of {list(TABLES)}")
     print(f"{thread_ceiling.interpreter()}, {os.cpu_count()} cores, N={N}", flush=True)
     results = run(args)
-    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.json).write_text(json.dumps(results, indent=1))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=1))
     return 0
 
 

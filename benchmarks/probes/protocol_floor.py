@@ -1,40 +1,30 @@
 """The floor of any process-based vector env on this machine: a minimal protocol, no engine.
 
     python benchmarks/probes/protocol_floor.py                 # CartPole, 2 workers x 4 envs
-    python benchmarks/probes/protocol_floor.py --env HalfCheetah-v5
-    python benchmarks/probes/protocol_floor.py --env Pong      # ALE Pong, preprocessed as run_real.py's
-    python benchmarks/probes/protocol_floor.py --workers 1 --envs-per-worker 8
+    python benchmarks/probes/protocol_floor.py --env Pong      # or HalfCheetah-v5
 
-Forks the workers, each stepping its envs with fixed actions, and drives them the cheapest ways
-there are: a byte on a pipe each way (both sides block in the kernel), or a counter in shared
-memory each way with ``sched_yield()`` while waiting; the inline floor is the counters with the
-caller stepping one share of the envs itself (``workers - 1`` processes beside it, as vecenv's
-inline layout). No action checks, no info batching, no copies, no crash detection. If vecenv
-(measured in the same run, both layouts) is near these figures, what is left is the machine
-(cores, scheduler, wake-up cost, how evenly the shares finish), not vecenv's protocol. Prints µs
-per batched step, with serial stepping of the same envs in this process for scale; every round,
-with the machine and versions, goes to ``--json PATH`` (default
-``benchmarks/results/protocol_floor.json``). Linux only (``os.fork``).
+Forked workers step their envs with fixed actions, driven by a byte on a pipe each way
+(``block``), or a shared counter each way with ``sched_yield()`` (``yield``; ``inline``: the
+caller steps one share itself). No checks, infos or copies. vecenv's process and inline layouts
+run beside, and serial stepping for scale: µs per batched step. Linux only (``os.fork``).
 """
 
 from __future__ import annotations
 
-import argparse
 import mmap
 import os
-import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: shared_bench, _results
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: shared_bench, _common
+from _common import interleave, parser, print_table, table, write_json  # noqa: E402
 from shared_bench.targets import target  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 #: each env with its fixed action (the one it is stepped with every step)
 Envs = list[tuple[gym.Env, Any]]
@@ -163,49 +153,25 @@ def vecenv_process(env_id: str, workers: int, n: int, steps: int, inline: bool =
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", default="CartPole-v1")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--envs-per-worker", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=3000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--json", type=Path, default=RESULTS / "protocol_floor.json",
-                        help="where to write every round (default: benchmarks/results/protocol_floor.json)")
-    args = parser.parse_args(argv)
-    n = args.workers * args.envs_per_worker
-    contenders = {
-        "serial (this process)": lambda: serial(args.env, n, args.steps),
-        "floor: block (pipes)": lambda: floor("block", args.env, args.workers, args.envs_per_worker, args.steps),
-        "floor: yield (counters)": lambda: floor("yield", args.env, args.workers, args.envs_per_worker, args.steps),
-        "floor: inline (counters)": lambda: floor("inline", args.env, args.workers, args.envs_per_worker, args.steps),
-        "vecenv process": lambda: vecenv_process(args.env, args.workers, n, args.steps),
-        "vecenv inline": lambda: vecenv_process(args.env, args.workers, n, args.steps, inline=True),
+    p = parser(__doc__, rounds=3, json_name="protocol_floor.json")
+    p.add_argument("--env", default="CartPole-v1")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--envs-per-worker", type=int, default=4)
+    p.add_argument("--steps", type=int, default=3000)
+    args = p.parse_args(argv)
+    env, w, k, steps = args.env, args.workers, args.envs_per_worker, args.steps
+    runs = {
+        "serial (this process)": lambda: serial(env, w * k, steps),
+        **{f"floor: {mode} ({how})": partial(floor, mode, env, w, k, steps)
+           for mode, how in (("block", "pipes"), ("yield", "counters"), ("inline", "counters"))},
+        "vecenv process": lambda: vecenv_process(env, w, w * k, steps),
+        "vecenv inline": lambda: vecenv_process(env, w, w * k, steps, inline=True),
     }
-    results: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(args.rounds):  # interleaved, so drift of a shared machine hits all alike
-        for name, run in contenders.items():
-            results[name].append(run())
-    title = (f"{args.env}, {args.workers} workers x {args.envs_per_worker} envs, "
-             f"{len(os.sched_getaffinity(0))} usable cores")
-    print(f"{title}; µs per batched step, median of {args.rounds} rounds; x serial")
-    base = statistics.median(results["serial (this process)"])
-    for name, values in results.items():
-        median = statistics.median(values)
-        print(f"  {name:26s} {median:8.1f}  {base / median:5.2f}x   {[round(v) for v in values]}")
-    table = {
-        "title": title,
-        "unit": "µs per batched step",
-        "rows": [{"contender": name, "us_per_step": values, "median_us_per_step": statistics.median(values)}
-                 for name, values in results.items()],
-    }
-    write_json(args.json, vars(args), [table])
-
-
-def write_json(path: Path, settings: dict, tables: list[dict]) -> None:
-    """Every round of every table, with the settings, the machine and the versions."""
-    from _results import write_script_json
-
-    write_script_json(path, Path(__file__).name, settings, tables)
+    rounds = interleave(list(runs), args.rounds, lambda name: runs[name]())
+    tab = table(f"{env}, {w} workers x {k} envs, {len(os.sched_getaffinity(0))} usable cores", rounds,
+                unit="us_per_step")
+    print_table(tab)
+    write_json(args.json, "protocol_floor.py", vars(args), [tab])
 
 
 if __name__ == "__main__":

@@ -1,35 +1,25 @@
-"""What two plain threads can do with gymnasium's envs on this interpreter: the thread backend's ceiling.
+"""What two plain threads reach with gymnasium's envs on this interpreter: the thread backend's ceiling.
 
-    PYTHON_GIL=0 python3.13t benchmarks/probes/thread_ceiling.py                 # CartPole-v1, 8 envs
+    PYTHON_GIL=0 python3.13t benchmarks/probes/thread_ceiling.py      # CartPole-v1, 8 envs
     python benchmarks/probes/thread_ceiling.py --env Acrobot-v1 --rounds 5
 
-No vecenv here: 8 envs made with ``gymnasium.make`` are stepped (with autoreset) by
-
-- ``serial``: one thread, all 8;
-- ``free``: two threads, 4 each, never waiting for each other (the machine's ceiling for
-  threads: what a vector env could reach if a step needed no hand-off at all);
-- ``lockstep``: two threads, 4 each, meeting after every step (your thread tells the helper
-  through a flag the helper spins on, and waits for the helper's flag): a vector env's shape, with
-  the cheapest hand-off Python has;
-- ``lockstep-own``: the same, with each thread's envs made by that thread (on a free-threaded
-  Python an object's reference count is cheapest in the thread that made it);
-- ``lockstep-event``: the same hand-off through ``threading.Event`` (a lock each way).
-
-The flags count in small ints (the interpreter's shared, immortal objects): a flag holding a
-fresh int object would make the spinning thread count references to the other thread's object.
-Each mode builds its envs afresh in each of ``--rounds`` interleaved rounds; medians of µs per
-8-env step and the ratio to ``serial`` are printed. Under the GIL the spinning modes measure only
-the GIL's switch interval (a spinning thread holds it): run it on a free-threaded Python.
+No vecenv: 8 envs stepped (with autoreset) by one thread (``serial``); by two threads of 4 that
+never wait for each other (``free``: the machine's ceiling for threads); by two threads meeting
+after every step through flags they spin on (``lockstep``: a vector env's shape with Python's
+cheapest hand-off), with each thread's envs made by that thread (``lockstep-own``: on a
+free-threaded Python an object's reference count is cheapest in the thread that made it), or
+through ``threading.Event`` (``lockstep-event``). The flags count in small ints (immortal
+objects). Under the GIL the spinning modes measure the GIL's switch interval: run it free-threaded.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import gymnasium as gym
 
@@ -57,30 +47,39 @@ def _step(envs: list[gym.Env], actions: list) -> None:
             env.reset()
 
 
+def _timed(main: Callable[[], None], helper: Callable[[], None] | None = None,
+           ready: threading.Event | None = None) -> float:
+    """Seconds ``main`` takes in this thread while ``helper`` runs in another (started first,
+    and awaited through ``ready`` where given)."""
+    thread = threading.Thread(target=helper) if helper else None
+    if thread:
+        thread.start()
+    if ready:
+        ready.wait(60)
+    start = time.perf_counter()
+    main()
+    elapsed = time.perf_counter() - start
+    if thread:
+        thread.join()
+    return elapsed
+
+
 def serial(env_id: str, steps: int) -> float:
     envs = _made(env_id, 8, 0)
     actions = [envs[0].action_space.sample() for _ in envs]
-    start = time.perf_counter()
-    for _ in range(steps):
-        _step(envs, actions)
-    return time.perf_counter() - start
+    return _timed(lambda: [_step(envs, actions) for _ in range(steps)])
 
 
 def free(env_id: str, steps: int) -> float:
     envs = _made(env_id, 8, 0)
     actions = [envs[0].action_space.sample() for _ in range(4)]
 
-    def run(block: list[gym.Env]) -> None:
-        for _ in range(steps):
-            _step(block, actions)
+    def run(block: list[gym.Env]) -> Callable[[], None]:
+        return lambda: [_step(block, actions) for _ in range(steps)]
 
-    threads = [threading.Thread(target=run, args=(envs[k * 4:(k + 1) * 4],)) for k in range(2)]
-    start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return time.perf_counter() - start
+    start = threading.Event()  # both threads inside the clock: the helper waits for it
+    helper = run(envs[4:])
+    return _timed(lambda: (start.set(), run(envs[:4])()), lambda: (start.wait(), helper()))
 
 
 def _lockstep(env_id: str, steps: int, own: bool) -> float:
@@ -89,29 +88,23 @@ def _lockstep(env_id: str, steps: int, own: bool) -> float:
     go, done, ready = _Flag(), _Flag(), threading.Event()
     given = [] if own else _made(env_id, 4, 4)
 
-    def helper(go: _Flag, done: _Flag) -> None:
+    def helper() -> None:
         block = _made(env_id, 4, 4) if own else given
         ready.set()
         for s in range(1, steps + 1):
-            s &= 0xFF
-            while go.value != s:
+            while go.value != s & 0xFF:
                 pass
             _step(block, actions)
-            done.value = s
+            done.value = s & 0xFF
 
-    thread = threading.Thread(target=helper, args=(go, done))
-    thread.start()
-    ready.wait(60)
-    start = time.perf_counter()
-    for s in range(1, steps + 1):
-        s &= 0xFF
-        go.value = s
-        _step(mine, actions)
-        while done.value != s:
-            pass
-    elapsed = time.perf_counter() - start
-    thread.join()
-    return elapsed
+    def main() -> None:
+        for s in range(1, steps + 1):
+            go.value = s & 0xFF
+            _step(mine, actions)
+            while done.value != s & 0xFF:
+                pass
+
+    return _timed(main, helper, ready)
 
 
 def lockstep(env_id: str, steps: int) -> float:
@@ -127,24 +120,21 @@ def lockstep_event(env_id: str, steps: int) -> float:
     actions = [envs[0].action_space.sample() for _ in range(4)]
     go, done = threading.Event(), threading.Event()
 
-    def helper(block: list[gym.Env]) -> None:
+    def helper() -> None:
         for _ in range(steps):
             go.wait()
             go.clear()
-            _step(block, actions)
+            _step(envs[4:], actions)
             done.set()
 
-    thread = threading.Thread(target=helper, args=(envs[4:],))
-    thread.start()
-    start = time.perf_counter()
-    for _ in range(steps):
-        go.set()
-        _step(envs[:4], actions)
-        done.wait()
-        done.clear()
-    elapsed = time.perf_counter() - start
-    thread.join()
-    return elapsed
+    def main() -> None:
+        for _ in range(steps):
+            go.set()
+            _step(envs[:4], actions)
+            done.wait()
+            done.clear()
+
+    return _timed(main, helper)
 
 
 MODES: dict[str, Callable[[str, int], float]] = {
@@ -153,28 +143,21 @@ MODES: dict[str, Callable[[str, int], float]] = {
 }
 
 
-def arguments(argv: list[str] | None, description: str, steps: int, rounds: int,
-              what: str) -> argparse.Namespace:
-    """``--env``, ``--steps`` (8-env steps ``what`` runs in a round) and ``--rounds``."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--env", default="CartPole-v1")
-    parser.add_argument("--steps", type=int, default=steps, help=f"8-env steps {what} runs in a round")
-    parser.add_argument("--rounds", type=int, default=rounds)
-    return parser.parse_args(argv)
-
-
 def interpreter() -> str:
     """This Python's version, and whether the GIL is on."""
     return f"{sys.version.split()[0]} {'GIL' if gil_enabled() else 'free-threaded, GIL off'}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = arguments(argv, __doc__.split("\n")[0], 3000, 3, "a mode")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _common import interleave, parser
+
+    p = parser(__doc__, rounds=3)
+    p.add_argument("--env", default="CartPole-v1")
+    p.add_argument("--steps", type=int, default=3000, help="8-env steps a mode runs in a round")
+    args = p.parse_args(argv)
     print(f"{interpreter()}, {args.env}, 8 envs", flush=True)
-    times: dict[str, list[float]] = {name: [] for name in MODES}
-    for _ in range(args.rounds):
-        for name, mode in MODES.items():
-            times[name].append(mode(args.env, args.steps))
+    times = interleave(list(MODES), args.rounds, lambda name: MODES[name](args.env, args.steps))
     base = statistics.median(times["serial"])
     for name, values in times.items():
         med = statistics.median(values)

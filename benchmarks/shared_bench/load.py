@@ -1,9 +1,6 @@
-"""Load beside the contender: a busy process, or a second run of the same contender.
-
-Every process started here is recorded and ended on the way out: ``finally`` blocks end each
-one after its measurement, an ``atexit`` hook ends whatever is left (an exception, Ctrl-C, a
-SIGTERM turned into ``SystemExit``), and each child asks the kernel to end it when its parent
-dies (``PR_SET_PDEATHSIG``), so even a SIGKILLed benchmark leaves nothing spinning.
+"""Load beside the contender: a busy process, or a second run of the same contender. Every
+process started here ends with the measurement, at exit (``atexit``), or with its parent
+(``PR_SET_PDEATHSIG``), so even a SIGKILLed benchmark leaves nothing spinning.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""The policy scenario's policy: CleanRL's Atari CNN (``ppo_atari.py``) on one torch thread.
-
-Conv 32 8x8 stride 4, Conv 64 4x4 stride 2, Conv 64 3x3 stride 1, Linear 3136->512, ReLU,
-Linear 512->actions; observations ``uint8 (B, 4, 84, 84)`` / 255 -> logits -> sampled actions.
-Torch is imported only when this scenario runs (it is slow to import).
+"""CleanRL's Atari CNN (``ppo_atari.py``) on one torch thread, imported only when used.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""The envs run_shared.py measures, each a named target, and how each library builds it.
-
-Factories are module-level functions or ``functools.partial`` objects, so spawn and forkserver
-workers can unpickle them (by reference; ``sys.path`` travels with the start method).
+"""The envs run_shared.py measures, and how each library builds them (module-level factories:
+spawned workers unpickle them by reference).
 """
 
 from __future__ import annotations
