@@ -12,10 +12,10 @@ outlasts the spin; peers with a process per env are measured at 8 and 32 envs.
 
 from __future__ import annotations
 
-import argparse
-import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -56,18 +56,12 @@ def _vecenv(n: int, kind: str, workers: int) -> gym.vector.VectorEnv:
                        spin_us=0, yield_us=0)
 
 
-def _gym_async(n: int, kind: str, _workers: int) -> gym.vector.VectorEnv:
-    return gym.vector.AsyncVectorEnv([lambda: NullEnv(kind)] * n)
+def _peer(cls: Callable) -> Callable:
+    """A builder of ``cls`` (a process or none per env: the workers argument is not used)."""
+    return lambda n, kind, _workers: cls([lambda: NullEnv(kind)] * n)
 
 
-def _gym_sync(n: int, kind: str, _workers: int) -> gym.vector.VectorEnv:
-    return gym.vector.SyncVectorEnv([lambda: NullEnv(kind)] * n)
-
-
-def _sb3_subproc(n: int, kind: str, _workers: int):
-    from stable_baselines3.common.vec_env import SubprocVecEnv
-
-    return SubprocVecEnv([lambda: NullEnv(kind)] * n)
+_gym_async, _gym_sync = _peer(gym.vector.AsyncVectorEnv), _peer(gym.vector.SyncVectorEnv)
 
 
 def cpu_per_step(build: Callable, n: int, kind: str, workers: int, steps: int) -> float:
@@ -103,9 +97,9 @@ def rows(quick: bool, envs_low: int, envs_high: int,
         return table
     peers = [("gym AsyncVectorEnv", _gym_async), ("gym SyncVectorEnv", _gym_sync)]
     try:
-        import stable_baselines3  # noqa: F401
+        from stable_baselines3.common.vec_env import SubprocVecEnv
 
-        peers.append(("SB3 SubprocVecEnv", _sb3_subproc))
+        peers.append(("SB3 SubprocVecEnv", _peer(SubprocVecEnv)))
     except ImportError:
         pass
     for name, build in peers:
@@ -115,13 +109,15 @@ def rows(quick: bool, envs_low: int, envs_high: int,
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--envs-low", type=int, default=8)
-    parser.add_argument("--envs-high", type=int, default=512)
-    parser.add_argument("--quick", action="store_true", help="fewer steps and peers (a smoke run)")
-    parser.add_argument("--no-peers", action="store_true", help="vecenv's rows only")
-    args = parser.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _common import parser, spread
+
+    p = parser(__doc__, rounds=5)
+    p.add_argument("--envs-low", type=int, default=8)
+    p.add_argument("--envs-high", type=int, default=512)
+    p.add_argument("--quick", action="store_true", help="fewer steps and peers (a smoke run)")
+    p.add_argument("--no-peers", action="store_true", help="vecenv's rows only")
+    args = p.parse_args(argv)
     table = rows(args.quick, args.envs_low, args.envs_high, not args.no_peers)
     samples: dict[str, list[float]] = {name: [] for name, *_ in table}
     budget = 0.2 if args.quick else 1.0  # vector steps scaled so each point takes ~budget s
@@ -138,9 +134,9 @@ def main(argv: list[str] | None = None) -> None:
             (n0, w0), (n1, w1) = points
             per = (n1 - n0) if n1 != n0 else (w1 - w0)
             samples[name].append((cpu[1] - cpu[0]) / per * 1e6)
-    print(f"{'caller CPU (µs)':<66} {'median':>8} {'min':>8} {'max':>8}")
+    print(f"{'caller CPU (µs)':<66} median [min-max]")
     for name, values in samples.items():
-        print(f"{name:<66} {statistics.median(values):8.2f} {min(values):8.2f} {max(values):8.2f}")
+        print(f"{name:<66} {spread(values, '.2f')}")
 
 
 if __name__ == "__main__":

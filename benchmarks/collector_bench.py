@@ -13,8 +13,6 @@ with ``--uneven``), collector / sync >= 1.25.
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _results import write_script_json  # noqa: E402
+from _common import parser, print_table, spread, table, write_json  # noqa: E402
 from shared_bench.policy import make_policy  # noqa: E402
 from shared_bench.targets import make_pong  # noqa: E402
 
@@ -115,12 +113,9 @@ def run_async(n: int, steps: int, seconds: float, act, collector_first: bool) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = parser(__doc__, rounds=5, seconds=4.0, json_name="collector.json")
     p.add_argument("--num-envs", type=int, default=8)
     p.add_argument("--steps", type=int, default=128, help="steps per env per rollout")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--seconds", type=float, default=4.0, help="least measured time per contender and round")
-    p.add_argument("--json", type=Path, default=Path(__file__).resolve().parent / "results" / "collector.json")
     p.add_argument("--uneven", action="store_true", help="the uneven-env scenario instead of Pong")
     args = p.parse_args(argv)
     global build
@@ -139,24 +134,15 @@ def main(argv: list[str] | None = None) -> int:
             results[name].append(got[name])
         print(f"round {r + 1}/{args.rounds}  " + "  ".join(f"{k} {v:,.0f}" for k, v in got.items()) + " steps/s",
               flush=True)
-    med = {name: statistics.median(v) for name, v in results.items()}
     what = "uneven envs (0.1-2 ms sleeps), one per worker, no policy" if args.uneven else "Pong, CleanRL's CNN policy"
-    print(f"\n{what}, N={args.num_envs}, medians of {args.rounds} rounds:")
-    print("| contender | steps/s (median) | rounds |\n|---|---|---|")
-    for name in CONTENDERS:
-        print(f"| {name} | {med[name]:,.0f} | {', '.join(f'{x:,.0f}' for x in results[name])} |")
-    vs_loop, vs_sync = med["collector"] / med["async-loop"], med["collector"] / med["sync"]
+    tab = table(f"{what}, N={n}", results, ("sync", "async-loop"), name="uneven" if args.uneven else "pong-cnn")
+    print_table(tab)
     target = 0.9 if args.uneven else 0.95  # issue 65: of the free-running loop (uneven), of a hand-written one
-    print(f"\nratios of the medians: collector / async-loop = {vs_loop:.2f} (target >= {target}); "
-          f"collector / sync = {vs_sync:.2f} (target >= 1.25); async-loop / sync = {med['async-loop'] / med['sync']:.2f}")
+    print(f"\ntargets: collector / async-loop >= {target}, collector / sync >= 1.25")
     per_round = {f"{a}/{b}": [x / y for x, y in zip(results[a], results[b], strict=True)]
                  for a, b in (("collector", "async-loop"), ("collector", "sync"), ("async-loop", "sync"))}
-    print("medians of the per-round ratios (range): " + "; ".join(
-        f"{k} {statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" for k, v in per_round.items()))
-    write_script_json(args.json, "collector_bench.py", vars(args),
-                      [{"name": "uneven" if args.uneven else "pong-cnn", "rounds": results, "medians": med,
-                        "ratios": {"collector/async-loop": vs_loop, "collector/sync": vs_sync},
-                        "per_round_ratios": per_round}])
+    print("per-round ratios: " + "; ".join(f"{k} {spread(v, '.2f')}" for k, v in per_round.items()))
+    write_json(args.json, "collector_bench.py", vars(args), [{**tab, "per_round_ratios": per_round}])
     return 0
 
 

@@ -7,9 +7,10 @@ numpy rollouts to the GPU with ``.to(DEVICE)`` (pageable): 64 busy envs in async
 
 from __future__ import annotations
 
-import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -55,26 +56,28 @@ def run(envs: vecenv.VectorEnv, steps: int, rollouts: int, pinned: bool) -> floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--num-envs", type=int, default=64)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=128)
-    parser.add_argument("--rollouts", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke run")
-    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _common import interleave, parser, spread
+
+    p = parser(__doc__, rounds=5)
+    p.add_argument("--num-envs", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--steps", type=int, default=128)
+    p.add_argument("--rollouts", type=int, default=3)
+    p.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke run")
+    args = p.parse_args()
     global DEVICE
     DEVICE = args.device
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name() if DEVICE.startswith('cuda') else DEVICE}")
-    rates: dict[str, list[float]] = {"pinned": [], "pageable": []}
-    for r in range(args.rounds):
-        for name in ("pinned", "pageable") if r % 2 == 0 else ("pageable", "pinned"):
-            with build(args.num_envs, args.batch_size) as envs:
-                rate = run(envs, args.steps, args.rollouts, name == "pinned")
-            rates[name].append(rate)
-            print(f"round {r + 1}: {name} {rate:,.0f} env steps/s", flush=True)
+
+    def measure(name: str) -> float:
+        with build(args.num_envs, args.batch_size) as envs:
+            return run(envs, args.steps, args.rollouts, name == "pinned")
+
+    rates = interleave(["pinned", "pageable"], args.rounds, measure,
+                       lambda r, name, rate: print(f"round {r + 1}: {name} {rate:,.0f} env steps/s", flush=True))
     for name, values in rates.items():
-        print(f"{name:<9} median {statistics.median(values):>9,.0f}  [{min(values):,.0f}-{max(values):,.0f}]")
+        print(f"{name:<9} {spread(values)}")
     print(f"pinned / pageable: {statistics.median(rates['pinned']) / statistics.median(rates['pageable']):.2f}")
 
 

@@ -7,7 +7,6 @@ stepping its own gymnasium SyncVectorEnv, summed, beside one such process alone.
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing as mp
 import sys
 import time
@@ -15,26 +14,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import env_fn, parser  # noqa: E402
+
 ENVS = ("vecenv/Busy-v0", "HalfCheetah-v5", "Pong")
-
-
-def _make(name: str):
-    import gymnasium as gym
-
-    import vecenv.bench.envs  # noqa: F401  registers vecenv/Busy-v0
-
-    if name == "Pong":
-        from shared_bench.targets import make_pong
-
-        return make_pong
-    return lambda: gym.make(name)
 
 
 def _run(name: str, k: int, seconds: float, start, out) -> None:
     import gymnasium as gym
-    import numpy as np
 
-    envs = gym.vector.SyncVectorEnv([_make(name)] * k)
+    envs = gym.vector.SyncVectorEnv([env_fn(name)] * k)
     envs.reset(seed=0)
     actions = [envs.action_space.sample() for _ in range(16)]
     for i in range(20):
@@ -46,7 +34,6 @@ def _run(name: str, k: int, seconds: float, start, out) -> None:
         steps += 1
     out.put(steps * k / (time.perf_counter() - t0))
     envs.close()
-    del np
 
 
 def measure(name: str, processes: int, k: int, seconds: float) -> float:
@@ -64,19 +51,16 @@ def measure(name: str, processes: int, k: int, seconds: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", action="append", help=f"env ids (default: {', '.join(ENVS)})")
-    parser.add_argument("--processes", type=int, default=16)
-    parser.add_argument("--envs-per-process", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    args = parser.parse_args(argv)
-    print(f"{'env':<16} {'one process':>12} {'all together':>13} {'ratio':>7}  (env steps/s, "
-          f"{args.processes} processes x {args.envs_per_process} envs)")
+    p = parser(__doc__, seconds=3.0)
+    p.add_argument("--env", action="append", help=f"env ids (default: {', '.join(ENVS)})")
+    p.add_argument("--processes", type=int, default=16)
+    p.add_argument("--envs-per-process", type=int, default=4)
+    args = p.parse_args(argv)
+    n, k = args.processes, args.envs_per_process
+    print(f"{'env':<16} {'one process':>12} {'all together':>13} {'ratio':>7}  (env steps/s, {n} processes x {k} envs)")
     for name in args.env or ENVS:
-        one = measure(name, 1, args.envs_per_process, args.seconds)
-        together = measure(name, args.processes, args.envs_per_process, args.seconds)
-        ratio = together / (args.processes * one)
-        print(f"{name:<16} {one:12,.0f} {together:13,.0f} {ratio:6.2f}x of {args.processes}x one", flush=True)
+        one, together = measure(name, 1, k, args.seconds), measure(name, n, k, args.seconds)
+        print(f"{name:<16} {one:12,.0f} {together:13,.0f} {together / (n * one):6.2f}x of {n}x one", flush=True)
     return 0
 
 

@@ -12,10 +12,8 @@ caller), ``workers-1`` (C - 1 workers), ``affinity`` (pinned), ``workers-1-affin
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
+from _common import env_fn, parser, spread  # noqa: E402
 
 import vecenv  # noqa: E402
 from vecenv.system import usable_cores  # noqa: E402
@@ -34,19 +33,9 @@ LAYOUTS = ("gym-sync", "process", "inline", "workers-1", "affinity", "workers-1-
            "inline-affinity", "batch-half", "auto")
 
 
-def _factory(name: str):
-    import vecenv.bench.envs  # noqa: F401  registers vecenv/Busy-v0
-
-    if name == "Pong":
-        from shared_bench.targets import make_pong
-
-        return make_pong
-    return lambda: gym.make(name)
-
-
 def build(layout: str, name: str, n: int) -> Any:
     """The vector env ``layout`` names, of ``n`` envs ``name``."""
-    fns, cores = [_factory(name)] * n, usable_cores()
+    fns, cores = [env_fn(name)] * n, usable_cores()
     rest = list(range(1, cores))
     options: dict[str, dict[str, Any]] = {
         "process": {}, "inline": {"inline": True}, "workers-1": {"num_workers": cores - 1},
@@ -101,14 +90,11 @@ def measure(layout: str, name: str, n: int, seconds: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--env", action="append", help="env ids (default: HalfCheetah-v5, Pong)")
-    parser.add_argument("--layouts", default=",".join(LAYOUTS))
-    parser.add_argument("--num-envs", type=int, default=64)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--json", type=Path, help="write every round here (rewritten after each)")
-    args = parser.parse_args(argv)
+    p = parser(__doc__, rounds=5, seconds=1.0, json_name="")
+    p.add_argument("--env", action="append", help="env ids (default: HalfCheetah-v5, Pong)")
+    p.add_argument("--layouts", default=",".join(LAYOUTS))
+    p.add_argument("--num-envs", type=int, default=64)
+    args = p.parse_args(argv)
     cores, layouts = usable_cores(), args.layouts.split(",")
     runs: dict[str, Any] = {"cores": cores, "num_envs": args.num_envs, "python": sys.version,
                             "cpu": platform.machine(), "envs": {}}
@@ -133,11 +119,10 @@ def summarize(name: str, rounds: list[dict[str, dict[str, Any]]], cores: int) ->
     print(f"\n{name}: env steps/s, median [min-max] of {len(rounds)} rounds; "
           f"share = steps/s / ({cores} x gym-sync in the same round)")
     for layout in rounds[0]:
-        speeds = [r[layout]["steps_per_s"] for r in rounds]
-        line = f"  {layout:<19} {statistics.median(speeds):10,.0f} [{min(speeds):,.0f}-{max(speeds):,.0f}]"
+        line = f"  {layout:<19} {spread([r[layout]['steps_per_s'] for r in rounds]):>26}"
         if "gym-sync" in rounds[0]:
-            shares = [r[layout]["steps_per_s"] / (cores * r["gym-sync"]["steps_per_s"]) for r in rounds]
-            line += f"  share {statistics.median(shares):.2f} [{min(shares):.2f}-{max(shares):.2f}]"
+            line += "  share " + spread([r[layout]["steps_per_s"] / (cores * r["gym-sync"]["steps_per_s"])
+                                         for r in rounds], ".2f")
         print(line, flush=True)
 
 

@@ -11,7 +11,6 @@ contender's per-round ratio to SuperSuit and PufferLib. Needs pettingzoo[butterf
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -26,60 +25,51 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+from _common import interleave, parser  # noqa: E402
+
 import vecenv.pettingzoo as vpz  # noqa: E402
 
-#: env name -> (ParallelEnv factory, games)
-GAMES: dict[str, tuple[Callable[[], Any], int]] = {}
 
-
-def _games() -> dict[str, tuple[Callable[[], Any], int]]:
+def games() -> dict[str, tuple[Callable[[], Any], int]]:
+    """Env name -> (ParallelEnv factory, games)."""
     from mpe2 import simple_spread_v3
     from pettingzoo.butterfly import pistonball_v6
 
-    return {
-        "pistonball": (partial(pistonball_v6.parallel_env, continuous=True), 4),
-        "simple_spread": (partial(simple_spread_v3.parallel_env, max_cycles=25), 8),
-    }
+    return {"pistonball": (partial(pistonball_v6.parallel_env, continuous=True), 4),
+            "simple_spread": (partial(simple_spread_v3.parallel_env, max_cycles=25), 8)}
 
 
 class Loop:
     """The ParallelEnvs stepped in a plain loop: dict actions, a game reset when its agents are gone."""
 
     def __init__(self, env_fn: Callable[[], Any], games: int) -> None:
-        self.games = [env_fn() for _ in range(games)]
-        self.agents = self.games[0].possible_agents
+        self.envs = [env_fn() for _ in range(games)]
+        self.agents = self.envs[0].possible_agents
 
     def reset(self, seed: int) -> None:
-        for g, env in enumerate(self.games):
+        for g, env in enumerate(self.envs):
             env.reset(seed=seed + g)
 
     def step(self, actions: np.ndarray) -> None:
-        n = len(self.agents)
-        for g, env in enumerate(self.games):
-            row = {a: g * n + k for k, a in enumerate(self.agents)}
+        for g, env in enumerate(self.envs):
+            row = {a: g * len(self.agents) + k for k, a in enumerate(self.agents)}
             env.step({a: actions[row[a]] for a in env.agents})
             if not env.agents:
                 env.reset()
 
     def close(self) -> None:
-        for env in self.games:
+        for env in self.envs:
             env.close()
 
 
 class GymLike:
-    """A gymnasium-API vector env (vecenv's, SuperSuit's) under one interface."""
+    """A gymnasium-API vector env (vecenv's, SuperSuit's) under the same interface."""
 
     def __init__(self, envs: Any) -> None:
-        self.envs = envs
+        self.envs, self.step, self.close = envs, envs.step, envs.close
 
     def reset(self, seed: int) -> None:
         self.envs.reset(seed=seed)
-
-    def step(self, actions: np.ndarray) -> None:
-        self.envs.step(actions)
-
-    def close(self) -> None:
-        self.envs.close()
 
 
 class Puffer:
@@ -91,8 +81,8 @@ class Puffer:
 
         vector, emulation = import_pufferlib()
         creator = partial(emulation.PettingZooPufferEnv, env_creator=env_fn)
-        self.envs = vector.make(creator, backend=vector.Multiprocessing, num_envs=games,
-                                num_workers=2, batch_size=games)
+        self.envs = vector.make(creator, backend=vector.Multiprocessing, num_envs=games, num_workers=2,
+                                batch_size=games)
         self.watch = _Watchdog(self.envs)
         self.watch.start()
 
@@ -136,11 +126,10 @@ def contenders() -> dict[str, Callable[[Callable[[], Any], int], Any]]:
 
 def measure(build: Callable[[Callable[[], Any], int], Any], env_fn: Callable[[], Any], games: int,
             seconds: float, warmup: int = 5) -> dict[str, Any]:
-    """One measurement: game steps per second over ``seconds`` of stepping."""
+    """Game steps per second of one contender, built (untimed), reset, warmed up, then stepped
+    with pre-drawn random actions for ``seconds``."""
     probe = env_fn()
-    agent = probe.possible_agents[0]
-    space = probe.action_space(agent)
-    rows = games * len(probe.possible_agents)
+    space, rows = probe.action_space(probe.possible_agents[0]), games * len(probe.possible_agents)
     probe.close()
     space.seed(0)
     actions = [np.stack([space.sample() for _ in range(rows)]) for _ in range(16)]
@@ -149,67 +138,54 @@ def measure(build: Callable[[Callable[[], Any], int], Any], env_fn: Callable[[],
         envs.reset(0)
         for i in range(warmup):
             envs.step(actions[i % 16])
-        load = os.getloadavg()[0]
-        steps, start = 0, time.perf_counter()
+        load, steps, start = os.getloadavg()[0], 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             envs.step(actions[steps % 16])
             steps += 1
         elapsed = time.perf_counter() - start
     finally:
         envs.close()
-    result: dict[str, Any] = {"game_steps_per_s": steps * games / elapsed, "load": load}
     layout = getattr(getattr(getattr(envs, "envs", None), "games", None), "layout", None)
-    if layout is not None:  # what backend="auto" chose
-        result["layout"] = layout.name
-    return result
+    return {"game_steps_per_s": steps * games / elapsed, "load": load,
+            **({"layout": layout.name} if layout is not None else {})}  # what backend="auto" chose
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--envs", default="pistonball,simple_spread")
-    parser.add_argument("--contenders", default=None, help="comma-separated (default: all)")
-    parser.add_argument("--json", default=None, help="write every measurement here")
-    args = parser.parse_args()
-    games = _games()
-    everyone = contenders()
+    p = parser(__doc__, rounds=5, seconds=2.0, json_name="")
+    p.add_argument("--envs", default="pistonball,simple_spread")
+    p.add_argument("--contenders", default=None, help="comma-separated (default: all)")
+    args = p.parse_args()
+    found, everyone = games(), contenders()
     names = args.contenders.split(",") if args.contenders else list(everyone)
-    results: dict[str, dict[str, list[dict[str, float]]]] = {}
-    for r in range(args.rounds):
-        for env_name in args.envs.split(","):
-            env_fn, g = games[env_name]
-            order = names[r % len(names):] + names[:r % len(names)]
-            for name in order:
-                m = measure(everyone[name], env_fn, g, args.seconds)
-                results.setdefault(env_name, {}).setdefault(name, []).append(m)
-                chosen = f", auto chose {m['layout']}" if "layout" in m else ""
-                print(f"round {r + 1} {env_name:14s} {name:15s} {m['game_steps_per_s']:9.1f} game steps/s "
-                      f"(load {m['load']:.1f}{chosen})", flush=True)
-    report(results, games)
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for env_name in args.envs.split(","):
+        env_fn, g = found[env_name]
+
+        def log(r: int, name: str, m: dict[str, Any], env_name: str = env_name) -> None:
+            chosen = f", auto chose {m['layout']}" if "layout" in m else ""
+            print(f"round {r + 1} {env_name:14s} {name:15s} {m['game_steps_per_s']:9.1f} game steps/s "
+                  f"(load {m['load']:.1f}{chosen})", flush=True)
+
+        results[env_name] = interleave(names, args.rounds, lambda name, fn=env_fn, g=g: measure(
+            everyone[name], fn, g, args.seconds), log)
+    report(results, found)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"games": {k: v[1] for k, v in games.items()},
-                                               "results": results}, indent=1))
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"games": {k: v[1] for k, v in found.items()}, "results": results}, indent=1))
 
 
 def report(results: dict[str, dict[str, list[dict[str, Any]]]], games: dict) -> None:
     """Medians and spreads, and each contender against SuperSuit and PufferLib: the median over
     rounds of the ratio within a round (the two measured minutes apart, not tens of minutes)."""
     for env_name, by in results.items():
-        rounds = len(next(iter(by.values())))
-        print(f"\n{env_name} ({games[env_name][1]} games), game steps/s, {rounds} rounds")
-        print("| contender | median | min-max | x supersuit (per round) | x pufferlib-mp (per round) |")
-        print("|---|---:|---:|---:|---:|")
+        print(f"\n{env_name} ({games[env_name][1]} games), game steps/s, {len(next(iter(by.values())))} rounds\n"
+              "| contender | median | min-max | x supersuit (per round) | x pufferlib-mp (per round) |\n"
+              "|---|---:|---:|---:|---:|")
         for name, ms in by.items():
-            values = [m["game_steps_per_s"] for m in ms]
-            cells = []
+            values, cells = [m["game_steps_per_s"] for m in ms], []
             for peer in ("supersuit", "pufferlib-mp"):
-                if peer not in by:
-                    cells.append("-")
-                    continue
-                ratios = [v / p["game_steps_per_s"] for v, p in zip(values, by[peer], strict=True)]
-                cells.append(f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})")
+                ratios = [v / q["game_steps_per_s"] for v, q in zip(values, by[peer], strict=True)] if peer in by else []
+                cells.append(f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "-")
             print(f"| {name} | {statistics.median(values):.0f} | {min(values):.0f}-{max(values):.0f} | "
                   f"{cells[0]} | {cells[1]} |")
 

@@ -330,9 +330,9 @@ def main(argv: list[str] | None = None) -> dict:
               "sim": sim, "sim_shares": {k: v / sim["ceiling"] for k, v in sim.items()}}
     if a.json:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from _results import write_script_json
+        from _common import write_json
 
-        write_script_json(a.json, "stragglers.py", vars(a), [result])
+        write_json(a.json, "stragglers.py", vars(a), [result])
     return result
 
 
