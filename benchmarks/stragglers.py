@@ -14,7 +14,6 @@ the same cost streams: measured ÷ ideal is what the code wastes, ideal ÷ ceili
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import functools
@@ -30,6 +29,9 @@ import gymnasium as gym
 import numpy as np
 
 import vecenv
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import parser, spread, write_json  # noqa: E402
 
 #: fork where there is one: every process runs this file's envs without importing it again (a
 #: forkserver, Python 3.14's default on Linux, could not import it when it was loaded by path)
@@ -266,17 +268,11 @@ def measured(name: str, fns: list, workers: int, seconds: float) -> float:
 
 
 # ==================================================================== the run
-def _summary(values: list[float], digits: int = 2) -> str:
-    return f"{statistics.median(values):,.{digits}f} [{min(values):,.{digits}f}-{max(values):,.{digits}f}]"
-
-
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = parser(__doc__, rounds=5, seconds=2.0, json_name="")
     p.add_argument("--num-envs", type=int, default=64)
     p.add_argument("--workers", type=int, default=16)
     p.add_argument("--batch-sizes", default="32,16", help="comma-separated async batch sizes")
-    p.add_argument("--seconds", type=float, default=2.0, help="per row and round")
-    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--step-us", type=float, default=400.0)
     p.add_argument("--spread", type=float, default=0.25)
     p.add_argument("--reset-us", type=float, default=6000.0)
@@ -286,7 +282,6 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--sim-seconds", type=float, default=10.0, help="simulated time per rule")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-gym", action="store_true", help="skip gymnasium's AsyncVectorEnv")
-    p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
     low, high = (int(x) for x in a.episode.split(":"))
     costs = Costs(a.step_us, a.spread, a.reset_us, (low, high), a.dist)
@@ -314,7 +309,7 @@ def main(argv: list[str] | None = None) -> dict:
     print("| | env steps/s | share of ceiling | ideal: barrier / whole worker replies (sim) "
           "| ideal: one queue / per env (sim) | measured / ideal of vecenv's rule |\n"
           "|---|---:|---:|---:|---:|---:|")
-    print(f"| ceiling, {a.workers} free-running processes | {_summary(rates['ceiling'], 0)} | 1.00 | "
+    print(f"| ceiling, {a.workers} free-running processes | {spread(rates['ceiling'])} | 1.00 | "
           f"{sim['ceiling']:,.0f} steps/s | | |")
     names = {"sync": f"vecenv synchronous, {a.workers} workers", "gym-async": f"gym AsyncVectorEnv ({a.num_envs})"}
     for row in rows:
@@ -324,14 +319,11 @@ def main(argv: list[str] | None = None) -> dict:
             each = sim["queue" if row == "sync" else f"env {row}"] / sim["ceiling"]
             ours = whole if row == "sync" else each
             cells = [f"{whole:.2f}", f"{each:.2f}", f"{statistics.median(shares[row]) / ours:.2f}"]
-        print(f"| {names.get(row, f'vecenv async {row}')} | {_summary(rates[row], 0)} | {_summary(shares[row])} "
+        print(f"| {names.get(row, f'vecenv async {row}')} | {spread(rates[row])} | {spread(shares[row], ',.2f')} "
               f"| {' | '.join(cells)} |")
     result = {"costs": asdict(costs), "rates": rates, "shares": shares,
               "sim": sim, "sim_shares": {k: v / sim["ceiling"] for k, v in sim.items()}}
     if a.json:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from _common import write_json
-
         write_json(a.json, "stragglers.py", vars(a), [result])
     return result
 
