@@ -268,3 +268,35 @@ def test_free_threading_benchmark_runs_the_plain_thread_ceiling_beside_the_conte
     assert reached["rounds"][0] == pytest.approx(0.6)  # 30% gain of a 50% ceiling
     assert reached["rounds"][1] != reached["rounds"][1]  # a round with no ceiling to reach: NaN
     assert reached["share"] == pytest.approx(0.6)
+
+
+@pytest.mark.timeout(180)
+def test_collector_bench_uneven_writes_the_collector_beside_both_loops(tmp_path):
+    out = tmp_path / "collector.json"
+    done = _script("collector_bench.py", "--uneven", "--num-envs", "4", "--steps", "8", "--rounds", "1",
+                   "--seconds", "0.2", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = _check_script_json(out, "collector_bench.py", done)
+    assert [r["contender"] for r in data["tables"][0]["rows"]] == ["sync", "async-loop", "collector"]
+
+
+@pytest.mark.timeout(180)
+def test_collector_device_on_the_cpu_measures_pinned_and_pageable():
+    pytest.importorskip("torch")
+    done = _script("collector_device.py", "--device", "cpu", "--num-envs", "4", "--batch-size", "2",
+                   "--steps", "8", "--rollouts", "1", "--rounds", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "pinned / pageable:" in done.stdout
+
+
+@pytest.mark.timeout(180)
+def test_pettingzoo_bench_measures_each_contender_in_game_steps(tmp_path):
+    for module in ("supersuit", "mpe2", "pettingzoo.butterfly"):
+        pytest.importorskip(module)
+    out = tmp_path / "pz.json"
+    done = _script("pettingzoo_bench.py", "--envs", "simple_spread", "--contenders", "loop,vecenv-serial,supersuit",
+                   "--rounds", "1", "--seconds", "0.1", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads(out.read_text())["results"]["simple_spread"]
+    assert set(runs) == {"loop", "vecenv-serial", "supersuit"}
+    assert all(r[0]["game_steps_per_s"] > 0 for r in runs.values())
