@@ -26,11 +26,60 @@ def _block(num_workers: int) -> ControlBlock:
     return ControlBlock(memoryview(memory), 0, num_workers)
 
 
-def test_the_bell_word_lies_after_every_worker_row():
+def test_the_bell_words_lie_after_every_worker_row_each_on_a_line_of_its_own():
     ctrl = _block(3)
     ctrl.bell_word[0] = 7
-    assert not ctrl.slots.any()  # no worker's counters share its bytes
-    assert ControlBlock.nbytes(3) >= ctrl.slots.nbytes + ctrl.bell_word.nbytes
+    ctrl.caller_word[0] = 9
+    assert not ctrl.slots.any()  # no worker's counters share their bytes
+    assert ctrl.caller_word.ctypes.data - ctrl.bell_word.ctypes.data >= 64  # the caller's, the workers'
+    assert ControlBlock.nbytes(3) >= ctrl.caller_word.ctypes.data + 4 - ctrl.slots.ctypes.data
+
+
+@needs_futex
+@pytest.mark.timeout(30)
+def test_rings_racing_each_other_each_move_the_callers_word():
+    """Workers ring the caller's bell at the same moments: each ring adds one atomically, so a
+    caller that read the word before any of them always finds it moved."""
+    bell = control.Bell(_block(1).caller_word)
+    start = threading.Barrier(4)
+
+    def ringer() -> None:
+        start.wait()
+        for _ in range(2000):
+            bell.ring_one()
+
+    threads = [threading.Thread(target=ringer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert bell.seen() == 4 * 2000
+
+
+@needs_futex
+@pytest.mark.timeout(20)
+def test_a_ring_wakes_a_few_sleepers_who_wake_the_rest():
+    """One ring wakes FAN_OUT sleepers; each passes it on, so every sleeper wakes long before
+    its 8 s nap ends."""
+    bell = control.Bell(_block(1).bell_word)
+    took: list[float] = []
+    seen = bell.seen()
+
+    def sleeper() -> None:
+        bell.wait(seen, 8000)
+        if bell.seen() != seen:
+            bell.pass_on()
+        took.append(time.monotonic() - rung)
+
+    threads = [threading.Thread(target=sleeper) for _ in range(3 * control.FAN_OUT)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)  # all asleep
+    rung = time.monotonic()
+    bell.ring()
+    for t in threads:
+        t.join(15)
+    assert len(took) == 3 * control.FAN_OUT and max(took) < 4.0
 
 
 def test_a_caller_waiting_for_any_reply_is_woken_by_each():
@@ -76,7 +125,7 @@ def test_a_caller_waiting_for_all_is_woken_only_by_the_last_to_finish():
 
 @needs_futex
 @pytest.mark.timeout(20)
-def test_one_ring_wakes_every_thread_asleep_on_the_word():
+def test_one_ring_wakes_the_threads_asleep_on_the_word():
     ctrl = _block(1)
     bell = control.Bell(ctrl.bell_word)
     woke: list[float] = []
@@ -92,7 +141,7 @@ def test_one_ring_wakes_every_thread_asleep_on_the_word():
     for t in threads:
         t.start()
     time.sleep(0.2)
-    bell.ring()
+    bell.ring()  # wakes FAN_OUT of them; with more sleepers they pass it on (below)
     for t in threads:
         t.join(10)
     assert len(woke) == 4 and max(woke) < 4.0

@@ -9,8 +9,9 @@ One step, from the caller's ``step()`` to a worker and back::
       InFlight.send_steps -> InFlight.send -> ProcessTransport.send(round):
         ControlBlock.post(w, Op.STEP) --> slot[w].CMD += 1 ------------> Child.wait_command: spin,
         then, once for all workers, if                                    yield, then sleep on the
-        one declared it sleeps           --> bell word += 1, one -------> bell (or socket) until
-        (control.Bell.ring)                  futex wake for all           CMD moves
+        one declared it sleeps           --> bell word += 1, a -------->  bell (or socket) until
+        (control.Bell.ring)                  futex wake for a few,        CMD moves; woken by the
+                                             who wake a few more          bell, wake a few more
         inline=True: EnvGroup.step of the                                 EnvGroup.step(): envs write
         last group here, as a worker's   observation/reward/flag rows <- their results in place
                                           info rows <------------------- InfoWriter.write: each
@@ -19,10 +20,10 @@ One step, from the caller's ``step()`` to a worker and back::
       FullBatch.collect -> InFlight.receive                                 pickled message on the
       ProcessTransport.ready(workers, every=True):                          socket only for new
         spin, yield, then sleep on the                                      schemas, infos that do
-        sockets and process sentinels <------- socket: "K" if asked ------  not fit, or objects;
-      ProcessTransport.fetch(w): StepReply                                  "K" from the last to
-                                                                            finish if the caller
-                                                                            sleeps for them all)
+        caller's bell (or the sockets and <--- caller's bell word += 1 ---  not fit, or objects);
+        process sentinels)                     and a futex wake (or "K"     the last to finish
+      ProcessTransport.fetch(w): StepReply     on the socket)               rings if the caller
+                                                                            sleeps for them all
         (InfoReader.take: infos from the info rows; the socket only for a message)
       FullBatch.collect: batch the infos (by column when they allow), return the rows (large
       observations lent as views of their slot, vecenv.spaces.slots)

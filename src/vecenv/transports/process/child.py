@@ -17,6 +17,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -46,13 +47,15 @@ class Child:
     """The loop one worker process runs over its env group."""
 
     # set by attach(), before serve() runs: the worker's control block, step mask, info writer
-    # and action rows, and the bell (None: the worker sleeps on its socket)
+    # and action rows, the bell it sleeps on (None: it sleeps on its socket), and how it wakes a
+    # sleeping caller (a ring of the caller's bell, or a byte on the socket)
     ctrl: ControlBlock
     mask: np.ndarray
     counters: EnvCounters
     infos: InfoWriter
     actions: BatchBuffer
     bell: control.Bell | None
+    wake_caller: Callable[[], None]
 
     def __init__(self, index: int, peer: Any, spin: tuple[float, float], mechanism: Mechanism) -> None:
         self.index = index
@@ -99,6 +102,7 @@ class Child:
                                            at.stop)
         group.info_sink = infos.write
         self.bell = control.Bell(ctrl.bell_word) if at.bell else None
+        self.wake_caller = control.Bell(ctrl.caller_word).ring_one if at.bell else partial(self.peer.wake, Wake.CALLER)
         self.seq = int(ctrl.slots[self.index, CMD])
         self.send(True, None, "attach")
 
@@ -167,7 +171,7 @@ class Child:
                 slot[PUBLISHED] += 1
                 control.fence()
                 if slot[Slot.CALLER_SLEEPS] and not held and ctrl.caller_waits_for_count(self.index):
-                    self.peer.wake(Wake.CALLER)
+                    self.wake_caller()
         if not late and not infos.new:
             return None
         new, infos.new = infos.new, []
@@ -183,7 +187,7 @@ class Child:
         self.ctrl.finish(self.index, self.seq, Reply.IN_MEMORY)
         control.fence()
         if not control.TSO or self.ctrl.caller_waits_on(self.index):
-            self.peer.wake(Wake.CALLER)
+            self.wake_caller()
 
     def wait_command(self, slot: np.ndarray) -> None:
         """Return once the command counter moves (:mod:`.handshake`; the caller's death ends the
@@ -194,7 +198,7 @@ class Child:
             return
         if self.bell is not None:
             handshake.sleep_on_bell(moved, lambda flag: slot.__setitem__(Slot.WORKER_SLEEPS, flag), self.bell,
-                                    self._caller_gone)
+                                    self._caller_gone, on_ring=self.bell.pass_on)
             return
         poller = self.mechanism.poller()
         poller.register(self.peer.waitable)
@@ -223,12 +227,16 @@ class Child:
                 ctrl.finish(self.index, self.seq, kind)
                 control.fence()
                 if not control.TSO or ctrl.caller_waits_on(self.index):
-                    self.peer.wake(Wake.CALLER)
+                    self.wake_caller()
                 return
             value = message
         data = self.dump(ok, value, name)
         ctrl.finish(self.index, self.seq, Reply.MESSAGE)
-        self.peer.write(wire.frame(Frame.MESSAGE, data))
+        self.peer.write(wire.frame(Frame.MESSAGE, data))  # wakes a caller asleep on the socket
+        if self.bell is not None:
+            control.fence()
+            if not control.TSO or ctrl.caller_waits_on(self.index):
+                self.wake_caller()
 
     def send(self, ok: bool, value: Any, name: str) -> None:
         """A reply outside the counters (during the handshake)."""

@@ -22,13 +22,23 @@ on the word with the value it read before its last look at its command counter::
     declare SLEEPS, fence()                  store each worker's command counter
     seen = word                              fence()
     command counter moved? -> run it         any worker declared SLEEPS? (or stores not in order)
-    futex_wait(word, seen, nap)                word += 1; futex_wake(word, all)
+    futex_wait(word, seen, nap)                word += 1; futex_wake(word, FAN_OUT)
+    woken by the ring: futex_wake(word, FAN_OUT), then look at the command counter
 
 A worker that read the old command counter read the old word too (stores are seen in order, and
 the worker reads the word first), so its wait either sees the word already moved and returns at
-once, or is asleep when the wake comes. Naps remain the backstop, as with wake-up bytes. Linux
-only: elsewhere, and with the portable mechanism, each worker has its wake-up byte
-(:mod:`.handshake`).
+once, or is asleep when the wake comes. Waking a sleeper costs the waker a few µs of system
+time, so the ring wakes :data:`FAN_OUT` workers and each woken worker wakes as many more before
+it runs its command: the caller pays for a few wake-ups, not one per worker, and every sleeper is
+woken (each wake-up that finds sleepers wakes one who passes it on). Naps remain the backstop, as
+with wake-up bytes.
+
+The caller sleeps the same way on a word of its own (the *caller's bell*), which any worker may
+ring: a ring adds one to the word and wakes the caller in one atomic system call
+(``FUTEX_WAKE_OP``), so rings of workers racing each other are never lost, and the caller
+sleeps on one word instead of polling a socket and a process handle per worker (between naps it
+looks at the handles for a death). Linux only: elsewhere, and with the portable mechanism, each
+side wakes the other with a byte on its socket (:mod:`.handshake`).
 """
 
 from __future__ import annotations
@@ -93,19 +103,24 @@ def default_spin(num_workers: int) -> tuple[float, float]:
 
 
 class ControlBlock:
-    """The counters of ``num_workers`` workers, over ``buffer`` at ``offset``, then one more row
-    whose first 32 bits are the word that sleeping workers wait on (:mod:`.futex`)."""
+    """The counters of ``num_workers`` workers, over ``buffer`` at ``offset``, then a row the
+    caller writes (the workers' bell, the count it wants) and one the workers write (the
+    caller's bell), so that neither side's stores land on a cache line the other writes."""
 
     def __init__(self, buffer: memoryview, offset: int, num_workers: int) -> None:
         self.slots = np.frombuffer(buffer, np.int64, num_workers * Slot.SIZE, offset).reshape(num_workers, Slot.SIZE)
-        self.bell_word = np.frombuffer(buffer, np.int32, 1, offset + self.slots.nbytes)
+        after = offset + self.slots.nbytes
+        #: the word sleeping workers wait on
+        self.bell_word = np.frombuffer(buffer, np.int32, 1, after)
         #: a caller asleep for envs published one by one wants a wake-up once every row's
         #: ``PUBLISHED`` adds up to this (:data:`Sleep.COUNT`)
-        self.want = np.frombuffer(buffer, np.int64, 1, offset + self.slots.nbytes + 8)
+        self.want = np.frombuffer(buffer, np.int64, 1, after + 8)
+        #: the word a sleeping caller waits on
+        self.caller_word = np.frombuffer(buffer, np.int32, 1, after + Slot.SIZE * 8)
 
     @staticmethod
     def nbytes(num_workers: int) -> int:
-        return (num_workers + 1) * Slot.SIZE * 8
+        return (num_workers + 2) * Slot.SIZE * 8
 
     # ------------------------------------------------------------ caller side
     def post(self, w: int, op: int) -> None:
@@ -188,7 +203,14 @@ class ControlBlock:
 _SYSCALL = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "i686": 240, "i386": 240,
             "riscv64": 98, "ppc64le": 221, "s390x": 238}
 _EVERYONE = 0x7FFFFFFF
-_WAIT, _WAKE, _ALL, _ZERO = ctypes.c_int(0), ctypes.c_int(1), ctypes.c_int(_EVERYONE), ctypes.c_int(0)
+#: sleepers a ring wakes, and each of them wakes in turn: waking a sleeper costs the waker a few
+#: µs of system time, so a ring that woke every worker would cost the caller that much per worker
+FAN_OUT = 4
+_WAIT, _WAKE, _ZERO = ctypes.c_int(0), ctypes.c_int(1), ctypes.c_int(0)
+_FAN_OUT = ctypes.c_int(FAN_OUT)
+#: FUTEX_WAKE_OP, and its operation "add 1 to the second word" (FUTEX_OP_ADD, argument 1; the
+#: comparison's second wake is of nobody)
+_WAKE_OP, _ADD_ONE, _ONE = ctypes.c_int(5), ctypes.c_int((1 << 28) | (1 << 12)), ctypes.c_int(1)
 
 
 class _Timespec(ctypes.Structure):
@@ -214,7 +236,9 @@ def bell_available() -> bool:
 
 
 class Bell:
-    """The bell: the shared int32 ``word`` (a 1-element array over the shared block), rung and waited on."""
+    """A bell: the shared int32 ``word`` (a 1-element array over the shared block), rung and
+    waited on. The workers' bell has one ringer (:meth:`ring` wakes every sleeper); the caller's
+    has many (:meth:`ring_one`: an atomic add, one sleeper)."""
 
     def __init__(self, word: np.ndarray) -> None:
         if _LIBC is None:
@@ -228,9 +252,19 @@ class Bell:
         return int(self.word[0])
 
     def ring(self) -> None:
-        """Move the word and wake every waiter (one system call)."""
+        """Move the word and wake the first :data:`FAN_OUT` waiters, who wake the rest
+        (:meth:`pass_on`)."""
         self.word[0] = (int(self.word[0]) + 1) & _EVERYONE
-        self._syscall(_NUMBER, self._address, _WAKE, _ALL, None, None, _ZERO)
+        self._syscall(_NUMBER, self._address, _WAKE, _FAN_OUT, None, None, _ZERO)
+
+    def pass_on(self) -> None:
+        """Woken by a ring: wake the next :data:`FAN_OUT` waiters (none left: a cheap call)."""
+        self._syscall(_NUMBER, self._address, _WAKE, _FAN_OUT, None, None, _ZERO)
+
+    def ring_one(self) -> None:
+        """Add one to the word and wake one sleeper, atomically (rings from several processes
+        at once each move the word)."""
+        self._syscall(_NUMBER, self._address, _WAKE_OP, _ONE, None, self._address, _ADD_ONE)
 
     def wait(self, seen: int, timeout_ms: int) -> None:
         """Sleep until a ring, ``timeout_ms``, or at once if the word is no longer ``seen``."""

@@ -8,10 +8,11 @@ after moving it, wakes the waiter only if it declared that it sleeps::
     Waiter.spin(check): busy-check, then          store the counter (the commit)
       check between sched_yield() calls, within   fence()
       the budget its observations allow           if the waiter's SLEEPS flag is set
-    sleep(check, declare, poller, on_event):        (or stores are not seen in order):
-      declare SLEEPS, fence(), re-check,            write one wake-up byte on the socket
-      then poll the socket in naps until
-      check() holds; withdraw the declaration
+    sleep(...) or sleep_on_bell(...):               (or stores are not seen in order):
+      declare SLEEPS, fence(), re-check,            write one wake-up byte on the socket,
+      then nap on the socket (poll) or on the       or ring the bell (control.Bell)
+      bell (futex) until check() holds;
+      withdraw the declaration
 
 Each side stores before it loads (declare then re-check; commit then look at the flag), with a
 fence between, so at least one of them sees the other's store: a wake-up is never lost. The naps
@@ -183,23 +184,40 @@ def sleep(
         declare(0)
 
 
-def sleep_on_bell(check: Callable[[], Any], declare: Callable[[int], None], bell: Any,
-                  between: Callable[[], None]) -> None:
-    """Declare that this side sleeps, then wait on ``bell`` (:mod:`.futex`) until ``check()``
-    holds; ``between()`` runs after each nap that no ring ended."""
+def sleep_on_bell(
+    check: Callable[[], R],
+    declare: Callable[[int], None],
+    bell: Any,
+    between: Callable[[], None],
+    deadline: float | None = None,
+    go_on: Callable[[], bool] = lambda: True,
+    on_ring: Callable[[], None] | None = None,
+) -> R | None:
+    """Declare that this side sleeps, then wait on ``bell`` (:class:`.control.Bell`) until
+    ``check()`` gives something true; ``between()`` runs after each nap that no ring ended,
+    ``on_ring()`` after each that one did.
+
+    Returns as :func:`sleep` does: that value; ``check()``'s last (false) value once
+    ``deadline`` (``time.monotonic``) passes; None when ``go_on()`` turns false.
+    """
     declare(1)
     fence()
     try:
         nap = 1
-        while True:
+        while go_on():
             seen = bell.seen()
             fence()  # the word is read before the counter, where stores may be seen out of order
-            if check():
-                return
-            bell.wait(seen, nap)
+            result = check()
+            left = None if deadline is None else deadline - time.monotonic()
+            if result or (left is not None and left <= 0):
+                return result
+            bell.wait(seen, nap if left is None else min(nap, math.ceil(left * 1000)))
             if bell.seen() == seen:
                 between()
                 nap = min(2 * nap, MAX_NAP_MS)
+            elif on_ring is not None:
+                on_ring()
+        return None
     finally:
         declare(0)
 

@@ -10,12 +10,13 @@ What travels, and where::
                <-------------- DONE[i] = POSTED[i] as each env is done            publishing it
     a command: slot[OP] = Op.COMMAND, then a Frame.MESSAGE (pickled command) --> runs it
                           slot[CMD] += 1 is the commit point of either
-    a Wake.WORKER byte, only if the worker declared it sleeps -----------------> wakes
+    a Wake.WORKER byte (or a ring of the bell), only if the worker sleeps -----> wakes
                <-------------- slot[REPLY] = Reply.IN_MEMORY: all in shared memory
                <-------------- slot[REPLY] = Reply.INFOS: infos in the info rows too
                <-------------- slot[REPLY] = Reply.MESSAGE, then a Frame.MESSAGE
                                slot[DONE] = slot[CMD] finishes the command
-               <-------------- a Wake.CALLER byte, only if the caller declared it sleeps
+               <-------------- a Wake.CALLER byte (or a ring of the caller's bell), only if
+                               the caller declared it sleeps
 
 A frame is its op byte, an 8-byte little-endian length and the payload. Wake-up bytes travel
 between frames and are skipped wherever a frame is read.
@@ -109,7 +110,7 @@ class Attach(NamedTuple):
     #: the per-env counters of async batches (:mod:`.queue`)
     queue_at: int
     infos_at: int
-    #: sleeping workers wait on the control block's futex word (:mod:`.futex`), not their socket
+    #: each side sleeps on a futex word of the control block (:class:`.control.Bell`), not its socket
     bell: bool
     #: observation slots in the block (:mod:`vecenv.spaces.slots`)
     slots: int

@@ -83,6 +83,7 @@ class Starting(Closing):
         self._payloads: list[bytes] | None = None
         self._infos: InfoReader | None = None
         self._bell: control.Bell | None = None  # where workers sleep on a futex: the word they wait on
+        self._caller_bell: control.Bell | None = None  # ... and the word the caller waits on
         self._unrung = False  # commands posted since the bell last rang
         self._posts_at_once = False
         self._worker_of: np.ndarray | None = None  # each env's worker, made by infos_at
@@ -226,7 +227,9 @@ class Starting(Closing):
         self._mask = np.frombuffer(buf, np.bool_, num_envs, mask_off)
         self.counters = EnvCounters(buf, queue_off, num_envs)
         self._infos = caller_reader(observation_space, num_envs, buf, infos_off, self.partition)
-        self._bell = control.Bell(self.ctrl.bell_word) if self.mechanism.name == "posix" and control.bell_available() else None
+        futex = self.mechanism.name == "posix" and control.bell_available()
+        self._bell = control.Bell(self.ctrl.bell_word) if futex else None
+        self._caller_bell = control.Bell(self.ctrl.caller_word) if futex else None
         self._layout = Attach(observation_space, action_space, num_envs, 0, 0, size, ctrl_off,
                               self.num_workers, mask_off, queue_off, infos_off, self._bell is not None, slots)
         self._action_objects = self._buffers.actions.has_objects

@@ -231,17 +231,19 @@ class ProcessTransport(Starting):
     def _sleep(self, workers: Collection[int], deadline: float | None, every: bool,
                wanted: Callable[[], int] | None = None) -> list[int]:
         """Block for a reply (``every``: for all of them, or a death; woken once, by the last to
-        finish): declare it, re-check, then bounded polls on sockets and sentinels."""
+        finish): declare it, re-check, then bounded naps on the caller's bell (looking for
+        deaths between them) or polls on the sockets and sentinels."""
         ctrl, k = self.ctrl, self.inline_worker
         if ctrl is None:
             raise self._no_block()
         if k in workers and ctrl.outstanding(k):  # never running now: its command was cut short
             ctrl.drop(k)
         live = [w for w in workers if w not in self.dead and w != k]
-        poller, owner, exact = self._poller_of(live)
         slots = ctrl.slots
-
         mode = Sleep.ALL if every else Sleep.ANY if wanted is None else Sleep.COUNT
+        bell = self._caller_bell
+        # on the bell, deaths and exit codes are looked at between naps
+        poller, owner, exact = (None, {}, True) if bell is not None else self._poller_of(live)
 
         def declare(flag: int) -> None:
             if self.ctrl is not None:
@@ -254,10 +256,12 @@ class ProcessTransport(Starting):
                 self._look_at_exit_codes(live)
             return self._done(workers, every) or (wanted is not None and wanted() <= 0)
 
-        done = handshake.sleep(
-            check, declare, poller, lambda fd: self._on_event(owner[fd], fd), deadline,
-            lambda: self._closer in (None, threading.get_ident()),
-        )
+        go_on = lambda: self._closer in (None, threading.get_ident())  # noqa: E731
+        if bell is not None:
+            done = handshake.sleep_on_bell(check, declare, bell, lambda: self._look_for_deaths(live, []), deadline,
+                                           go_on)
+        else:
+            done = handshake.sleep(check, declare, poller, lambda fd: self._on_event(owner[fd], fd), deadline, go_on)
         return done if type(done) is list else self._done(workers, every) if done else []
 
     def _poller_of(self, live: list[int]) -> tuple[Any, dict, bool]:
