@@ -82,7 +82,7 @@ class Child:
         code = cause.code if isinstance(cause, SystemExit) else 0 if error is None else 1
         os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 
-    # ------------------------------------------------------------ handshake
+    # ------------------------------------------------------------ start-up
     def attach(self, group: EnvGroup) -> None:
         """Map the shared block the caller sends and give the group its rows."""
         op, data, token = self.peer.read_frame_with_fd()
@@ -104,7 +104,7 @@ class Child:
         self.bell = control.Bell(ctrl.bell_word) if at.bell else None
         self.wake_caller = control.Bell(ctrl.caller_word).ring_one if at.bell else partial(self.peer.wake, Wake.CALLER)
         self.seq = int(ctrl.slots[self.index, CMD])
-        self.send(True, None, "attach")
+        self.startup_reply(True, None, "attach")
 
     # ------------------------------------------------------------ commands
     def serve(self, group: EnvGroup) -> None:
@@ -238,8 +238,8 @@ class Child:
             if not control.TSO or ctrl.caller_waits_on(self.index):
                 self.wake_caller()
 
-    def send(self, ok: bool, value: Any, name: str) -> None:
-        """A reply outside the counters (during the handshake)."""
+    def startup_reply(self, ok: bool, value: Any, name: str) -> None:
+        """A reply outside the counters, while starting: the description, the attach."""
         self.leave_if_copy(None if ok else value)
         self.peer.write(wire.frame(Frame.MESSAGE, self.dump(ok, value, name)))
 
@@ -299,9 +299,9 @@ def worker_main(
             group = child.group = EnvGroup(fns, start, index, autoreset_mode, contain_exits=True)
             descriptions = group.describe()
         except Exception as exc:
-            child.send(False, exc, "env_fn()")
+            child.startup_reply(False, exc, "env_fn()")
             return
-        child.send(True, descriptions, "describe")
+        child.startup_reply(True, descriptions, "describe")
         child.attach(group)
         child.serve(group)
     except (SystemExit, KeyboardInterrupt, EOFError, OSError) as exc:

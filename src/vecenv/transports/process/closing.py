@@ -28,9 +28,8 @@ class Closing(Transport):
     peers: list[Any]
     watches: list[lifetime.Watch]
     dead: dict[int, int | None]
-    ctrl: Any
     _block: Any
-    _mask: Any
+    allocated: bool
     _closed: bool
     _closer: int | None
     _every_poller: tuple[Any, dict, bool] | None
@@ -45,13 +44,13 @@ class Closing(Transport):
         self._closed = True  # a wait in another thread stops
         self._closer = threading.get_ident()
         lifetime.LIVE.discard(self)
-        if self._block is not None:  # first: no restart can need it now, and a Ctrl-C during
+        if self.allocated:  # first: no restart can need it now, and a Ctrl-C during
             self._block.release()  # the waits below must not leave a named block behind
         deadline = time.monotonic() + (DEFAULT_CLOSE_TIMEOUT if timeout is None else max(0.0, float(timeout)))
         # once per worker, even when a Ctrl-C cuts it short: let a busy worker finish (by the
         # deadline), send it a Close, and report what its envs raised; a worker that died
         # meanwhile is ended below. A second close() asks the workers the first did not reach.
-        if self.ctrl is not None:
+        if self.allocated:
             asked = []
             for w in range(len(self.processes)):
                 if w in self._asked:
@@ -78,7 +77,6 @@ class Closing(Transport):
                         watch.join(1.0)
             peer.close()
             watch.release()
-        self.ctrl = self._mask = None
         self._ended = True
 
     def disown(self) -> None:
@@ -93,9 +91,9 @@ class Closing(Transport):
             peer.close()
         for watch in self.watches:
             watch.close_fd()
-        if self._block is not None:
+        if self.allocated:
             self._block.release()  # the descriptor; a forked worker drops the mapping too
-        self.processes, self.peers, self.watches, self.ctrl, self._mask = [], [], [], None, None
+        self.processes, self.peers, self.watches = [], [], []
 
     def __del__(self) -> None:
         try:

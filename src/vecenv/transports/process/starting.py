@@ -43,7 +43,23 @@ class Starting(Closing):
     """The starting half of :class:`~.transport.ProcessTransport` (see the module docstring),
     with the transport's options and state."""
 
-    _layout: Attach  # the shared block's layout, from allocate(): each worker's part of it
+    # the shared block and the caller's views over it, set together by allocate() (the engine
+    # calls nothing that needs them before): the step buffers, the control block, the step mask,
+    # the per-env counters of async batches (.queue), the info rows, the futex words each side
+    # sleeps on (None: it sleeps on its socket), and the layout each worker is sent
+    _block: Any
+    _buffers: StepBuffers
+    ctrl: ControlBlock
+    _mask: np.ndarray
+    counters: EnvCounters
+    _infos: InfoReader
+    _bell: control.Bell | None
+    _caller_bell: control.Bell | None
+    _layout: Attach
+    #: whether a step's actions include leaves that travel pickled (custom spaces)
+    _action_objects: bool
+    #: whether a whole step of every worker is posted with two stores per column, not a loop
+    _posts_at_once: bool
     #: the last group's index when it steps in the caller's thread (``inline``), else -1; the
     #: group, and the writer of its info rows
     inline_worker: int = -1
@@ -75,20 +91,11 @@ class Starting(Closing):
         self.peers: list[wire.Peer] = []
         self.watches: list[lifetime.Watch] = []  # how each worker's end is seen
         self.dead: dict[int, int | None] = {}
-        self.ctrl: ControlBlock | None = None
-        self._block: Any = None  # the mechanism's shared block
-        self._buffers: StepBuffers | None = None
-        self._mask: np.ndarray | None = None
-        self.counters: EnvCounters | None = None  # per-env readiness of async batches (.queue)
+        self.allocated = False  # allocate() made the shared block
         self._payloads: list[bytes] | None = None
-        self._infos: InfoReader | None = None
-        self._bell: control.Bell | None = None  # where workers sleep on a futex: the word they wait on
-        self._caller_bell: control.Bell | None = None  # ... and the word the caller waits on
         self._unrung = False  # commands posted since the bell last rang
-        self._posts_at_once = False
         self._worker_of: np.ndarray | None = None  # each env's worker, made by infos_at
         self._every_poller: tuple[Any, dict, bool] | None = None  # made by _poller_of
-        self._action_objects = False
         self._next_death_check = 0.0
         self._closed = False
         self._closer: int | None = None  # the thread running close(): waits in others end
@@ -121,7 +128,7 @@ class Starting(Closing):
         descriptions, errors = [], []
         for w in range(n):
             try:
-                descriptions.extend(self._handshake(w, deadline, "start"))
+                descriptions.extend(self._startup_reply(w, deadline, "start"))
             except Exception as exc:  # noqa: PERF203 - read the others too (a Ctrl-C stops at once)
                 errors.append(exc)
         if errors:
@@ -135,13 +142,10 @@ class Starting(Closing):
 
     def _attach_inline(self, group: EnvGroup) -> None:
         """Give the inline group its rows of the shared block, its infos included, as a worker's."""
-        buffers, reader = self._buffers, self._infos
-        if buffers is None or reader is None:
-            raise self._no_block()
         start, stop = self.partition[self.inline_worker]
-        group.attach(buffers.rows(start, stop))
+        group.attach(self._buffers.rows(start, stop))
         if self.inline_infos is None:
-            self.inline_infos = InfoWriter(reader.area.part(start, stop), start)
+            self.inline_infos = InfoWriter(self._infos.area.part(start, stop), start)
         group.info_sink = self.inline_infos.write
 
     def _spawn(self, w: int) -> None:
@@ -185,7 +189,7 @@ class Starting(Closing):
             self.peers.append(peer)
             self.watches.append(watch)
 
-    def _handshake(self, w: int, deadline: float | None, phase: str) -> Any:
+    def _startup_reply(self, w: int, deadline: float | None, phase: str) -> Any:
         """Read a reply sent outside the counters (the description, the attach) by ``deadline``;
         a worker that misses it is ended."""
         try:
@@ -240,12 +244,8 @@ class Starting(Closing):
         # a whole step of every worker is posted with two stores per column, not a loop
         # (workers that sleep on the bell, no inline group, no action that travels pickled)
         self._posts_at_once = self._bell is not None and self.inline_worker < 0 and not self._action_objects
+        self.allocated = True
         return self._buffers
-
-    def _no_block(self) -> VecEnvError:
-        """The error for a call that needs the shared block when there is none."""
-        why = "the transport is closed" if self._closed else "allocate() has not run"
-        return VecEnvError(f"ProcessTransport: no shared block (buffers, control block, infos): {why}")
 
     def attach(self, buffers: StepBuffers) -> None:
         if buffers is not self._buffers:
@@ -256,7 +256,7 @@ class Starting(Closing):
             self._attach_inline(self.inline)
         deadline = None if self.start_timeout is None else time.monotonic() + self.start_timeout
         for w in range(self.spawned):
-            self._handshake(w, deadline, "start")
+            self._startup_reply(w, deadline, "start")
         # the descriptor stays open until close(): a restarted worker maps the same block
 
     def _send_layout(self, w: int) -> None:
@@ -284,11 +284,9 @@ class Starting(Closing):
         """Start a new process for ``worker``'s envs, mapped onto the same rows (the inline
         group: build it again here from its env_fns, its envs not yet reset)."""
         old, ctrl, infos = self.inline, self.ctrl, self._infos
-        if ctrl is None or infos is None:
-            raise self._no_block()
         if worker == self.inline_worker:
             if old is None:
-                raise self._no_block()
+                raise VecEnvError("ProcessTransport.restart: the inline group is closed")
             new = self._inline_group()
             self._attach_inline(new)
             self.inline = new
@@ -306,9 +304,9 @@ class Starting(Closing):
         self.dead.pop(worker, None)
         deadline = None if self.start_timeout is None else time.monotonic() + self.start_timeout
         try:
-            self._handshake(worker, deadline, "restart")  # the new group's description
+            self._startup_reply(worker, deadline, "restart")  # the new group's description
             self._send_layout(worker)
-            self._handshake(worker, deadline, "restart")
+            self._startup_reply(worker, deadline, "restart")
         except BaseException:
             self.terminate(worker)
             raise

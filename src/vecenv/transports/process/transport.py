@@ -13,6 +13,7 @@ import cloudpickle
 import numpy as np
 
 from vecenv.engine.transport import WholeRound
+from vecenv.errors import VecEnvError
 from vecenv.infos import IN_ROWS, NO_REPLY, RowsReply, StepReply
 from vecenv.transports.process import control, handshake, wire
 from vecenv.transports.process.closing import DEFAULT_CLOSE_TIMEOUT
@@ -45,8 +46,6 @@ class ProcessTransport(Starting):
         with one ring of the bell the workers asleep since, then run the inline group's command
         here while they run theirs."""
         ctrl, bell, here = self.ctrl, self._bell, None
-        if ctrl is None:
-            raise self._no_block()
         if type(commands) is WholeRound and self._posts_at_once:  # every worker steps all its envs
             slots = ctrl.slots
             self._unrung = True
@@ -70,10 +69,7 @@ class ProcessTransport(Starting):
                 continue
             op = Op.STEP
             if command.ids is not None:  # the envs to step, flagged in the step mask
-                masks = self._mask
-                if masks is None:
-                    raise self._no_block()
-                mask = masks[slice(*self.partition[worker])]
+                mask = self._mask[slice(*self.partition[worker])]
                 mask[:] = False
                 mask[command.ids] = True
                 op = Op.MASKED_STEP
@@ -95,7 +91,7 @@ class ProcessTransport(Starting):
         for :meth:`fetch`. Cut short (a Ctrl-C), the command counts as finished with nothing."""
         group, infos, k = self.inline, self.inline_infos, self.inline_worker
         if group is None or infos is None:
-            raise self._no_block()
+            raise VecEnvError("ProcessTransport: the inline group is closed")
         try:
             ctrl.post(k, Op.COMMAND)
             if infos.dirty:  # the last command's info rows
@@ -124,19 +120,13 @@ class ProcessTransport(Starting):
         objects = None
         if type(command) is Step or type(command) is GivenStep:
             start, stop = self.partition[worker]
-            buffers = self._buffers
-            if buffers is None:
-                raise self._no_block()
-            objects = buffers.actions.rows(start, stop).get_objects()
+            objects = self._buffers.actions.rows(start, stop).get_objects()
         data = wire.frame(Frame.MESSAGE, cloudpickle.dumps((command, objects), wire.PROTOCOL))
         deferred(self._post_message, worker, data)  # posted and written, or neither
 
     def _post_message(self, worker: int, data: bytes) -> None:
-        ctrl = self.ctrl
-        if ctrl is None:
-            raise self._no_block()
         self._unrung = self._bell is not None
-        ctrl.post(worker, Op.COMMAND)
+        self.ctrl.post(worker, Op.COMMAND)
         try:
             self.peers[worker].write(data)
         except EOFError:
@@ -144,16 +134,14 @@ class ProcessTransport(Starting):
 
     def outstanding(self, worker: int) -> bool:
         ctrl = self.ctrl
-        return worker not in self.dead and ctrl is not None and (
-            ctrl.outstanding(worker) or ctrl.slots[worker, Slot.REPLY] == Reply.MESSAGE
-        )
+        return worker not in self.dead and (ctrl.outstanding(worker) or ctrl.slots[worker, Slot.REPLY] == Reply.MESSAGE)
 
     def fetch_every(self) -> Any:
         """Every worker's reply at once when all of them finished a whole step in shared memory
         and their infos share one columnar schema (the usual synchronous step): one look at the
         control block and one at the info rows, none per worker. None: fetch each one."""
         ctrl, infos = self.ctrl, self._infos
-        if ctrl is None or infos is None or self.dead or not control.TSO:
+        if self.dead or not control.TSO:
             return None
         kinds = ctrl.slots[:, Slot.REPLY].tolist()  # every worker finished (the caller waited)
         if Reply.MESSAGE in kinds:
@@ -167,8 +155,6 @@ class ProcessTransport(Starting):
         """The infos in the rows of ``envs[positions]``, published env by env: one column chunk
         over those positions when they share one flat schema, else their entries."""
         infos = self._infos
-        if infos is None:
-            raise self._no_block()
         worker_of = self._worker_of
         if worker_of is None:
             worker_of = self._worker_of = np.repeat(np.arange(self.num_workers),
@@ -185,8 +171,6 @@ class ProcessTransport(Starting):
     def ready(self, workers: Collection[int], timeout: float | None = None, every: bool = False,
               wanted: Callable[[], int] | None = None) -> list[int]:
         ctrl = self.ctrl
-        if ctrl is None:
-            return []
         if self._unrung:  # a send cut short before its ring
             self.send(())
         dead = self.dead
@@ -203,8 +187,7 @@ class ProcessTransport(Starting):
         return found if found or not every else self._done(workers)  # at the deadline: those done
 
     def _done(self, workers: Collection[int], every: bool = False) -> list[int]:
-        ctrl = self.ctrl
-        return [] if ctrl is None else ctrl.finished(workers, self.dead, every)
+        return self.ctrl.finished(workers, self.dead, every)
 
     def _look_for_deaths(self, workers: Collection[int], done: list[int]) -> None:
         now = time.monotonic()
@@ -234,8 +217,6 @@ class ProcessTransport(Starting):
         finish): declare it, re-check, then bounded naps on the caller's bell (looking for
         deaths between them) or polls on the sockets and sentinels."""
         ctrl, k = self.ctrl, self.inline_worker
-        if ctrl is None:
-            raise self._no_block()
         if k in workers and ctrl.outstanding(k):  # never running now: its command was cut short
             ctrl.drop(k)
         live = [w for w in workers if w not in self.dead and w != k]
@@ -246,10 +227,9 @@ class ProcessTransport(Starting):
         poller, owner, exact = (None, {}, True) if bell is not None else self._poller_of(live)
 
         def declare(flag: int) -> None:
-            if self.ctrl is not None:
-                if flag and wanted is not None:  # the count first, then what is still wanted
-                    ctrl.want[0] = ctrl.published() + wanted()
-                slots[live, Slot.CALLER_SLEEPS] = mode if flag else Sleep.AWAKE
+            if flag and wanted is not None:  # the count first, then what is still wanted
+                ctrl.want[0] = ctrl.published() + wanted()
+            slots[live, Slot.CALLER_SLEEPS] = mode if flag else Sleep.AWAKE
 
         def check() -> list[int] | bool:
             if not exact:
@@ -284,8 +264,6 @@ class ProcessTransport(Starting):
     def _on_event(self, w: int, fd: int) -> None:
         """A socket or sentinel of ``w`` is readable: take wake-ups, notice a death."""
         ctrl = self.ctrl
-        if ctrl is None:
-            raise self._no_block()
         if w in self.dead or not ctrl.outstanding(w):
             if fd != self.peers[w].sentinel:
                 self.peers[w].skip_wakeups()
@@ -297,8 +275,6 @@ class ProcessTransport(Starting):
         ctrl, infos = self.ctrl, self._infos
         if worker in self.dead:
             raise self._died(worker)
-        if ctrl is None or infos is None:
-            raise self._no_block()
         inline = worker == self.inline_worker
         if not control.TSO and not inline:
             self.peers[worker].skip_wakeups()
@@ -324,8 +300,5 @@ class ProcessTransport(Starting):
             data = self._read(worker, FRAME_TIMEOUT)
         except TimeoutError:  # _read ended the worker (another signal's handler cut a read short)
             raise self._died(worker, f"ended, its reply stalled for {FRAME_TIMEOUT:g} s") from None
-        ctrl = self.ctrl
-        if ctrl is None:
-            raise self._no_block()
-        ctrl.take(worker, Reply.MESSAGE)
+        self.ctrl.take(worker, Reply.MESSAGE)
         return data
