@@ -15,7 +15,7 @@ from helpers import needs_processes
 from vecenv.transports.process import control, handshake
 from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.mechanism import MECHANISMS
-from vecenv.transports.process.protocol import Sleep, Slot
+from vecenv.transports.process.protocol import Field, Sleep
 
 pytestmark = needs_processes
 needs_futex = pytest.mark.skipif(not control.bell_available(), reason="futexes are Linux-only")
@@ -30,9 +30,9 @@ def test_the_bell_words_lie_after_every_worker_row_each_on_a_line_of_its_own():
     ctrl = _block(3)
     ctrl.bell_word[0] = 7
     ctrl.caller_word[0] = 9
-    assert not ctrl.slots.any()  # no worker's counters share their bytes
+    assert not ctrl.rows.any()  # no worker's counters share their bytes
     assert ctrl.caller_word.ctypes.data - ctrl.bell_word.ctypes.data >= 64  # the caller's, the workers'
-    assert ControlBlock.nbytes(3) >= ctrl.caller_word.ctypes.data + 4 - ctrl.slots.ctypes.data
+    assert ControlBlock.nbytes(3) >= ctrl.caller_word.ctypes.data + 4 - ctrl.rows.ctypes.data
 
 
 @needs_futex
@@ -84,12 +84,12 @@ def test_a_ring_wakes_a_few_sleepers_who_wake_the_rest():
 
 def test_a_caller_waiting_for_any_reply_is_woken_by_each():
     ctrl = _block(3)
-    ctrl.slots[:, Slot.CALLER_SLEEPS] = Sleep.ANY
+    ctrl.rows[:, Field.CALLER_SLEEPS] = Sleep.ANY
     ctrl.post(0, 1)
     ctrl.post(1, 1)
     ctrl.finish(0, 1, 0)
     assert ctrl.caller_waits_on(0)
-    ctrl.slots[:, Slot.CALLER_SLEEPS] = Sleep.AWAKE
+    ctrl.rows[:, Field.CALLER_SLEEPS] = Sleep.AWAKE
     assert not ctrl.caller_waits_on(0)
 
 
@@ -113,7 +113,7 @@ def test_a_caller_waiting_for_all_is_woken_only_by_the_last_to_finish():
     ctrl = _block(4)
     for w in range(3):
         ctrl.post(w, 1)
-    ctrl.slots[:3, Slot.CALLER_SLEEPS] = Sleep.ALL  # worker 3 is not part of this wait
+    ctrl.rows[:3, Field.CALLER_SLEEPS] = Sleep.ALL  # worker 3 is not part of this wait
     ctrl.post(3, 1)
     ctrl.finish(0, 1, 0)
     assert not ctrl.caller_waits_on(0)

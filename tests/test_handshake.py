@@ -175,11 +175,11 @@ class Peer:
 
 @pytest.mark.skipif(not handshake.TSO, reason="without TSO every commit writes its wake-up byte")
 def test_notify_wakes_only_a_declared_sleeper():
-    peer, slot = Peer(), [0, 0, 0]
-    notify(slot, 2, peer, b"W")
+    peer, row = Peer(), [0, 0, 0]
+    notify(row, 2, peer, b"W")
     assert peer.bytes == []
-    slot[2] = 1
-    notify(slot, 2, peer, b"W")
+    row[2] = 1
+    notify(row, 2, peer, b"W")
     assert peer.bytes == [b"W"]
 
 

@@ -16,10 +16,11 @@ Glossary (one meaning per word, in the engine and the transports):
   (:class:`~vecenv.infos.StepReply`: info entries, object leaves), or a call's values.
 - **batch**: the results a step or reset returns to the caller: every env's (full batch), or the
   first ``batch_size`` envs ready (async batches, ``recv()``).
-- **slot**: a worker's row of the process transport's control block in shared memory (its
-  command and reply counters). Not to be confused with an **observation slot**: one of the
-  buffers a step's observations are written to and lent from (:mod:`vecenv.spaces.slots`; the
-  ``slots`` of a :class:`~vecenv.spaces.buffers.StepBuffers`, ``choose_slot``).
+- **control row**: a worker's row of the process transport's control block in shared memory
+  (its command and reply counters, named by ``Field``).
+- **slot**: an observation slot, one of the buffers a step's observations are written to and
+  lent from (:mod:`vecenv.spaces.slots`; the ``slots`` of a
+  :class:`~vecenv.spaces.buffers.StepBuffers`, ``choose_slot``).
 - **caller**: the thread that calls the vector env's API (one at a time).
 
 Verbs, from the caller to a worker and back:

@@ -7,7 +7,7 @@ One step, from the caller's ``step()`` to a worker and back::
     VectorEnv.step(actions)
       InFlight.check_actions: actions -> StepBuffers --> actions rows
       InFlight.send_steps -> InFlight.send -> ProcessTransport.send(round):
-        ControlBlock.post(w, Op.STEP) --> slot[w].CMD += 1 ------------> Child.wait_command: spin,
+        ControlBlock.post(w, Op.STEP) --> row[w].CMD += 1 -------------> Child.wait_command: spin,
         then, once for all workers, if                                    yield, then sleep on the
         one declared it sleeps           --> bell word += 1, a -------->  bell (or socket) until
         (control.Bell.ring)                  futex wake for a few,        CMD moves; woken by the
@@ -16,7 +16,7 @@ One step, from the caller's ``step()`` to a worker and back::
         last group here, as a worker's   observation/reward/flag rows <- their results in place
                                           info rows <------------------- InfoWriter.write: each
                                                                             info packed by schema
-                                          slot[w].DONE = CMD <----------- ControlBlock.finish (+ a
+                                          row[w].DONE = CMD <------------ ControlBlock.finish (+ a
       FullBatch.collect -> InFlight.receive                                 pickled message on the
       ProcessTransport.ready(workers, every=True):                          socket only for new
         spin, yield, then sleep on the                                      schemas, infos that do

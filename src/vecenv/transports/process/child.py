@@ -30,14 +30,14 @@ from vecenv.transports.process import control, envfns, handshake, lifetime, wire
 from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.infos import worker_writer
 from vecenv.transports.process.mechanism import MECHANISMS, Mechanism
-from vecenv.transports.process.protocol import Attach, Frame, Op, Reply, Slot, Wake
+from vecenv.transports.process.protocol import Attach, Field, Frame, Op, Reply, Wake
 from vecenv.transports.process.queue import EnvCounters
 from vecenv.worker import EnvGroup
 from vecenv.worker.commands import Close
 
 __all__ = ["THREAD_VARS", "worker_main"]
 
-CMD, OP, PUBLISHED = Slot.CMD, Slot.OP, Slot.PUBLISHED
+CMD, OP, PUBLISHED = Field.CMD, Field.OP, Field.PUBLISHED
 #: environment variables that keep numeric libraries to one thread in a worker
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                "NUMEXPR_NUM_THREADS")
@@ -103,18 +103,18 @@ class Child:
         group.info_sink = infos.write
         self.bell = control.Bell(ctrl.bell_word) if at.bell else None
         self.wake_caller = control.Bell(ctrl.caller_word).ring_one if at.bell else partial(self.peer.wake, Wake.CALLER)
-        self.seq = int(ctrl.slots[self.index, CMD])
+        self.seq = int(ctrl.rows[self.index, CMD])
         self.startup_reply(True, None, "attach")
 
     # ------------------------------------------------------------ commands
     def serve(self, group: EnvGroup) -> None:
         """Run commands until the caller sends Close or goes away."""
         infos, mask, actions = self.infos, self.mask, self.actions
-        slot = self.ctrl.slots[self.index]
+        row = self.ctrl.rows[self.index]
         while True:
-            self.wait_command(slot)
-            self.seq = int(slot[CMD])
-            op, name = int(slot[OP]), "step"
+            self.wait_command(row)
+            self.seq = int(row[CMD])
+            op, name = int(row[OP]), "step"
             if op == Op.QUEUE:  # its envs' rows are published env by env, never cleared at once
                 try:
                     late = self.run_queue(group)
@@ -149,7 +149,7 @@ class Child:
         must carry (entries that did not fit their rows, schemas new to the caller), if any."""
         counters, infos, start = self.counters, self.infos, group.start
         ctrl, clock = self.ctrl, time.monotonic_ns
-        posted, slot = counters.posted, ctrl.slots[self.index]
+        posted, row = counters.posted, ctrl.rows[self.index]
         infos.new = []
         late: list = []
         stop = start + len(group.envs)
@@ -168,9 +168,9 @@ class Child:
                 held = bool(rest) or bool(infos.new)
                 late.extend(rest)
                 counters.publish(i, seq, held, clock())
-                slot[PUBLISHED] += 1
+                row[PUBLISHED] += 1
                 control.fence()
-                if slot[Slot.CALLER_SLEEPS] and not held and ctrl.caller_waits_for_count(self.index):
+                if row[Field.CALLER_SLEEPS] and not held and ctrl.caller_waits_for_count(self.index):
                     self.wake_caller()
         if not late and not infos.new:
             return None
@@ -189,20 +189,20 @@ class Child:
         if not control.TSO or self.ctrl.caller_waits_on(self.index):
             self.wake_caller()
 
-    def wait_command(self, slot: np.ndarray) -> None:
+    def wait_command(self, row: np.ndarray) -> None:
         """Return once the command counter moves (:mod:`.handshake`; the caller's death ends the
         process from :func:`.lifetime.watch_caller`)."""
         seq = self.seq
-        moved = lambda: slot[CMD] != seq  # noqa: E731
+        moved = lambda: row[CMD] != seq  # noqa: E731
         if moved() or self.waiter.spin(moved):
             return
         if self.bell is not None:
-            handshake.sleep_on_bell(moved, lambda flag: slot.__setitem__(Slot.WORKER_SLEEPS, flag), self.bell,
+            handshake.sleep_on_bell(moved, lambda flag: row.__setitem__(Field.WORKER_SLEEPS, flag), self.bell,
                                     self._caller_gone, on_ring=self.bell.pass_on)
             return
         poller = self.mechanism.poller()
         poller.register(self.peer.waitable)
-        handshake.sleep(moved, lambda flag: slot.__setitem__(Slot.WORKER_SLEEPS, flag), poller, self._on_wakeup)
+        handshake.sleep(moved, lambda flag: row.__setitem__(Field.WORKER_SLEEPS, flag), poller, self._on_wakeup)
 
     def _on_wakeup(self, fd: int) -> None:
         if self.peer.skip_wakeups() == b"":

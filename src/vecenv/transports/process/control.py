@@ -54,12 +54,12 @@ from collections.abc import Collection
 import numpy as np
 
 from vecenv.system import usable_cores
-from vecenv.transports.process.protocol import Reply, Sleep, Slot
+from vecenv.transports.process.protocol import Field, Reply, Sleep
 
 __all__ = ["MANY_CORES", "Bell", "ControlBlock", "TSO", "bell_available", "default_spin", "default_workers", "fence",
            "spins"]
 
-CMD, DONE, STAMP, OP, REPLY = Slot.CMD, Slot.DONE, Slot.STAMP, Slot.OP, Slot.REPLY
+CMD, DONE, STAMP, OP, REPLY = Field.CMD, Field.DONE, Field.STAMP, Field.OP, Field.REPLY
 #: stores are seen in program order (x86 TSO): a peer that spins needs no wake-up byte; elsewhere
 #: every command and reply keeps its byte, whose system calls order the memory
 TSO = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
@@ -108,36 +108,36 @@ class ControlBlock:
     caller's bell), so that neither side's stores land on a cache line the other writes."""
 
     def __init__(self, buffer: memoryview, offset: int, num_workers: int) -> None:
-        self.slots = np.frombuffer(buffer, np.int64, num_workers * Slot.SIZE, offset).reshape(num_workers, Slot.SIZE)
-        after = offset + self.slots.nbytes
+        self.rows = np.frombuffer(buffer, np.int64, num_workers * Field.SIZE, offset).reshape(num_workers, Field.SIZE)
+        after = offset + self.rows.nbytes
         #: the word sleeping workers wait on
         self.bell_word = np.frombuffer(buffer, np.int32, 1, after)
         #: a caller asleep for envs published one by one wants a wake-up once every row's
         #: ``PUBLISHED`` adds up to this (:data:`Sleep.COUNT`)
         self.want = np.frombuffer(buffer, np.int64, 1, after + 8)
         #: the word a sleeping caller waits on
-        self.caller_word = np.frombuffer(buffer, np.int32, 1, after + Slot.SIZE * 8)
+        self.caller_word = np.frombuffer(buffer, np.int32, 1, after + Field.SIZE * 8)
 
     @staticmethod
     def nbytes(num_workers: int) -> int:
-        return (num_workers + 2) * Slot.SIZE * 8
+        return (num_workers + 2) * Field.SIZE * 8
 
     # ------------------------------------------------------------ caller side
     def post(self, w: int, op: int) -> None:
         """Hand worker ``w`` a command; the counter store is the commit point."""
-        slot = self.slots[w]
-        slot[OP] = op
-        slot[CMD] = slot[CMD] + 1
+        row = self.rows[w]
+        row[OP] = op
+        row[CMD] = row[CMD] + 1
 
     def outstanding(self, w: int) -> bool:
-        slot = self.slots[w]
-        return bool(slot[CMD] != slot[DONE])
+        row = self.rows[w]
+        return bool(row[CMD] != row[DONE])
 
     def finished(self, workers: Collection[int], dead: Collection[int], every: bool = False) -> list[int]:
         """Those of ``workers`` that are ``dead`` (first), then those whose last command is done,
         in the order they finished (one loop: this runs on every wait of every step). ``every``:
         nothing until all are done or one is dead."""
-        cmd, finished, stamp = self.slots[:, :3].T.tolist()  # CMD, DONE, STAMP: one snapshot
+        cmd, finished, stamp = self.rows[:, :3].T.tolist()  # CMD, DONE, STAMP: one snapshot
         if every and not dead and len(workers) == len(cmd):  # a whole step: one comparison
             return sorted(workers, key=stamp.__getitem__) if cmd == finished else []
         done, ended = [], []
@@ -155,34 +155,34 @@ class ControlBlock:
     def take(self, w: int, kind: int) -> bool:
         """Whether ``w``'s finished reply is of ``kind`` (a message waiting on the socket, infos
         in the block) and not yet taken; marks it taken."""
-        slot = self.slots[w]
-        if slot[REPLY] != kind:
+        row = self.rows[w]
+        if row[REPLY] != kind:
             return False
-        slot[REPLY] = Reply.IN_MEMORY
+        row[REPLY] = Reply.IN_MEMORY
         return True
 
     def drop(self, w: int) -> None:
         """Drop whatever ``w`` was doing (it was ended): nothing is outstanding any more."""
-        slot = self.slots[w]
-        slot[DONE] = slot[CMD]
-        slot[REPLY] = Reply.IN_MEMORY
-        slot[Slot.WORKER_SLEEPS] = 0
+        row = self.rows[w]
+        row[DONE] = row[CMD]
+        row[REPLY] = Reply.IN_MEMORY
+        row[Field.WORKER_SLEEPS] = 0
 
     # ------------------------------------------------------------ worker side
     def finish(self, w: int, seq: int, kind: int) -> None:
-        slot = self.slots[w]
-        slot[REPLY] = kind
-        slot[STAMP] = time.monotonic_ns()
-        slot[DONE] = seq
+        row = self.rows[w]
+        row[REPLY] = kind
+        row[STAMP] = time.monotonic_ns()
+        row[DONE] = seq
 
     def published(self) -> int:
         """Envs published so far, every worker's count summed."""
-        return int(self.slots[:, Slot.PUBLISHED].sum())
+        return int(self.rows[:, Field.PUBLISHED].sum())
 
     def caller_waits_for_count(self, w: int) -> bool:
         """After ``w`` published an env (and a fence): whether the caller sleeps and wants a
         wake-up now (for any reply, or for as many envs as have been published now)."""
-        flag = self.slots[w, Slot.CALLER_SLEEPS]
+        flag = self.rows[w, Field.CALLER_SLEEPS]
         if flag == Sleep.COUNT:
             return self.published() >= self.want[0]
         return flag == Sleep.ANY
@@ -191,10 +191,10 @@ class ControlBlock:
         """After ``w`` finished (and a fence): whether the caller sleeps and wants a wake-up from
         ``w`` now: it waits for any reply (``CALLER_SLEEPS`` 1), or for all of the workers it
         marked 2 and every one of them is done (the last to finish wakes it, once a batch)."""
-        flag = self.slots[w, Slot.CALLER_SLEEPS]
+        flag = self.rows[w, Field.CALLER_SLEEPS]
         if flag != Sleep.ALL:
             return bool(flag)
-        rows = self.slots[self.slots[:, Slot.CALLER_SLEEPS] == Sleep.ALL]
+        rows = self.rows[self.rows[:, Field.CALLER_SLEEPS] == Sleep.ALL]
         return bool((rows[:, CMD] == rows[:, DONE]).all())
 
 

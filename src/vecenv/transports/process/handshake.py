@@ -222,9 +222,9 @@ def sleep_on_bell(
         declare(0)
 
 
-def notify(slot: Any, field: int, peer: Any, byte: bytes) -> None:
-    """After a commit: wake the peer if it declared that it sleeps (``slot[field]`` set). Where
+def notify(row: Any, field: int, peer: Any, byte: bytes) -> None:
+    """After a commit: wake the peer if it declared that it sleeps (``row[field]`` set). Where
     stores may be seen out of order, always: the wake-up's system calls order the memory."""
     fence()
-    if not TSO or slot[field]:
+    if not TSO or row[field]:
         peer.wake(byte)

@@ -5,16 +5,16 @@ What travels, and where::
     caller                                   shared memory / socket              worker
     ------                                   ----------------------              ------
     Attach (typed, pickled) with the block's descriptor, in a Frame.ATTACH ----> maps the block
-    a step:    slot[OP] = Op.STEP or Op.MASKED_STEP (+ the step mask) ---------> steps in place
-    a queue:   POSTED[i] += 1 per env, slot[OP] = Op.QUEUE ---------------------> steps each env,
+    a step:    row[OP] = Op.STEP or Op.MASKED_STEP (+ the step mask) ---------> steps in place
+    a queue:   POSTED[i] += 1 per env, row[OP] = Op.QUEUE ---------------------> steps each env,
                <-------------- DONE[i] = POSTED[i] as each env is done            publishing it
-    a command: slot[OP] = Op.COMMAND, then a Frame.MESSAGE (pickled command) --> runs it
-                          slot[CMD] += 1 is the commit point of either
+    a command: row[OP] = Op.COMMAND, then a Frame.MESSAGE (pickled command) --> runs it
+                          row[CMD] += 1 is the commit point of either
     a Wake.WORKER byte (or a ring of the bell), only if the worker sleeps -----> wakes
-               <-------------- slot[REPLY] = Reply.IN_MEMORY: all in shared memory
-               <-------------- slot[REPLY] = Reply.INFOS: infos in the info rows too
-               <-------------- slot[REPLY] = Reply.MESSAGE, then a Frame.MESSAGE
-                               slot[DONE] = slot[CMD] finishes the command
+               <-------------- row[REPLY] = Reply.IN_MEMORY: all in shared memory
+               <-------------- row[REPLY] = Reply.INFOS: infos in the info rows too
+               <-------------- row[REPLY] = Reply.MESSAGE, then a Frame.MESSAGE
+                               row[DONE] = row[CMD] finishes the command
                <-------------- a Wake.CALLER byte (or a ring of the caller's bell), only if
                                the caller declared it sleeps
 
@@ -26,10 +26,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["Attach", "Frame", "Op", "Reply", "Sleep", "Slot", "Wake"]
+__all__ = ["Attach", "Frame", "Op", "Reply", "Field", "Sleep", "Wake"]
 
 
-class Slot:
+class Field:
     """The fields of a worker's row in the control block (int64 each; one 64-byte row)."""
 
     CMD, DONE, STAMP, OP, REPLY, WORKER_SLEEPS, CALLER_SLEEPS, PUBLISHED = range(8)
@@ -53,7 +53,7 @@ class Sleep:
 
 
 class Op:
-    """What a posted command asks for (the slot's ``OP`` field)."""
+    """What a posted command asks for (the row's ``OP`` field)."""
 
     #: step every env of the group with the actions in shared memory
     STEP = ord("S")
@@ -67,7 +67,7 @@ class Op:
 
 
 class Reply:
-    """What a finished command left for the caller (the slot's ``REPLY`` field)."""
+    """What a finished command left for the caller (the row's ``REPLY`` field)."""
 
     #: the result is all in shared memory
     IN_MEMORY = 0
@@ -96,7 +96,7 @@ class Wake:
 
 class Attach(NamedTuple):
     """The shared block's layout, sent to a worker once it has described its envs: where its
-    rows, its control slot, its step mask and its infos are."""
+    rows, its control row, its step mask and its infos are."""
 
     observation_space: Any
     action_space: Any

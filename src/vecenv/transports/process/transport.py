@@ -19,7 +19,7 @@ from vecenv.transports.process import control, handshake, wire
 from vecenv.transports.process.closing import DEFAULT_CLOSE_TIMEOUT
 from vecenv.transports.process.control import ControlBlock
 from vecenv.transports.process.envfns import EnvFnPicklingError
-from vecenv.transports.process.protocol import Frame, Op, Reply, Sleep, Slot, Wake
+from vecenv.transports.process.protocol import Field, Frame, Op, Reply, Sleep, Wake
 from vecenv.transports.process.starting import DEFAULT_YIELD_US, Starting
 from vecenv.transports.signals import deferred
 from vecenv.worker.commands import Command, GivenStep, Step, StepQueued
@@ -47,10 +47,10 @@ class ProcessTransport(Starting):
         here while they run theirs."""
         ctrl, bell, here = self.ctrl, self._bell, None
         if type(commands) is WholeRound and self._posts_at_once:  # every worker steps all its envs
-            slots = ctrl.slots
+            rows = ctrl.rows
             self._unrung = True
-            slots[:, Slot.OP] = Op.STEP  # each row's operation, then its counter: the commit
-            slots[:, Slot.CMD] += 1
+            rows[:, Field.OP] = Op.STEP  # each row's operation, then its counter: the commit
+            rows[:, Field.CMD] += 1
             commands = ()
         for worker, command in commands:
             if worker in self.dead:
@@ -62,7 +62,7 @@ class ProcessTransport(Starting):
                 self._unrung = bell is not None
                 ctrl.post(worker, Op.QUEUE)
                 if bell is None:
-                    handshake.notify(ctrl.slots[worker], Slot.WORKER_SLEEPS, self.peers[worker], Wake.WORKER)
+                    handshake.notify(ctrl.rows[worker], Field.WORKER_SLEEPS, self.peers[worker], Wake.WORKER)
                 continue
             if type(command) is not Step or self._action_objects:
                 self._send_message(worker, command)
@@ -76,18 +76,18 @@ class ProcessTransport(Starting):
             self._unrung = bell is not None  # ready() rings what an interruption left unrung
             ctrl.post(worker, op)  # the commit point
             if bell is None:
-                handshake.notify(ctrl.slots[worker], Slot.WORKER_SLEEPS, self.peers[worker], Wake.WORKER)
+                handshake.notify(ctrl.rows[worker], Field.WORKER_SLEEPS, self.peers[worker], Wake.WORKER)
         if self._unrung:
             self._unrung = False
             control.fence()
-            if bell is not None and (not control.TSO or any(ctrl.slots[:, Slot.WORKER_SLEEPS].tolist())):
+            if bell is not None and (not control.TSO or any(ctrl.rows[:, Field.WORKER_SLEEPS].tolist())):
                 bell.ring()
         if here is not None:
             self._run_inline(ctrl, here)
 
     def _run_inline(self, ctrl: ControlBlock, command: Command) -> None:
         """Run ``command`` on the inline group in this thread, as a worker runs it: the results
-        in the shared rows, finished in its control slot; a reply the rows do not hold is kept
+        in the shared rows, finished in its control row; a reply the rows do not hold is kept
         for :meth:`fetch`. Cut short (a Ctrl-C), the command counts as finished with nothing."""
         group, infos, k = self.inline, self.inline_infos, self.inline_worker
         if group is None or infos is None:
@@ -110,7 +110,7 @@ class ProcessTransport(Starting):
                         self._held, kind = (True, message), Reply.MESSAGE
                     elif infos.dirty:
                         kind = Reply.INFOS
-            ctrl.finish(k, int(ctrl.slots[k, Slot.CMD]), kind)
+            ctrl.finish(k, int(ctrl.rows[k, Field.CMD]), kind)
         except BaseException:
             ctrl.drop(k)  # (a second cut, inside this, is put right by the next wait: _sleep)
             raise
@@ -134,7 +134,7 @@ class ProcessTransport(Starting):
 
     def outstanding(self, worker: int) -> bool:
         ctrl = self.ctrl
-        return worker not in self.dead and (ctrl.outstanding(worker) or ctrl.slots[worker, Slot.REPLY] == Reply.MESSAGE)
+        return worker not in self.dead and (ctrl.outstanding(worker) or ctrl.rows[worker, Field.REPLY] == Reply.MESSAGE)
 
     def fetch_every(self) -> Any:
         """Every worker's reply at once when all of them finished a whole step in shared memory
@@ -143,12 +143,12 @@ class ProcessTransport(Starting):
         ctrl, infos = self.ctrl, self._infos
         if self.dead or not control.TSO:
             return None
-        kinds = ctrl.slots[:, Slot.REPLY].tolist()  # every worker finished (the caller waited)
+        kinds = ctrl.rows[:, Field.REPLY].tolist()  # every worker finished (the caller waited)
         if Reply.MESSAGE in kinds:
             return None
         reply = infos.take_every()
         if reply is not None and Reply.INFOS in kinds:
-            ctrl.slots[:, Slot.REPLY] = Reply.IN_MEMORY  # taken
+            ctrl.rows[:, Field.REPLY] = Reply.IN_MEMORY  # taken
         return reply
 
     def infos_at(self, envs: np.ndarray, positions: list[int]) -> tuple[Any, list]:
@@ -220,7 +220,7 @@ class ProcessTransport(Starting):
         if k in workers and ctrl.outstanding(k):  # never running now: its command was cut short
             ctrl.drop(k)
         live = [w for w in workers if w not in self.dead and w != k]
-        slots = ctrl.slots
+        rows = ctrl.rows
         mode = Sleep.ALL if every else Sleep.ANY if wanted is None else Sleep.COUNT
         bell = self._caller_bell
         # on the bell, deaths and exit codes are looked at between naps
@@ -229,7 +229,7 @@ class ProcessTransport(Starting):
         def declare(flag: int) -> None:
             if flag and wanted is not None:  # the count first, then what is still wanted
                 ctrl.want[0] = ctrl.published() + wanted()
-            slots[live, Slot.CALLER_SLEEPS] = mode if flag else Sleep.AWAKE
+            rows[live, Field.CALLER_SLEEPS] = mode if flag else Sleep.AWAKE
 
         def check() -> list[int] | bool:
             if not exact:
@@ -278,7 +278,7 @@ class ProcessTransport(Starting):
         inline = worker == self.inline_worker
         if not control.TSO and not inline:
             self.peers[worker].skip_wakeups()
-        kind = ctrl.slots[worker, Slot.REPLY]
+        kind = ctrl.rows[worker, Field.REPLY]
         if kind != Reply.MESSAGE:  # the hot path: the reply is all in shared memory (a queue's
             # never says INFOS: its rows are read env by env, .queue)
             if kind == Reply.INFOS and ctrl.take(worker, Reply.INFOS):
@@ -292,7 +292,7 @@ class ProcessTransport(Starting):
         else:
             value = self._unpack(worker, deferred(self._take_message, worker))  # read and marked taken, or neither
         if type(value) is RowsReply:  # (a queue's: its entries and schemas; rows read env by env)
-            return infos.learn(worker, value) if ctrl.slots[worker, Slot.OP] == Op.QUEUE else infos.take(worker, value)
+            return infos.learn(worker, value) if ctrl.rows[worker, Field.OP] == Op.QUEUE else infos.take(worker, value)
         return value
 
     def _take_message(self, worker: int) -> bytes:
