@@ -94,7 +94,7 @@ def env_fn(name: str) -> Callable[[], Any]:
     import vecenv.bench.envs  # noqa: F401  (registers vecenv/Busy-v0 and vecenv/VariableBusy-v0)
 
     if name == "Pong":
-        from shared_bench.targets import make_pong
+        from shared_bench.contenders import make_pong
 
         return make_pong
     return partial(gym.make, name)
