@@ -111,15 +111,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 # ==================================================================== one measurement
+def built(envs: Any) -> dict[str, str]:
+    """What the JSON records of a built vector env (``layout``: what backend="auto" chose, and why)."""
+    layout = getattr(envs, "layout", None)
+    return {"built": repr(envs), **({"layout": str(layout)} if layout is not None else {})}
+
+
 def measure(name: str, t: Target, s: Settings, policy: bool = False,
             before_clock: Callable[[], None] | None = None) -> dict[str, Any]:
     """Build contender ``name``, reset it with seed ``s.seed``, step ``s.warmup`` times, then
     count env steps for ``s.seconds``; always closes it. Actions are random from a pool
     pre-generated from the seed, or sampled by the policy from the observations."""
     driver = contenders.build(name, t, s.num_envs, s.seed)
-    info = {"built": repr(driver.envs)}
-    if getattr(driver.envs, "layout", None) is not None:  # what backend="auto" chose, and why
-        info["layout"] = str(driver.envs.layout)
+    info = built(driver.envs)
     try:
         if policy:
             loop = PolicyLoop(driver.envs, contenders.make_policy(contenders.action_count(t.name), s.seed))
@@ -274,11 +278,9 @@ def child_main(args: argparse.Namespace) -> int:
         if cache is not None:
             os.environ["VECENV_CACHE_DIR"] = cache.name
             with load.busy_process():
-                built = contenders.build(name, t, s.num_envs, s.seed)
-                first = {"beside_busy_built": repr(built.envs)}
-                if getattr(built.envs, "layout", None) is not None:
-                    first["beside_busy_layout"] = str(built.envs.layout)
-                built.close()
+                driver = contenders.build(name, t, s.num_envs, s.seed)
+                first = {f"beside_busy_{k}": v for k, v in built(driver.envs).items()}
+                driver.close()
         result = measure(name, t, s, before_clock=load.wait_for_start)
     except KeyboardInterrupt:  # Ctrl-C reached the whole process group; the parent reports it
         return 130
