@@ -13,7 +13,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -88,16 +87,11 @@ def print_table(tab: dict[str, Any]) -> None:
 
 
 def env_fn(name: str) -> Callable[[], Any]:
-    """A picklable factory of env ``name``: ``Pong`` (as CleanRL trains it) or a gymnasium id."""
-    import gymnasium as gym
+    """A picklable factory of env ``name``: ``Pong`` (as CleanRL trains it) or a gymnasium id
+    (``vecenv/Busy-v0`` too): run_shared.py's targets."""
+    from shared_bench.contenders import target
 
-    import vecenv.bench.envs  # noqa: F401  (registers vecenv/Busy-v0 and vecenv/VariableBusy-v0)
-
-    if name == "Pong":
-        from shared_bench.targets import make_pong
-
-        return make_pong
-    return partial(gym.make, name)
+    return target(name).env_fn
 
 
 def write_json(path: Path, script: str, settings: dict[str, Any], tables: list[dict],

@@ -41,7 +41,7 @@ def policy():  # a policy's CPU between steps, in this thread
 
 if env_id == "Pong":  # ALE Pong as run_real.py builds it (AtariPreprocessing, 4 stacked frames)
     sys.path.insert(0, sys.argv[5])
-    from shared_bench.targets import make_pong
+    from shared_bench.contenders import make_pong
     envs = vecenv.make([make_pong] * num_envs, **kwargs)
 else:
     if env_id.startswith("vecenv/"):

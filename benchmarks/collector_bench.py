@@ -23,8 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import parser, print_table, spread, table, write_json  # noqa: E402
-from shared_bench.policy import make_policy  # noqa: E402
-from shared_bench.targets import make_pong  # noqa: E402
+from shared_bench.contenders import make_policy, make_pong  # noqa: E402
 
 import vecenv  # noqa: E402
 

@@ -240,7 +240,7 @@ def test_thread_ceiling_measures_every_mode_against_serial():
     done = _script("probes/thread_ceiling.py", "--steps", "5", "--rounds", "1")
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
-    assert set(rows) == {"serial", "free", "lockstep", "lockstep-own", "lockstep-event"}
+    assert set(rows) == {"serial", "free", "lockstep", "lockstep-own"}
     assert "1.00x serial" in rows["serial"]
 
 

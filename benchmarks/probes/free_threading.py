@@ -12,13 +12,12 @@ gain the thread backend reached. See docs/performance.md#free-threaded-python.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import platform
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import thread_ceiling  # noqa: E402
 from _common import interleave, parser  # noqa: E402
+from shared_bench.load import busy_process  # noqa: E402
 
 import vecenv  # noqa: E402
 from vecenv.bench import envs as _registers_busy  # noqa: E402, F401  (vecenv/Busy-v0)
@@ -51,7 +51,7 @@ TABLES = {"idle": IDLE, "busy": {**IDLE, **B4}, "busy-setsid": {**IDLE, **B4},
 DEFAULT_ENVS = ("CartPole-v1", "vecenv/Busy-v0", "Pendulum-v1", "Acrobot-v1", "HalfCheetah-v5")
 #: the plain-thread ceiling's modes, run beside the contenders in every scenario but ``policy``
 CEILING = {"plain-serial": thread_ceiling.serial, "plain-free": thread_ceiling.free,
-           "plain-lockstep": thread_ceiling.lockstep_own}
+           "plain-lockstep": thread_ceiling.MODES["lockstep-own"]}
 
 
 class Policy:
@@ -128,19 +128,12 @@ def ceiling_rate(mode: str, env_id: str, seconds: float) -> tuple[float, float]:
 
 def one_round(scenario: str, env_id: str, name: str, args: Any) -> tuple[float, float]:
     """One measurement of ``name``, beside a busy process (killed after it) in the busy scenarios."""
-    busy = None
-    if scenario.startswith("busy"):
-        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=scenario == "busy-setsid")
-        time.sleep(0.2)
-    try:
+    busy = busy_process(scenario == "busy-setsid") if scenario.startswith("busy") else contextlib.nullcontext()
+    with busy:
         if name in CEILING:
             return ceiling_rate(name, env_id, args.seconds)
         return measure(env_id, TABLES[scenario][name], args.seconds, args.warmup,
                        args.policy_us if scenario == "policy" else None)
-    finally:
-        if busy is not None:
-            busy.send_signal(signal.SIGKILL)
-            busy.wait()
 
 
 def run(args: Any) -> dict:

@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: shared_bench, _common
 from _common import interleave, parser, print_table, table, write_json  # noqa: E402
-from shared_bench.targets import target  # noqa: E402
+from shared_bench.contenders import target  # noqa: E402
 
 #: each env with its fixed action (the one it is stepped with every step)
 Envs = list[tuple[gym.Env, Any]]

@@ -7,9 +7,9 @@ No vecenv: 8 envs stepped (with autoreset) by one thread (``serial``); by two th
 never wait for each other (``free``: the machine's ceiling for threads); by two threads meeting
 after every step through flags they spin on (``lockstep``: a vector env's shape with Python's
 cheapest hand-off), with each thread's envs made by that thread (``lockstep-own``: on a
-free-threaded Python an object's reference count is cheapest in the thread that made it), or
-through ``threading.Event`` (``lockstep-event``). The flags count in small ints (immortal
-objects). Under the GIL the spinning modes measure the GIL's switch interval: run it free-threaded.
+free-threaded Python an object's reference count is cheapest in the thread that made it). The
+flags count in small ints (immortal objects). Under the GIL the spinning modes measure the GIL's
+switch interval: run it free-threaded.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import gymnasium as gym
@@ -82,7 +83,7 @@ def free(env_id: str, steps: int) -> float:
     return _timed(lambda: (start.set(), run(envs[:4])()), lambda: (start.wait(), helper()))
 
 
-def _lockstep(env_id: str, steps: int, own: bool) -> float:
+def lockstep(env_id: str, steps: int, own: bool = False) -> float:
     mine = _made(env_id, 4, 0)
     actions = [mine[0].action_space.sample() for _ in range(4)]
     go, done, ready = _Flag(), _Flag(), threading.Event()
@@ -107,40 +108,8 @@ def _lockstep(env_id: str, steps: int, own: bool) -> float:
     return _timed(main, helper, ready)
 
 
-def lockstep(env_id: str, steps: int) -> float:
-    return _lockstep(env_id, steps, own=False)
-
-
-def lockstep_own(env_id: str, steps: int) -> float:
-    return _lockstep(env_id, steps, own=True)
-
-
-def lockstep_event(env_id: str, steps: int) -> float:
-    envs = _made(env_id, 8, 0)
-    actions = [envs[0].action_space.sample() for _ in range(4)]
-    go, done = threading.Event(), threading.Event()
-
-    def helper() -> None:
-        for _ in range(steps):
-            go.wait()
-            go.clear()
-            _step(envs[4:], actions)
-            done.set()
-
-    def main() -> None:
-        for _ in range(steps):
-            go.set()
-            _step(envs[:4], actions)
-            done.wait()
-            done.clear()
-
-    return _timed(main, helper)
-
-
 MODES: dict[str, Callable[[str, int], float]] = {
-    "serial": serial, "free": free, "lockstep": lockstep, "lockstep-own": lockstep_own,
-    "lockstep-event": lockstep_event,
-}
+    "serial": serial, "free": free, "lockstep": lockstep, "lockstep-own": partial(lockstep, own=True)}
 
 
 def interpreter() -> str:

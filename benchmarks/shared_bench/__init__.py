@@ -1,2 +1,2 @@
-"""Helpers of ``benchmarks/run_shared.py``: targets (the envs), contenders (the vector envs),
-policy (CleanRL's Atari CNN), load (the busy process and the children), scenarios, report."""
+"""Helpers of ``benchmarks/run_shared.py``: contenders (the envs, the vector envs, the policy) and
+load (the busy process and the children)."""

@@ -1,47 +1,111 @@
-"""The vector envs compared, each built from a name (``--contenders``, listed in docs/bench.md);
-a ``-bK`` suffix runs the EnvPool-style async loop on batches of K. Each is wrapped in a
-:class:`Runner`: ``start()`` resets (seed 0), ``step(actions)`` returns the next observations,
-``rows`` env steps at a time."""
+"""run_shared.py's targets (the envs) and contenders (the vector envs, by the names docs/bench.md
+lists), built into :mod:`vecenv.bench`'s drivers; a ``-bK`` suffix runs the EnvPool-style async
+loop on batches of K. Also CleanRL's Atari CNN, the policy scenario's."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import re
 import sys
+import time
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import batch_space
 
-from shared_bench.targets import Target, installed
+from vecenv.bench import contenders as bench
+from vecenv.bench.contenders import Driver, action_pool, first_line
+from vecenv.bench.envs import EnvTarget
 
-#: PufferLib contender -> (peer of vecenv.bench.puffer, workers; None: what PufferLib accepts here)
-PUFFERLIB = {"pufferlib-serial": ("pufferlib-serial", None), "pufferlib-mp": ("pufferlib-mp", None),
-             "pufferlib-mp-w1": ("pufferlib-mp", 1), "pufferlib-async": ("pufferlib-async", None)}
-BASES = ("gym-sync", "gym-async", "vecenv-default", "vecenv-serial", "vecenv-thread", "vecenv-process",
-         "vecenv-inline", "envpool", "ale-vector", "sb3-dummy", "sb3-subproc", "vecenv-sb3-dummy",
-         "vecenv-sb3-subproc", *PUFFERLIB)
-#: contenders of the random-action scenarios (idle, busy, two-runs) when none are named
+#: the targets measured when none are named
+DEFAULT_TARGETS = ("CartPole-v1", "HalfCheetah-v5", "Pong")
+#: vecenv contender -> (backend, keyword arguments)
+VECENV = {"vecenv-default": ("auto", {}), "vecenv-serial": ("serial", {}), "vecenv-thread": ("thread", {}),
+          "vecenv-process": ("process", {}), "vecenv-inline": ("process", {"inline": True, "num_workers": 2})}
+#: vecenv.bench's peers, under their own names
+PEERS = ("gym-sync", "gym-async", "sb3-dummy", "sb3-subproc", "pufferlib-serial", "pufferlib-mp", "pufferlib-async")
+BASES = (*VECENV, *PEERS, "pufferlib-mp-w1", "envpool", "ale-vector", "vecenv-sb3-dummy", "vecenv-sb3-subproc")
+#: contenders of the random-action scenarios when none are named
 DEFAULT = ("gym-sync", "vecenv-default", "vecenv-serial", "vecenv-process", "vecenv-inline",
            "envpool", *(() if getattr(sys, "_is_gil_enabled", lambda: True)() else ("vecenv-thread",)))
 #: contenders of the policy scenario when none are named
 DEFAULT_POLICY = (*DEFAULT, "vecenv-default-b4", "envpool-b4", "ale-vector-b4")
-
-#: vecenv contender -> (backend, keyword arguments)
-VECENV = {
-    "vecenv-default": ("auto", {}),
-    "vecenv-serial": ("serial", {}),
-    "vecenv-thread": ("thread", {}),
-    "vecenv-process": ("process", {}),
-    "vecenv-inline": ("process", {"inline": True, "num_workers": 2}),
-}
 _NAME = re.compile(r"^(?P<base>[a-z0-9-]+?)(?:-b(?P<batch>\d+))?$")
 
 
-class Skip(Exception):
-    """A contender that cannot run here; the message says why."""
+def make_pong() -> gym.Env:
+    """``ALE/Pong-v5`` as CleanRL trains it: frame skip 4 (max-pooled), 30 no-ops at reset,
+    84x84 grayscale, 4 frames stacked: observation ``uint8 (4, 84, 84)``, 6 actions."""
+    import ale_py
+
+    gym.register_envs(ale_py)
+    env = gym.make("ALE/Pong-v5", frameskip=1)
+    env = gym.wrappers.AtariPreprocessing(env, frame_skip=4, noop_max=30, screen_size=84, grayscale_obs=True)
+    return gym.wrappers.FrameStackObservation(env, 4)
+
+
+@dataclass(frozen=True)
+class Target(EnvTarget):
+    """One env, as each library builds it (vecenv.bench's contenders take it as their env)."""
+
+    #: a zero-argument factory in place of the id ``name`` (module-level: spawned workers unpickle it)
+    factory: Callable[[], gym.Env] | None = None
+    #: EnvPool's task id and keyword arguments (None: EnvPool does not have it)
+    envpool_task: str | None = None
+    envpool_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: ale_py's ROM name for its C++ vector env (None: not an Atari game)
+    ale_game: str | None = None
+    ale_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: modules the env needs
+    needs: tuple[str, ...] = ()
+    #: observations are stacked 84x84 frames (what the policy scenario's CNN takes)
+    image: bool = False
+
+    @property
+    def env_fn(self) -> Callable[[], gym.Env]:
+        return self.factory or super().env_fn
+
+
+#: the same Pong in EnvPool and ale_py: sticky actions 0.25, no fire on reset, rewards not clipped
+_PONG = {"repeat_action_probability": 0.25, "use_fire_reset": False, "episodic_life": False}
+KNOWN = {
+    "CartPole-v1": Target("CartPole-v1", envpool_task="CartPole-v1"),
+    "HalfCheetah-v5": Target("HalfCheetah-v5", envpool_task="HalfCheetah-v5", needs=("mujoco",)),
+    "Pong": Target("Pong", kind="factory", factory=make_pong, envpool_task="Pong-v5", ale_game="pong",
+                   envpool_kwargs={**_PONG, "reward_clip": False}, ale_kwargs={**_PONG, "reward_clipping": False},
+                   needs=("ale_py",), image=True),
+}
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported here (without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def target(name: str) -> Target:
+    """A known target, or any registered gymnasium id (EnvPool runs it if it has the same id);
+    a ValueError for anything else."""
+    if name in KNOWN:
+        return KNOWN[name]
+    try:
+        gym.spec(name)
+    except (gym.error.Error, ImportError) as exc:
+        raise ValueError(f"unknown target {name!r}: expected one of {list(KNOWN)} "
+                         f"or a registered gymnasium id ({exc})") from None
+    return Target(name, envpool_task=name)
+
+
+def target_missing(t: Target) -> str | None:
+    """Why target ``t`` cannot be built here (None when it can)."""
+    missing = [m for m in t.needs if not installed(m)]
+    return f"{t.name} needs {', '.join(missing)} (pip install {' '.join(missing)})" if missing else None
 
 
 def parse(name: str) -> tuple[str, int | None]:
@@ -53,64 +117,33 @@ def parse(name: str) -> tuple[str, int | None]:
     return m["base"], int(m["batch"]) if m["batch"] else None
 
 
-class Runner:
-    """A built vector env stepped with a full batch of actions (``rows`` = N)."""
-
-    def __init__(self, envs: Any, rows: int, action_space: gym.Space,
-                 reset: Callable[[], tuple[Any, dict]], info: dict[str, Any] | None = None):
-        self.envs = envs
-        self.rows = rows
-        #: the batched action space (``rows`` actions)
-        self.action_space = batch_space(action_space, rows)
-        self._reset = reset
-        #: what the JSON records about the built env (``layout`` for vecenv-default)
-        self.info = dict(info or {})
-
-    def start(self) -> Any:
-        obs, _ = self._reset()
-        return obs
-
-    def step(self, actions: Any) -> Any:
-        return self.envs.step(actions)[0]
-
-    def close(self) -> None:
-        self.envs.close()
-
-
-class BatchRunner(Runner):
-    """The EnvPool-style async loop: ``send`` to the envs the last ``recv`` returned, ``recv`` the
-    next ready batch (``rows`` = K). ``with_ids=False`` for ale_py, whose ``send`` takes none."""
-
-    with_ids = True
-
-    def start(self) -> Any:
-        obs, info = self._reset()
-        self._ids = info["env_id"]
-        return obs
-
-    def step(self, actions: Any) -> Any:
-        if self.with_ids:
-            self.envs.send(actions, self._ids)
-        else:
-            self.envs.send(actions)
-        obs, _, _, _, info = self.envs.recv()
-        self._ids = info["env_id"]
-        return obs
-
-
-class AleBatchRunner(BatchRunner):
-    with_ids = False
+def bench_contender(base: str, batch: int | None) -> bench.Contender | None:
+    """vecenv.bench's contender for ``base`` (None for the ones built here)."""
+    if base in VECENV:
+        backend, kwargs = VECENV[base]
+        return bench.vecenv_contender(backend, batch, **kwargs)
+    if base == "pufferlib-mp-w1":
+        return bench.peer_contender("pufferlib-mp", num_workers=1)
+    if base == "pufferlib-mp" and batch:  # PufferLib's async pool with batches of K
+        return bench.peer_contender("pufferlib-async", batch_size=batch)
+    return bench.peer_contender(base) if base in PEERS else None
 
 
 def unavailable(name: str, t: Target, num_envs: int) -> str | None:
     """Why contender ``name`` cannot run target ``t`` here (None when it can)."""
     base, batch = parse(name)
-    if base in PUFFERLIB:
-        return _puffer_unavailable(base, batch, num_envs)
     if batch is not None and not 1 <= batch < num_envs:
         return f"batch size {batch} must be between 1 and num_envs - 1 ({num_envs - 1})"
-    if base.startswith(("gym-", "sb3-", "vecenv-sb3-")) and batch:
+    if batch and base.startswith("pufferlib") and base != "pufferlib-mp":
+        return f"{base} takes no -bK (pufferlib-mp-bK is the async pool with batches of K)"
+    if batch and base.startswith(("gym-", "sb3-", "vecenv-sb3-")):
         return f"{base} has no async batches"
+    c = bench_contender(base, batch)
+    if c is not None:
+        try:
+            return (bench.peer_unavailable(c.backend) if c.kind == "peer" else None) or c.supports(t, num_envs)
+        except Exception as exc:  # e.g. PufferLib's own import fails
+            return first_line(exc)
     if "sb3" in base and not installed("stable_baselines3"):
         return "stable-baselines3 is not installed (pip install 'vecenv[sb3]')"
     if base == "envpool":
@@ -130,133 +163,133 @@ def unavailable(name: str, t: Target, num_envs: int) -> str | None:
     return None
 
 
-def build(name: str, t: Target, num_envs: int, seed: int = 0) -> Runner:
-    """Build contender ``name`` on target ``t`` (the caller closes it)."""
+class Batches(Driver):
+    """EnvPool's async loop: ``send`` to the envs the last ``recv`` returned (ale_py's ``send``
+    takes no ids: ``with_ids=False``)."""
+
+    def __init__(self, envs: Any, actions: list[Any], rows: int, reset_with: Callable, with_ids: bool = True):
+        super().__init__(envs, actions, rows, None, reset_with)
+        self.with_ids = with_ids
+
+    def reset(self, seed: int) -> None:
+        self._ids = self._reset_with(self.envs, seed)[1]["env_id"]
+
+    def run(self, iterations: int, deadline: float) -> int:
+        send, recv, actions, k, now = self.envs.send, self.envs.recv, self.actions, len(self.actions), time.perf_counter
+        ids, i = self._ids, 0
+        while i < iterations:
+            send(actions[i % k], *((ids,) if self.with_ids else ()))
+            ids = recv()[4]["env_id"]
+            i += 1
+            if now() >= deadline:
+                break
+        self._ids = ids
+        return i
+
+
+def _envpool_reset(envs: Any, seed: int) -> tuple[Any, dict]:
+    envs.async_reset()
+    obs, _, _, _, infos = envs.recv()
+    return obs, infos
+
+
+def build(name: str, t: Target, n: int, seed: int = 0) -> Driver:
+    """Build contender ``name`` on target ``t`` into a driver (the caller closes it)."""
     base, batch = parse(name)
-    reason = unavailable(name, t, num_envs)
-    if reason:
-        raise Skip(reason)
-    if base in ("gym-sync", "gym-async"):
-        cls = gym.vector.SyncVectorEnv if base == "gym-sync" else gym.vector.AsyncVectorEnv
-        envs = cls([t.env_fn] * num_envs)
-        return Runner(envs, num_envs, envs.single_action_space, lambda: envs.reset(seed=seed))
-    if "sb3" in base:
-        return _build_sb3(base, t, num_envs, seed)
-    if base in VECENV:
-        return _build_vecenv(base, t, num_envs, batch, seed)
+    c = bench_contender(base, batch)
+    if c is not None:
+        return c.build(t, n, seed)
+    rows = batch or n
+    if "sb3" in base:  # vecenv's SB3 VecEnvs: SB3's API (seed, then reset; same-step autoreset)
+        from vecenv import sb3
+
+        envs = (sb3.DummyVecEnv if base.endswith("dummy") else sb3.SubprocVecEnv)([t.env_fn] * n)
+        return Driver(envs, action_pool(envs.action_space, n, seed), n, None, lambda e, s: (e.seed(s), e.reset()))
     if base == "envpool":
-        return _build_envpool(t, num_envs, batch, seed)
-    if base in PUFFERLIB:
-        return PufferRunner(base, t, num_envs, batch, seed)
-    return _build_ale(t, num_envs, batch, seed)
+        import envpool
 
-
-def _build_vecenv(base: str, t: Target, n: int, batch: int | None, seed: int) -> Runner:
-    import vecenv
-
-    backend, kwargs = VECENV[base]
-    if batch:
-        kwargs = {**kwargs, "batch_size": batch}
-    envs = vecenv.make(t.vecenv_env, n, backend=backend, **kwargs)
-    layout = getattr(envs, "layout", None)
-    info = {"built": repr(envs)}
-    if layout is not None:  # what backend="auto" chose, and why
-        info["layout"] = str(layout)
-    cls = BatchRunner if batch else Runner
-    return cls(envs, batch or n, envs.single_action_space, lambda: envs.reset(seed=seed), info)
-
-
-def _build_sb3(base: str, t: Target, n: int, seed: int) -> Runner:
-    """SB3's API (``reset()`` returns observations; same-step autoreset), SB3's or vecenv's."""
-    if base.startswith("vecenv"):
-        from vecenv import sb3 as vec_envs
-    else:
-        from stable_baselines3.common import vec_env as vec_envs
-    cls = vec_envs.DummyVecEnv if base.endswith("dummy") else vec_envs.SubprocVecEnv
-    envs = cls([t.env_fn] * n)
-    envs.seed(seed)
-    return Runner(envs, n, envs.action_space, lambda: (envs.reset(), {}), {"built": f"{cls.__module__}.{cls.__name__}"})
-
-
-def _build_envpool(t: Target, n: int, batch: int | None, seed: int) -> Runner:
-    import envpool
-
-    with warnings.catch_warnings():  # its float64 Box bounds make gymnasium warn
-        warnings.simplefilter("ignore", UserWarning)
-        envs = envpool.make(t.envpool_task, env_type="gymnasium", num_envs=n,
-                            batch_size=batch or n, seed=seed, **t.envpool_kwargs)
-    info = {"built": f"envpool.make({t.envpool_task!r}, num_envs={n}, batch_size={batch or n})"}
-    if not batch:
-        return Runner(envs, n, envs.action_space, envs.reset, info)
-
-    def reset() -> tuple[Any, dict]:
-        envs.async_reset()
-        obs, _, _, _, infos = envs.recv()
-        return obs, infos
-
-    return BatchRunner(envs, batch, envs.action_space, reset, info)
-
-
-def _build_ale(t: Target, n: int, batch: int | None, seed: int) -> Runner:
+        with warnings.catch_warnings():  # its float64 Box bounds make gymnasium warn
+            warnings.simplefilter("ignore", UserWarning)
+            envs = envpool.make(t.envpool_task, env_type="gymnasium", num_envs=n, batch_size=rows, seed=seed,
+                                **t.envpool_kwargs)
+        actions = action_pool(envs.action_space, rows, seed)
+        if batch:
+            return Batches(envs, actions, rows, _envpool_reset)
+        return Driver(envs, actions, n, None, lambda e, s: e.reset())
     from ale_py.vector_env import AtariVectorEnv
 
     envs = AtariVectorEnv(t.ale_game, n, batch_size=batch or 0, **t.ale_kwargs)
-    info = {"built": f"ale_py AtariVectorEnv({t.ale_game!r}, {n}, batch_size={batch or n})"}
-    cls = AleBatchRunner if batch else Runner
-    return cls(envs, batch or n, envs.single_action_space, lambda: envs.reset(seed=seed), info)
+    actions = action_pool(envs.single_action_space, rows, seed)
+    if batch:
+        return Batches(envs, actions, rows, lambda e, s: e.reset(seed=s), with_ids=False)
+    return Driver(envs, actions, n, None)
 
 
-def _puffer_unavailable(base: str, batch: int | None, num_envs: int) -> str | None:
-    from vecenv.bench.puffer import import_pufferlib, puffer_layout
+# ==================================================================== the policy scenario
+def make_policy(n_actions: int, seed: int = 0) -> Callable[[np.ndarray], np.ndarray]:
+    """CleanRL's Atari CNN (``ppo_atari.py``) on one torch thread: from a batch of stacked frames
+    to a batch of sampled actions (int64)."""
+    import torch
+    from torch import nn
 
-    if batch is not None and base != "pufferlib-mp":
-        return f"{base} takes no -bK (pufferlib-mp-bK is the async pool with batches of K)"
+    torch.set_num_threads(1)
     try:
-        import_pufferlib()
-        puffer_layout("pufferlib-async" if batch else PUFFERLIB[base][0], num_envs, batch, PUFFERLIB[base][1])
-    except (ImportError, ValueError) as exc:
-        return str(exc)
-    return None
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set, or torch already ran parallel work
+        pass
+    torch.manual_seed(seed)
+    net = nn.Sequential(
+        nn.Conv2d(4, 32, 8, stride=4), nn.ReLU(),
+        nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+        nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(64 * 7 * 7, 512), nn.ReLU(),
+        nn.Linear(512, n_actions),
+    ).eval()
+    gen = torch.Generator().manual_seed(seed)
+
+    @torch.inference_mode()
+    def act(obs: np.ndarray) -> np.ndarray:
+        x = torch.from_numpy(np.asarray(obs)).float().div_(255.0)
+        probs = torch.softmax(net(x), dim=-1)
+        return torch.multinomial(probs, 1, generator=gen).squeeze(1).numpy()
+
+    return act
 
 
-class PufferRunner(Runner):
-    """A PufferLib vector env (:mod:`vecenv.bench.puffer`, whose watchdog turns a dead or stalled
-    worker into an error): ``send`` / ``recv``, ``rows`` env steps a step."""
-
-    def __init__(self, base: str, t: Target, num_envs: int, batch: int | None, seed: int) -> None:
-        from vecenv.bench.puffer import build_puffer
-
-        peer, workers = PUFFERLIB[base]
-        peer = "pufferlib-async" if batch is not None else peer
-        envs, rows, used, self.watch = build_puffer(peer, t, num_envs, seed, batch, workers)  # type: ignore[arg-type]
-        info = {"built": f"pufferlib.vector.{type(envs).__name__}(num_envs={num_envs}, "
-                         f"num_workers={used}, batch_size={rows})"}
-        super().__init__(envs, rows, envs.single_action_space, lambda: (envs.async_reset(seed), {}), info)
-
-    def start(self) -> Any:
-        self._reset()
-        return self.step(None, send=False)
-
-    def step(self, actions: Any, send: bool = True) -> Any:
-        from vecenv.bench.puffer import PufferLibFailure
-
-        if send:
-            self.envs.send(actions)
-        obs = self.envs.recv()[0]
-        if self.watch is not None:
-            if self.watch.failed is not None:
-                raise PufferLibFailure(self.watch.failed)
-            self.watch.beat += 1
-        return obs
-
-    def close(self) -> None:
-        from vecenv.bench.puffer import puffer_close
-
-        puffer_close(self.envs, self.watch)
+@functools.cache
+def action_count(name: str) -> int:
+    """The number of actions of target ``name``'s env."""
+    env = target(name).env_fn()
+    env.close()
+    return int(env.action_space.n)
 
 
-def random_actions(runner: Runner, seed: int, size: int = 64) -> list[Any]:
-    """``size`` batches of random actions, the same for every contender of a target."""
-    space = runner.action_space
-    space.seed(seed)
-    return [np.asarray(space.sample()) for _ in range(size)]
+class PolicyLoop:
+    """Stands in for a driver's vector env and its actions: keeps the observations of every
+    reset, step and recv, and gives the policy's actions for the last of them."""
+
+    def __init__(self, envs: Any, act: Callable[[Any], Any]) -> None:
+        self.envs, self.act, self.obs = envs, act, None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.envs, name)
+
+    def _keep(self, out: Any) -> Any:
+        self.obs = out[0] if isinstance(out, tuple) else out
+        return out
+
+    def reset(self, *args: Any, **kwargs: Any) -> Any:
+        return self._keep(self.envs.reset(*args, **kwargs))
+
+    def step(self, actions: Any) -> Any:
+        return self._keep(self.envs.step(actions))
+
+    def recv(self) -> Any:
+        return self._keep(self.envs.recv())
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, i: int) -> Any:
+        return self.act(self.obs)

@@ -72,10 +72,11 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
 
 
 @contextlib.contextmanager
-def busy_process() -> Iterator[subprocess.Popen]:
-    """A process spinning on one core for the duration of the ``with`` block."""
+def busy_process(new_session: bool = False) -> Iterator[subprocess.Popen]:
+    """A process spinning on one core for the duration of the ``with`` block (``new_session``:
+    in a session, and so a scheduler autogroup, of its own)."""
     proc = subprocess.Popen([sys.executable, "-c", BUSY_CODE, BUSY_MARK, str(os.getpid())],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=new_session)
     _live.add(proc)
     try:
         assert proc.stdout is not None
