@@ -6,9 +6,9 @@ the same way: nothing is pickled. Any other command, or a step whose infos are n
 travels as a pickled message on the socket.
 
 Only the worker answers for itself: a process an env forks from it (a helper, a subprocess
-before its exec) is a copy that shares the worker's socket and memory. The copy is marked at the
-fork (:func:`.lifetime.mark_copies`), so an exit that env code raises there is the copy's own,
-and a copy that comes back to this loop ends at once, touching neither socket nor memory.
+before its exec) is a fork that shares the worker's socket and memory. The fork is marked when it
+is made (:func:`.lifetime.mark_forks`), so an exit that env code raises there is the fork's own,
+and a fork that comes back to this loop ends at once, touching neither socket nor memory.
 """
 
 from __future__ import annotations
@@ -64,19 +64,19 @@ class Child:
         self.waiter = handshake.Waiter(*spin)  # seconds of busy spinning, then of sched_yield() spinning
         self.group: EnvGroup | None = None
         self.seq = 0
-        self.copy = False  # this process is a copy of the worker that an env forked
+        self.is_fork = False  # this process is a fork of the worker that an env made
 
     def forked(self) -> None:
-        """At a fork, in the new process: it is a copy, whose exits are its own (see the module
+        """At a fork, in the new process: it is a fork, whose exits are its own (see the module
         docstring)."""
-        self.copy = True
+        self.is_fork = True
         if self.group is not None:
             self.group.contain_exits(False)
 
-    def leave_if_copy(self, error: BaseException | None = None) -> None:
-        """End this process without a word if it is a copy of the worker: with the status of the
+    def leave_if_fork(self, error: BaseException | None = None) -> None:
+        """End this process without a word if it is a fork of the worker: with the status of the
         ``SystemExit`` that ``error`` is or carries, 1 for another error, 0 without one."""
-        if not self.copy:
+        if not self.is_fork:
             return
         cause = error if isinstance(error, SystemExit) else getattr(error, "__cause__", None)
         code = cause.code if isinstance(cause, SystemExit) else 0 if error is None else 1
@@ -162,8 +162,8 @@ class Child:
                 seq = int(posted[i])
                 infos.clear(j)
                 reply = group.step((j,))
-                if self.copy:
-                    self.leave_if_copy()
+                if self.is_fork:
+                    self.leave_if_fork()
                 rest = infos.pack(reply.entries) if reply.entries else ()
                 held = bool(rest) or bool(infos.new)
                 late.extend(rest)
@@ -179,8 +179,8 @@ class Child:
 
     def finish_queue(self, late: RowsReply | None) -> None:
         """Finish a queue command: in shared memory alone, or with the message ``late``."""
-        if self.copy:
-            self.leave_if_copy()
+        if self.is_fork:
+            self.leave_if_fork()
         if late is not None:
             self.reply(True, late, "step")
             return
@@ -217,8 +217,8 @@ class Child:
     def reply(self, ok: bool, value: Any, name: str) -> None:
         """Finish the command: in shared memory alone when it allows (a step's infos included,
         :mod:`.infos`), else as a message."""
-        if self.copy:
-            self.leave_if_copy(None if ok else value)
+        if self.is_fork:
+            self.leave_if_fork(None if ok else value)
         infos, ctrl = self.infos, self.ctrl
         if ok and type(value) is StepReply:
             message = infos.reply(value.entries, value.objects)
@@ -240,7 +240,7 @@ class Child:
 
     def startup_reply(self, ok: bool, value: Any, name: str) -> None:
         """A reply outside the counters, while starting: the description, the attach."""
-        self.leave_if_copy(None if ok else value)
+        self.leave_if_fork(None if ok else value)
         self.peer.write(wire.frame(Frame.MESSAGE, self.dump(ok, value, name)))
 
     def dump(self, ok: bool, value: Any, name: str) -> bytes:
@@ -292,7 +292,7 @@ def worker_main(
     lifetime.watch_caller(caller_pid)
     how = MECHANISMS[mechanism]
     child = Child(index, how.peer(sock), spin, how)
-    lifetime.mark_copies(child.forked)
+    lifetime.mark_forks(child.forked)
     try:
         try:
             fns = [envfns.unpack(fn, start + j, index) for j, fn in enumerate(env_fns)]
@@ -305,9 +305,9 @@ def worker_main(
         child.attach(group)
         child.serve(group)
     except (SystemExit, KeyboardInterrupt, EOFError, OSError) as exc:
-        child.leave_if_copy(exc)
+        child.leave_if_fork(exc)
     finally:
-        child.leave_if_copy()
+        child.leave_if_fork()
         if child.group is not None:
             child.group.close()
         sock.close()

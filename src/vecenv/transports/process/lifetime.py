@@ -1,7 +1,7 @@
 """How processes and descriptors live: workers end with their caller and hold nothing else.
 On the caller's side :data:`LIVE` transports are closed at exit and a :class:`Watch` sees a
 worker's death through the process itself; on the worker's side :func:`watch_caller` ends it with
-its caller, and :func:`mark_copies` lets a process an env forks from it never answer for it."""
+its caller, and :func:`mark_forks` lets a process an env forks from it never answer for it."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from vecenv.system import process_alive
 from vecenv.transports.process.shm import drop_inherited_mappings, libc
 from vecenv.transports.signals import deferred
 
-__all__ = ["LIVE", "Watch", "drop_inherited", "mark_copies", "start_lasting", "watch_caller"]
+__all__ = ["LIVE", "Watch", "drop_inherited", "mark_forks", "start_lasting", "watch_caller"]
 
 #: the caller's transports that are not closed yet
 LIVE: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -167,8 +167,8 @@ def start_lasting(fn: Callable[..., _T], *args: Any) -> _T:
     return _launcher[0].submit(fn, *args).result()
 
 
-def mark_copies(on_fork: Callable[[], None]) -> None:
-    """In a worker: run ``on_fork`` in every process forked from it from now on (a copy of the
+def mark_forks(on_fork: Callable[[], None]) -> None:
+    """In a worker: run ``on_fork`` in every process forked from it from now on (a fork of the
     worker that an env made)."""
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=on_fork)

@@ -241,7 +241,7 @@ class NamedBlock:
 
     def __init__(self, size: int, name: str | None = None) -> None:
         self.size = max(int(size), 1)
-        self._owner = os.getpid() if name is None else None
+        self._creator = os.getpid() if name is None else None
         # short: macOS allows 31 characters in a shm name
         self.token = name or f"{'' if os.name == 'nt' else '/'}ve{os.getpid():x}{secrets.token_hex(6)}"
         if os.name == "nt":
@@ -275,7 +275,7 @@ class NamedBlock:
     def release(self) -> None:
         """In the process that made it: remove the name (the mappings stay valid); elsewhere
         nothing."""
-        if self._owner == os.getpid() and os.name != "nt":
+        if self._creator == os.getpid() and os.name != "nt":
             deferred(self._unlink)  # a Ctrl-C leaves the name either there and owned, or gone
 
     def _unlink(self) -> None:
@@ -285,7 +285,7 @@ class NamedBlock:
         with contextlib.suppress(FileNotFoundError):
             _posixshmem.shm_unlink(self.token)
         resource_tracker.unregister(self.token, "shared_memory")
-        self._owner = None
+        self._creator = None
 
 
 MECHANISMS: dict[str, Mechanism] = {m.name: m for m in (

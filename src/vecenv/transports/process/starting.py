@@ -63,7 +63,7 @@ class Starting(Closing):
     #: the last group's index when it steps in the caller's thread (``inline``), else -1; the
     #: group, and the writer of its info rows
     inline_worker: int = -1
-    inline: EnvGroup | None = None
+    inline_group: EnvGroup | None = None
     inline_infos: InfoWriter | None = None
 
     def __init__(
@@ -123,7 +123,7 @@ class Starting(Closing):
         for w in range(n):
             self._spawn(w)
         if self.inline_worker >= 0:  # built here while the workers build theirs
-            self.inline = self._inline_group()
+            self.inline_group = self._inline_group()
         deadline = None if self.start_timeout is None else time.monotonic() + self.start_timeout
         descriptions, errors = [], []
         for w in range(n):
@@ -133,7 +133,7 @@ class Starting(Closing):
                 errors.append(exc)
         if errors:
             raise errors[0]
-        return descriptions + (self.inline.describe() if self.inline is not None else [])
+        return descriptions + (self.inline_group.describe() if self.inline_group is not None else [])
 
     def _inline_group(self) -> EnvGroup:
         """The last group, built in this process (a Ctrl-C in its envs is the caller's)."""
@@ -252,8 +252,8 @@ class Starting(Closing):
             raise ValueError("ProcessTransport.attach needs the buffers its allocate() returned")
         for w in range(self.spawned):
             self._send_layout(w)
-        if self.inline is not None:
-            self._attach_inline(self.inline)
+        if self.inline_group is not None:
+            self._attach_inline(self.inline_group)
         deadline = None if self.start_timeout is None else time.monotonic() + self.start_timeout
         for w in range(self.spawned):
             self._startup_reply(w, deadline, "start")
@@ -283,13 +283,13 @@ class Starting(Closing):
     def restart(self, worker: int) -> None:
         """Start a new process for ``worker``'s envs, mapped onto the same rows (the inline
         group: build it again here from its env_fns, its envs not yet reset)."""
-        old, ctrl, infos = self.inline, self.ctrl, self._infos
+        old, ctrl, infos = self.inline_group, self.ctrl, self._infos
         if worker == self.inline_worker:
             if old is None:
                 raise VecEnvError("ProcessTransport.restart: the inline group is closed")
             new = self._inline_group()
             self._attach_inline(new)
-            self.inline = new
+            self.inline_group = new
             ctrl.drop(worker)
             infos.restart(worker)
             warn_close_failures(old.close())
@@ -312,7 +312,7 @@ class Starting(Closing):
             raise
 
     def close(self, timeout: float | None = None) -> None:
-        inline, self.inline = self.inline, None
+        inline, self.inline_group = self.inline_group, None
         try:
             if inline is not None:
                 warn_close_failures(inline.close())

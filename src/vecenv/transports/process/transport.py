@@ -89,7 +89,7 @@ class ProcessTransport(Starting):
         """Run ``command`` on the inline group in this thread, as a worker runs it: the results
         in the shared rows, finished in its control row; a reply the rows do not hold is kept
         for :meth:`fetch`. Cut short (a Ctrl-C), the command counts as finished with nothing."""
-        group, infos, k = self.inline, self.inline_infos, self.inline_worker
+        group, infos, k = self.inline_group, self.inline_infos, self.inline_worker
         if group is None or infos is None:
             raise VecEnvError("ProcessTransport: the inline group is closed")
         try:
@@ -195,13 +195,13 @@ class ProcessTransport(Starting):
             return
         self._next_death_check = now + DEATH_CHECK_S
         poller = self.mechanism.poller()
-        owner = {}
+        worker_of = {}
         for w in workers:
             if w not in done and w not in self.dead and w != self.inline_worker:
                 poller.register(self.peers[w].sentinel)
-                owner[self.peers[w].sentinel] = w
-        for key, _ in poller.poll(0) if owner else ():
-            self._mark_dead(owner[key])
+                worker_of[self.peers[w].sentinel] = w
+        for key, _ in poller.poll(0) if worker_of else ():
+            self._mark_dead(worker_of[key])
         self._look_at_exit_codes(workers)
 
     def _look_at_exit_codes(self, workers: Collection[int]) -> None:
@@ -224,7 +224,7 @@ class ProcessTransport(Starting):
         mode = Sleep.ALL if every else Sleep.ANY if wanted is None else Sleep.COUNT
         bell = self._caller_bell
         # on the bell, deaths and exit codes are looked at between naps
-        poller, owner, exact = (None, {}, True) if bell is not None else self._poller_of(live)
+        poller, worker_of, exact = (None, {}, True) if bell is not None else self._poller_of(live)
 
         def declare(flag: int) -> None:
             if flag and wanted is not None:  # the count first, then what is still wanted
@@ -241,7 +241,7 @@ class ProcessTransport(Starting):
             done = handshake.sleep_on_bell(check, declare, bell, lambda: self._look_for_deaths(live, []), deadline,
                                            go_on)
         else:
-            done = handshake.sleep(check, declare, poller, lambda fd: self._on_event(owner[fd], fd), deadline, go_on)
+            done = handshake.sleep(check, declare, poller, lambda fd: self._on_event(worker_of[fd], fd), deadline, go_on)
         return done if type(done) is list else self._done(workers, every) if done else []
 
     def _poller_of(self, live: list[int]) -> tuple[Any, dict, bool]:
@@ -251,12 +251,12 @@ class ProcessTransport(Starting):
         every = len(live) == self.spawned
         if every and self._every_poller is not None:
             return self._every_poller
-        poller, owner = self.mechanism.poller(), {}
+        poller, worker_of = self.mechanism.poller(), {}
         for w in live:
             for key in (self.peers[w].waitable, self.peers[w].sentinel):
                 poller.register(key)
-                owner[key] = w
-        made = (poller, owner, all(self.watches[w].exact for w in live))
+                worker_of[key] = w
+        made = (poller, worker_of, all(self.watches[w].exact for w in live))
         if every:
             self._every_poller = made
         return made
