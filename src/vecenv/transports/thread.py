@@ -16,6 +16,7 @@ under the transport's lock after a last look; whoever wakes it does so under the
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
 import time
@@ -25,6 +26,7 @@ from typing import Any, NamedTuple
 
 from vecenv.engine.transport import Transport
 from vecenv.errors import VecEnvError
+from vecenv.infos import NO_REPLY, StepReply
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
 from vecenv.transports.spin import locked, spin_until
@@ -82,6 +84,9 @@ class ThreadTransport(Transport):
     """
 
     name = "thread"
+    #: PROTOTYPE (issue 63): whole-batch steps as (group, env) items in one queue that every
+    #: thread, yours included, takes from
+    one_queue = os.environ.get("VECENV_THREAD_ONE_QUEUE", "0") == "1"
 
     def __init__(self, threads: int | None = None, spin_us: float | None = None,
                  whole_batches: bool = True) -> None:
@@ -106,6 +111,11 @@ class ThreadTransport(Transport):
         #: Ctrl-C must not leave it held)
         self._lock = threading.RLock()
         self._stopping = False
+        self._items: deque[tuple[int, int]] = deque()  # one queue: (group, local env) steps
+        self._left: list[int] = []  # items of each group's step not yet done
+        self._parts: list[list] = []  # each group's info entries so far
+        self._errors: list[BaseException | None] = []
+        self._count = threading.Lock()
 
     # ----------------------------------------------------------------- lifecycle
     def launch(self) -> list[EnvDescription]:
@@ -124,6 +134,7 @@ class ThreadTransport(Transport):
             self._queues, self._servers = [shared] * g, [self.helpers] * g
         self.groups, self._commands, self._replies = [None] * g, [None] * g, [_EMPTY] * g
         self._sent, self._served, self._taken = [0] * g, [0] * g, [0] * g
+        self._left, self._parts, self._errors = [0] * g, [[] for _ in range(g)], [None] * g
         for h in self.helpers:
             h.thread.start()
         for w, (start, _) in enumerate(self.partition):  # each group built by its owner
@@ -144,6 +155,7 @@ class ThreadTransport(Transport):
     def close(self, timeout: float | None = None) -> None:
         self._stopping = True
         self._mine.clear()
+        self._items.clear()
         helpers, self.helpers = self.helpers, []
         for h in helpers:
             h.jobs.clear()
@@ -163,6 +175,27 @@ class ThreadTransport(Transport):
     def send(self, commands: Sequence[tuple[int, Command]]) -> None:
         # counted, then queued: a signal handler that raises between the two leaves a count
         # that drop_outstanding() puts right (a command nobody runs is not waited for)
+        items = self._items
+        if self.one_queue and self.whole_batches:
+            queued = len(items)
+            for worker, command in commands:
+                group = self.groups[worker]
+                if type(command) is not Step or group is None:
+                    continue
+                self._commands[worker] = command
+                self._sent[worker] += 1
+                ids = range(len(group.envs)) if command.ids is None else command.ids
+                if not len(ids):
+                    self._complete(worker, (True, NO_REPLY))
+                    continue
+                group._step_view()  # fresh before several threads step its envs at once
+                self._left[worker], self._parts[worker], self._errors[worker] = len(ids), [], None
+                items.extend((worker, j) for j in ids)
+            commands = [(w, c) for w, c in commands if type(c) is not Step or self.groups[w] is None]
+            if len(items) > queued:
+                for h in self.helpers:
+                    if h.asleep:
+                        self._wake(h)
         for worker, command in commands:
             self._commands[worker] = command
             self._sent[worker] += 1
@@ -192,6 +225,14 @@ class ThreadTransport(Transport):
             self._wake(helper)
         while mine:
             self._serve_here(mine.popleft())
+        if timeout is None:
+            items = self._items
+            while items:
+                try:
+                    w, j = items.popleft()
+                except IndexError:
+                    break
+                self._run_item(w, j, True)
         if self.whole_batches and timeout is None:
             self._take_back(workers)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -236,6 +277,9 @@ class ThreadTransport(Transport):
         for jobs in [self._mine, *(h.jobs for h in self.helpers)]:  # (handed on by a timed wait)
             with contextlib.suppress(ValueError):  # not there, or a helper took it first
                 jobs.remove(worker)  # atomic: either this takes it or a helper does
+        for item in [i for i in list(self._items) if i[0] == worker]:
+            with contextlib.suppress(ValueError):
+                self._items.remove(item)
         deadline = None if timeout is None else time.monotonic() + timeout
         while self._running(worker):  # a helper marks it current before it leaves the jobs
             if self._stopping or (deadline is not None and time.monotonic() >= deadline):
@@ -286,10 +330,19 @@ class ThreadTransport(Transport):
         """A helper thread's loop: run its groups' commands until the transport closes. Whatever
         env code raises, a ``SystemExit`` or ``KeyboardInterrupt`` included, is the reply, raised
         in your thread by :meth:`fetch`; the thread keeps serving."""
-        jobs = helper.jobs
+        jobs, items = helper.jobs, self._items
         while not self._stopping:
             if not jobs:
-                self._sleep(helper, lambda: jobs or self._stopping, None)
+                if items:
+                    try:
+                        w, j = items.popleft()
+                    except IndexError:
+                        continue
+                    helper.current = w
+                    self._run_item(w, j, False)
+                    helper.current = -1
+                    continue
+                self._sleep(helper, lambda: jobs or items or self._stopping, None)
                 continue
             try:
                 w = jobs[0]
@@ -309,6 +362,35 @@ class ThreadTransport(Transport):
             helper.current = -1
             if self._caller.asleep:
                 self._wake(self._caller)
+
+    def _run_item(self, w: int, j: int, here: bool) -> None:
+        """Step env ``j`` of group ``w``; the thread that steps the group's last env completes
+        the group's reply (its info entries in env order, or the first error)."""
+        error: BaseException | None = None
+        cut: BaseException | None = None
+        try:
+            reply = self.groups[w].step((j,))  # type: ignore[union-attr]
+            if reply.entries:
+                self._parts[w].extend(reply.entries)
+        except BaseException as exc:
+            error = exc
+            if here and not isinstance(exc, Exception):
+                cut, error = exc, VecEnvError(f"worker {w}: its step was cut short by {type(exc).__name__} "
+                                    "in the calling thread; call reset()")
+        with self._count:
+            if error is not None and self._errors[w] is None:
+                self._errors[w] = error
+            self._left[w] -= 1
+            last = self._left[w] == 0
+        if last:
+            err = self._errors[w]
+            parts = self._parts[w]
+            self._complete(w, (False, err) if err is not None else
+                           (True, StepReply(sorted(parts, key=lambda e: e.index)) if parts else NO_REPLY))
+            if not here and self._caller.asleep:
+                self._wake(self._caller)
+        if cut is not None:
+            raise cut
 
     def _complete(self, w: int, reply: tuple[bool, Any]) -> None:
         """Group ``w``'s command is done with ``reply``."""
