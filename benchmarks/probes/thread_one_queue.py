@@ -1,14 +1,16 @@
 """The thread backend's synchronous step from one queue of envs against its fixed partition
 (issue 63, item 1): PROTOTYPE A/B, interleaved rounds, each measurement in a fresh interpreter.
 
-``VECENV_THREAD_ONE_QUEUE=1`` (the prototype on branch ``thread-queue``) makes a whole-batch step
-a queue of (group, env) items that every thread, yours included, takes from; ``0`` is the
-current fixed partition. Async batches are the same code either way (one env a group, one queue).
+``VECENV_THREAD_ONE_QUEUE`` (the prototype on branch ``thread-queue``): ``0`` (``old``) the
+current fixed partition; ``1`` (``queue``) a whole-batch step is one queue of (group, env) items
+that every thread, yours included, takes from; ``2`` (``steal``) each owner steps its group's
+envs from the front of the group's deque and a thread with nothing left takes envs from the back
+of another's. Async batches are the same code either way (one env a group, one queue).
 
     python benchmarks/probes/thread_one_queue.py --suite gil --rounds 5
     PYTHON_GIL=0 python benchmarks/probes/thread_one_queue.py --suite ft --rounds 5   # 3.13t
 
-Rows (env steps/s; ``old`` = fixed partition, ``new`` = one queue):
+Rows (env steps/s):
 
 - ``wait``: benchmarks/stragglers.py's scenario (64 envs, 400 µs ± 25% sleeps, 6 ms resets) on
   16 threads, sync and async b=32/b=16, as a share of the ceiling of 16 free-running processes
@@ -159,6 +161,8 @@ def one(spec: dict) -> float:
         envs.close()
 
 
+VARIANTS = [("0", "old"), ("1", "queue"), ("2", "steal")]
+
 SUITES = {
     # (row name, spec); "ab": measured with both variants
     "gil": [
@@ -189,8 +193,8 @@ SUITES = {
 }
 
 
-def _run(spec: dict, one_queue: bool) -> float:
-    env = {**os.environ, "VECENV_THREAD_ONE_QUEUE": "1" if one_queue else "0", "OPENBLAS_NUM_THREADS": "1"}
+def _run(spec: dict, mode: str) -> float:
+    env = {**os.environ, "VECENV_THREAD_ONE_QUEUE": mode, "OPENBLAS_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, __file__, "--one", json.dumps(spec)], env=env,
                          capture_output=True, text=True, timeout=300)
     if out.returncode:
@@ -209,6 +213,7 @@ def main() -> None:
     p.add_argument("--rows", default="", help="comma-separated prefixes of the rows to run")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--seconds", type=float, default=1.5)
+    p.add_argument("--variants", default="old,queue,steal")
     p.add_argument("--json", type=Path)
     p.add_argument("--one", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -223,33 +228,33 @@ def main() -> None:
         print(f"round {k + 1}/{a.rounds}, load {loads[-1]}", file=sys.stderr, flush=True)
         for name, spec in rows:
             spec = {**spec, "seconds": a.seconds}
-            variants = [(False, "old"), (True, "new")] if spec.get("ab") else [(False, "")]
-            if k % 2:
-                variants.reverse()
-            for one_queue, tag in variants:
+            variants = [v for v in VARIANTS if v[1] in a.variants.split(",")] if spec.get("ab") else [("0", "")]
+            shift = k % len(variants)
+            for mode, tag in variants[shift:] + variants[:shift]:  # each variant first in turn
                 key = f"{name} [{tag}]" if tag else name
-                results.setdefault(key, []).append(_run(spec, one_queue))
+                results.setdefault(key, []).append(_run(spec, mode))
     print(f"\n{sys.version.split()[0]}, GIL {'on' if getattr(sys, '_is_gil_enabled', lambda: True)() else 'off'}; "
           f"medians of {a.rounds} rounds [min-max], env steps/s; loads {loads}")
     for key, vals in results.items():
         print(f"{key:42s} {statistics.median(vals):>10,.0f} [{min(vals):,.0f}-{max(vals):,.0f}]")
     # per-round ratios new/old, and shares of the ceilings
     print()
-    for key in [k for k in results if k.endswith("[new]")]:
-        old = results[key.replace("[new]", "[old]")]
+    for key in [k for k in results if k.endswith("]") and not k.endswith("[old]")]:
+        tag = key[key.rindex("[") + 1:-1]
+        old = results[key.replace(f"[{tag}]", "[old]")]
         ratios = [n / o for n, o in zip(results[key], old, strict=True)]
-        line = f"{key[:-6]:36s} new/old {statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}]"
+        line = f"{key:42s} /old {statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}]"
         for ceil in ("wait: ceiling, 16 processes", "wait: ceiling, 16 threads"):
             if key.startswith("wait") and ceil in results:
-                for tag, vals in (("old", old), ("new", results[key])):
+                for t, vals in (("old", old), (tag, results[key])):
                     shares = [v / c for v, c in zip(vals, results[ceil], strict=True)]
-                    line += (f"; {tag} / {ceil.split(', ')[1]} {statistics.median(shares):.2f}"
+                    line += (f"; {t} / {ceil.split(', ')[1]} {statistics.median(shares):.2f}"
                              f" [{min(shares):.2f}-{max(shares):.2f}]")
         base = key.split(":")[0] + ": serial"
         if base in results:
-            for tag, vals in (("old", old), ("new", results[key])):
+            for t, vals in (("old", old), (tag, results[key])):
                 xs = [v / s for v, s in zip(vals, results[base], strict=True)]
-                line += f"; {tag} x serial {statistics.median(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]"
+                line += f"; {t} x serial {statistics.median(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]"
         print(line)
     if a.json:
         a.json.write_text(json.dumps({"python": sys.version, "loads": loads, "results": results}, indent=1))

@@ -84,9 +84,12 @@ class ThreadTransport(Transport):
     """
 
     name = "thread"
-    #: PROTOTYPE (issue 63): whole-batch steps as (group, env) items in one queue that every
-    #: thread, yours included, takes from
+    #: PROTOTYPE (issue 63), VECENV_THREAD_ONE_QUEUE: 1: whole-batch steps as (group, env) items
+    #: in one queue that every thread, yours included, takes from; 2: each group's owner steps
+    #: its envs from the front of the group's deque, a thread with nothing left takes envs from
+    #: the back of another group's (work stealing, env by env)
     one_queue = os.environ.get("VECENV_THREAD_ONE_QUEUE", "0") == "1"
+    steal = os.environ.get("VECENV_THREAD_ONE_QUEUE", "0") == "2"
 
     def __init__(self, threads: int | None = None, spin_us: float | None = None,
                  whole_batches: bool = True) -> None:
@@ -116,6 +119,8 @@ class ThreadTransport(Transport):
         self._parts: list[list] = []  # each group's info entries so far
         self._errors: list[BaseException | None] = []
         self._count = threading.Lock()
+        self._claims: list[deque[int]] = []  # steal: each group's envs not yet taken this step
+        self._round: list[int] = []  # steal: the groups of the step in flight
 
     # ----------------------------------------------------------------- lifecycle
     def launch(self) -> list[EnvDescription]:
@@ -135,6 +140,7 @@ class ThreadTransport(Transport):
         self.groups, self._commands, self._replies = [None] * g, [None] * g, [_EMPTY] * g
         self._sent, self._served, self._taken = [0] * g, [0] * g, [0] * g
         self._left, self._parts, self._errors = [0] * g, [[] for _ in range(g)], [None] * g
+        self._claims = [deque() for _ in range(g)]
         for h in self.helpers:
             h.thread.start()
         for w, (start, _) in enumerate(self.partition):  # each group built by its owner
@@ -196,6 +202,19 @@ class ThreadTransport(Transport):
                 for h in self.helpers:
                     if h.asleep:
                         self._wake(h)
+        if self.steal and self.whole_batches:
+            stepping = []
+            for worker, command in commands:
+                group = self.groups[worker]
+                if type(command) is not Step or group is None:
+                    continue
+                ids = range(len(group.envs)) if command.ids is None else command.ids
+                if len(ids):
+                    group._step_view()  # fresh before several threads step its envs at once
+                    self._left[worker], self._parts[worker], self._errors[worker] = len(ids), [], None
+                    self._claims[worker] = deque(ids)
+                    stepping.append(worker)
+            self._round = stepping
         for worker, command in commands:
             self._commands[worker] = command
             self._sent[worker] += 1
@@ -235,6 +254,9 @@ class ThreadTransport(Transport):
                 self._run_item(w, j, True)
         if self.whole_batches and timeout is None:
             self._take_back(workers)
+            if self.steal:
+                while self._steal(True):
+                    pass
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             found = self._finished_now(workers)
@@ -277,6 +299,10 @@ class ThreadTransport(Transport):
         for jobs in [self._mine, *(h.jobs for h in self.helpers)]:  # (handed on by a timed wait)
             with contextlib.suppress(ValueError):  # not there, or a helper took it first
                 jobs.remove(worker)  # atomic: either this takes it or a helper does
+        claims = self._claims[worker] if self._claims else deque()
+        while claims:
+            with contextlib.suppress(IndexError):
+                claims.pop()
         for item in [i for i in list(self._items) if i[0] == worker]:
             with contextlib.suppress(ValueError):
                 self._items.remove(item)
@@ -308,6 +334,9 @@ class ThreadTransport(Transport):
         """Run group ``w``'s command in your thread, where a Ctrl-C must get through: an
         exception that is not an ``Exception`` ends the wait, and the group's reply says that
         its command was cut short."""
+        if self.steal and type(self._commands[w]) is Step and w in self._round:
+            self._step_claims(w, self._claims[w].popleft, True)
+            return
         self._caller_in = w  # first: a cut after it is put right by the next wait
         try:
             reply = (True, self._run(w))
@@ -342,6 +371,11 @@ class ThreadTransport(Transport):
                     self._run_item(w, j, False)
                     helper.current = -1
                     continue
+                if self.steal:
+                    stolen = self._steal(False, helper)
+                    helper.current = -1
+                    if stolen:
+                        continue
                 self._sleep(helper, lambda: jobs or items or self._stopping, None)
                 continue
             try:
@@ -352,6 +386,10 @@ class ThreadTransport(Transport):
             try:
                 jobs.remove(w)
             except ValueError:  # drop_outstanding() or another helper took it
+                helper.current = -1
+                continue
+            if self.steal and type(self._commands[w]) is Step and w in self._round:
+                self._step_claims(w, self._claims[w].popleft, False)
                 helper.current = -1
                 continue
             try:
@@ -377,10 +415,64 @@ class ThreadTransport(Transport):
             if here and not isinstance(exc, Exception):
                 cut, error = exc, VecEnvError(f"worker {w}: its step was cut short by {type(exc).__name__} "
                                     "in the calling thread; call reset()")
+        self._finish(w, 1, error, here)
+        if cut is not None:
+            raise cut
+
+    def _steal(self, here: bool, helper: _Helper | None = None) -> bool:
+        """Take envs from the back of a group of the step in flight; whether there were any."""
+        claims = self._claims
+        for w in self._round:
+            if claims[w]:
+                if helper is not None:
+                    helper.current = w
+                self._step_claims(w, claims[w].pop, here)
+                return True
+        return False
+
+    def _step_claims(self, w: int, pop: Callable[[], int], here: bool) -> None:
+        """Step group ``w``'s envs as ``pop`` gives them until none is left (steal mode)."""
+        done = 0
+
+        def claims() -> Any:
+            nonlocal done
+            while True:
+                try:
+                    j = pop()
+                except IndexError:
+                    return
+                done += 1
+                yield j
+
+        error: BaseException | None = None
+        cut: BaseException | None = None
+        try:
+            reply = self.groups[w].step(claims())  # type: ignore[union-attr,arg-type]
+            if reply.entries:
+                self._parts[w].extend(reply.entries)
+        except BaseException as exc:
+            error = exc
+            if here and not isinstance(exc, Exception):
+                cut, error = exc, VecEnvError(f"worker {w}: its step was cut short by "
+                                              f"{type(exc).__name__} in the calling thread; call reset()")
+            dq = self._claims[w]  # a group's step ends at its first error: the rest are not stepped
+            while True:
+                try:
+                    dq.pop()
+                except IndexError:
+                    break
+                done += 1
+        if done:
+            self._finish(w, done, error, here)
+        if cut is not None:
+            raise cut
+
+    def _finish(self, w: int, done: int, error: BaseException | None, here: bool) -> None:
+        """``done`` envs of group ``w``'s step are done; the thread that does its last completes it."""
         with self._count:
             if error is not None and self._errors[w] is None:
                 self._errors[w] = error
-            self._left[w] -= 1
+            self._left[w] -= done
             last = self._left[w] == 0
         if last:
             err = self._errors[w]
@@ -389,8 +481,6 @@ class ThreadTransport(Transport):
                            (True, StepReply(sorted(parts, key=lambda e: e.index)) if parts else NO_REPLY))
             if not here and self._caller.asleep:
                 self._wake(self._caller)
-        if cut is not None:
-            raise cut
 
     def _complete(self, w: int, reply: tuple[bool, Any]) -> None:
         """Group ``w``'s command is done with ``reply``."""
