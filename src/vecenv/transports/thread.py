@@ -16,7 +16,6 @@ under the transport's lock after a last look; whoever wakes it does so under the
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import threading
 import time
@@ -26,7 +25,6 @@ from typing import Any, NamedTuple
 
 from vecenv.engine.transport import Transport
 from vecenv.errors import VecEnvError
-from vecenv.infos import NO_REPLY, StepReply
 from vecenv.spaces import StepBuffers
 from vecenv.system import gil_enabled
 from vecenv.transports.spin import locked, spin_until
@@ -84,12 +82,6 @@ class ThreadTransport(Transport):
     """
 
     name = "thread"
-    #: PROTOTYPE (issue 63), VECENV_THREAD_ONE_QUEUE: 1: whole-batch steps as (group, env) items
-    #: in one queue that every thread, yours included, takes from; 2: each group's owner steps
-    #: its envs from the front of the group's deque, a thread with nothing left takes envs from
-    #: the back of another group's (work stealing, env by env)
-    one_queue = os.environ.get("VECENV_THREAD_ONE_QUEUE", "0") == "1"
-    steal = os.environ.get("VECENV_THREAD_ONE_QUEUE", "0") == "2"
 
     def __init__(self, threads: int | None = None, spin_us: float | None = None,
                  whole_batches: bool = True) -> None:
@@ -114,13 +106,6 @@ class ThreadTransport(Transport):
         #: Ctrl-C must not leave it held)
         self._lock = threading.RLock()
         self._stopping = False
-        self._items: deque[tuple[int, int]] = deque()  # one queue: (group, local env) steps
-        self._left: list[int] = []  # items of each group's step not yet done
-        self._parts: list[list] = []  # each group's info entries so far
-        self._errors: list[BaseException | None] = []
-        self._count = threading.Lock()
-        self._claims: list[deque[int]] = []  # steal: each group's envs not yet taken this step
-        self._round: list[int] = []  # steal: the groups of the step in flight
 
     # ----------------------------------------------------------------- lifecycle
     def launch(self) -> list[EnvDescription]:
@@ -139,8 +124,6 @@ class ThreadTransport(Transport):
             self._queues, self._servers = [shared] * g, [self.helpers] * g
         self.groups, self._commands, self._replies = [None] * g, [None] * g, [_EMPTY] * g
         self._sent, self._served, self._taken = [0] * g, [0] * g, [0] * g
-        self._left, self._parts, self._errors = [0] * g, [[] for _ in range(g)], [None] * g
-        self._claims = [deque() for _ in range(g)]
         for h in self.helpers:
             h.thread.start()
         for w, (start, _) in enumerate(self.partition):  # each group built by its owner
@@ -161,7 +144,6 @@ class ThreadTransport(Transport):
     def close(self, timeout: float | None = None) -> None:
         self._stopping = True
         self._mine.clear()
-        self._items.clear()
         helpers, self.helpers = self.helpers, []
         for h in helpers:
             h.jobs.clear()
@@ -181,40 +163,6 @@ class ThreadTransport(Transport):
     def send(self, commands: Sequence[tuple[int, Command]]) -> None:
         # counted, then queued: a signal handler that raises between the two leaves a count
         # that drop_outstanding() puts right (a command nobody runs is not waited for)
-        items = self._items
-        if self.one_queue and self.whole_batches:
-            queued = len(items)
-            for worker, command in commands:
-                group = self.groups[worker]
-                if type(command) is not Step or group is None:
-                    continue
-                self._commands[worker] = command
-                self._sent[worker] += 1
-                ids = range(len(group.envs)) if command.ids is None else command.ids
-                if not len(ids):
-                    self._complete(worker, (True, NO_REPLY))
-                    continue
-                group._step_view()  # fresh before several threads step its envs at once
-                self._left[worker], self._parts[worker], self._errors[worker] = len(ids), [], None
-                items.extend((worker, j) for j in ids)
-            commands = [(w, c) for w, c in commands if type(c) is not Step or self.groups[w] is None]
-            if len(items) > queued:
-                for h in self.helpers:
-                    if h.asleep:
-                        self._wake(h)
-        if self.steal and self.whole_batches:
-            stepping = []
-            for worker, command in commands:
-                group = self.groups[worker]
-                if type(command) is not Step or group is None:
-                    continue
-                ids = range(len(group.envs)) if command.ids is None else command.ids
-                if len(ids):
-                    group._step_view()  # fresh before several threads step its envs at once
-                    self._left[worker], self._parts[worker], self._errors[worker] = len(ids), [], None
-                    self._claims[worker] = deque(ids)
-                    stepping.append(worker)
-            self._round = stepping
         for worker, command in commands:
             self._commands[worker] = command
             self._sent[worker] += 1
@@ -244,19 +192,8 @@ class ThreadTransport(Transport):
             self._wake(helper)
         while mine:
             self._serve_here(mine.popleft())
-        if timeout is None:
-            items = self._items
-            while items:
-                try:
-                    w, j = items.popleft()
-                except IndexError:
-                    break
-                self._run_item(w, j, True)
         if self.whole_batches and timeout is None:
             self._take_back(workers)
-            if self.steal:
-                while self._steal(True):
-                    pass
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             found = self._finished_now(workers)
@@ -299,13 +236,6 @@ class ThreadTransport(Transport):
         for jobs in [self._mine, *(h.jobs for h in self.helpers)]:  # (handed on by a timed wait)
             with contextlib.suppress(ValueError):  # not there, or a helper took it first
                 jobs.remove(worker)  # atomic: either this takes it or a helper does
-        claims = self._claims[worker] if self._claims else deque()
-        while claims:
-            with contextlib.suppress(IndexError):
-                claims.pop()
-        for item in [i for i in list(self._items) if i[0] == worker]:
-            with contextlib.suppress(ValueError):
-                self._items.remove(item)
         deadline = None if timeout is None else time.monotonic() + timeout
         while self._running(worker):  # a helper marks it current before it leaves the jobs
             if self._stopping or (deadline is not None and time.monotonic() >= deadline):
@@ -334,9 +264,6 @@ class ThreadTransport(Transport):
         """Run group ``w``'s command in your thread, where a Ctrl-C must get through: an
         exception that is not an ``Exception`` ends the wait, and the group's reply says that
         its command was cut short."""
-        if self.steal and type(self._commands[w]) is Step and w in self._round:
-            self._step_claims(w, self._claims[w].popleft, True)
-            return
         self._caller_in = w  # first: a cut after it is put right by the next wait
         try:
             reply = (True, self._run(w))
@@ -359,24 +286,10 @@ class ThreadTransport(Transport):
         """A helper thread's loop: run its groups' commands until the transport closes. Whatever
         env code raises, a ``SystemExit`` or ``KeyboardInterrupt`` included, is the reply, raised
         in your thread by :meth:`fetch`; the thread keeps serving."""
-        jobs, items = helper.jobs, self._items
+        jobs = helper.jobs
         while not self._stopping:
             if not jobs:
-                if items:
-                    try:
-                        w, j = items.popleft()
-                    except IndexError:
-                        continue
-                    helper.current = w
-                    self._run_item(w, j, False)
-                    helper.current = -1
-                    continue
-                if self.steal:
-                    stolen = self._steal(False, helper)
-                    helper.current = -1
-                    if stolen:
-                        continue
-                self._sleep(helper, lambda: jobs or items or self._stopping, None)
+                self._sleep(helper, lambda: jobs or self._stopping, None)
                 continue
             try:
                 w = jobs[0]
@@ -388,10 +301,6 @@ class ThreadTransport(Transport):
             except ValueError:  # drop_outstanding() or another helper took it
                 helper.current = -1
                 continue
-            if self.steal and type(self._commands[w]) is Step and w in self._round:
-                self._step_claims(w, self._claims[w].popleft, False)
-                helper.current = -1
-                continue
             try:
                 reply = (True, self._run(w))
             except BaseException as exc:
@@ -399,87 +308,6 @@ class ThreadTransport(Transport):
             self._complete(w, reply)
             helper.current = -1
             if self._caller.asleep:
-                self._wake(self._caller)
-
-    def _run_item(self, w: int, j: int, here: bool) -> None:
-        """Step env ``j`` of group ``w``; the thread that steps the group's last env completes
-        the group's reply (its info entries in env order, or the first error)."""
-        error: BaseException | None = None
-        cut: BaseException | None = None
-        try:
-            reply = self.groups[w].step((j,))  # type: ignore[union-attr]
-            if reply.entries:
-                self._parts[w].extend(reply.entries)
-        except BaseException as exc:
-            error = exc
-            if here and not isinstance(exc, Exception):
-                cut, error = exc, VecEnvError(f"worker {w}: its step was cut short by {type(exc).__name__} "
-                                    "in the calling thread; call reset()")
-        self._finish(w, 1, error, here)
-        if cut is not None:
-            raise cut
-
-    def _steal(self, here: bool, helper: _Helper | None = None) -> bool:
-        """Take envs from the back of a group of the step in flight; whether there were any."""
-        claims = self._claims
-        for w in self._round:
-            if claims[w]:
-                if helper is not None:
-                    helper.current = w
-                self._step_claims(w, claims[w].pop, here)
-                return True
-        return False
-
-    def _step_claims(self, w: int, pop: Callable[[], int], here: bool) -> None:
-        """Step group ``w``'s envs as ``pop`` gives them until none is left (steal mode)."""
-        done = 0
-
-        def claims() -> Any:
-            nonlocal done
-            while True:
-                try:
-                    j = pop()
-                except IndexError:
-                    return
-                done += 1
-                yield j
-
-        error: BaseException | None = None
-        cut: BaseException | None = None
-        try:
-            reply = self.groups[w].step(claims())  # type: ignore[union-attr,arg-type]
-            if reply.entries:
-                self._parts[w].extend(reply.entries)
-        except BaseException as exc:
-            error = exc
-            if here and not isinstance(exc, Exception):
-                cut, error = exc, VecEnvError(f"worker {w}: its step was cut short by "
-                                              f"{type(exc).__name__} in the calling thread; call reset()")
-            dq = self._claims[w]  # a group's step ends at its first error: the rest are not stepped
-            while True:
-                try:
-                    dq.pop()
-                except IndexError:
-                    break
-                done += 1
-        if done:
-            self._finish(w, done, error, here)
-        if cut is not None:
-            raise cut
-
-    def _finish(self, w: int, done: int, error: BaseException | None, here: bool) -> None:
-        """``done`` envs of group ``w``'s step are done; the thread that does its last completes it."""
-        with self._count:
-            if error is not None and self._errors[w] is None:
-                self._errors[w] = error
-            self._left[w] -= done
-            last = self._left[w] == 0
-        if last:
-            err = self._errors[w]
-            parts = self._parts[w]
-            self._complete(w, (False, err) if err is not None else
-                           (True, StepReply(sorted(parts, key=lambda e: e.index)) if parts else NO_REPLY))
-            if not here and self._caller.asleep:
                 self._wake(self._caller)
 
     def _complete(self, w: int, reply: tuple[bool, Any]) -> None:
