@@ -47,12 +47,11 @@ from vecenv.errors import (
     VecEnvError,
     WorkerDiedError,
 )
-from vecenv.infos import InfoEntry
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
 from vecenv.spaces.buffers import slots_for
 from vecenv.worker.commands import STEP_ALL, Command, Reset, Step, StepQueued, with_given
-from vecenv.worker.restarts import truncate_rows
+from vecenv.worker.restarts import restarted_entry, truncate_rows
 
 __all__ = ["DROP_TIMEOUT", "NO_IDS", "InFlight"]
 
@@ -270,11 +269,11 @@ class InFlight:
             report, reset_obs, reset_info = self.restarted.pop(i)
             truncate_rows(b, i)
             if reset_obs is None:
-                entries.append(InfoEntry(i, dict(report)))
+                entries.append(restarted_entry(i, report))
             else:
                 final_obs = copy.deepcopy(b.observations.item(i))
                 b.observations.write(i, reset_obs)
-                entries.append(InfoEntry(i, {**reset_info, **report}, True, final_obs, dict(report)))
+                entries.append(restarted_entry(i, report, reset_info, final_obs))
         self.replies.append((np.array(ids, dtype=np.int64), entries))
 
     # ================================================================ receiving

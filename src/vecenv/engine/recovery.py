@@ -13,7 +13,7 @@ from gymnasium.vector import AutoresetMode
 from vecenv.errors import VecEnvError
 from vecenv.infos import InfoEntry
 from vecenv.worker.commands import Configure, Reset
-from vecenv.worker.restarts import RestartBudget, restart_report
+from vecenv.worker.restarts import RestartBudget, restart_report, restarted_entry
 
 if TYPE_CHECKING:
     from vecenv.engine.flight import InFlight
@@ -73,10 +73,10 @@ class Recovery:
             # the observations the reset gives, never the dead worker's last
             reply = flight.run_now(w, command)
             infos: dict[int, Any] = {e.index: e.info for e in reply.entries}
-            made = [InfoEntry(int(i), {**infos.get(int(i), {}), **report}) for i in envs]
+            made = [restarted_entry(int(i), report, infos.get(int(i), {})) for i in envs]
             return Restart(made, ended, True, reply.objects)
         if not same_step:
-            return Restart([InfoEntry(int(i), dict(report)) for i in envs], ended)
+            return Restart([restarted_entry(int(i), report) for i in envs], ended)
         # SAME_STEP: the new worker's envs are reset at once; what the caller holds stays
         kept = {i: (copy.deepcopy(b.observations.item(i)), b.rewards[i], b.terminations[i], b.truncations[i])
                 for i in others}
@@ -84,7 +84,7 @@ class Recovery:
         reply = flight.run_now(w, Reset())
         b.observations.set_objects(reply.objects, np.arange(start, stop))
         infos = {e.index: e.info for e in reply.entries}
-        made = [InfoEntry(i, {**infos.get(i, {}), **report}, True, finals[i], dict(report)) for i in finals]
+        made = [restarted_entry(i, report, infos.get(i, {}), finals[i]) for i in finals]
         later = {i: (report, copy.deepcopy(b.observations.item(i)), infos.get(i, {})) for i in cut}
         for i, (obs, reward, terminated, truncated) in kept.items():  # what the caller holds or will get
             b.observations.write(i, obs)
