@@ -32,7 +32,7 @@ import numpy as np
 from gymnasium import logger
 from gymnasium.vector import AutoresetMode
 
-from vecenv.engine.checks import check_env_ids, refuse_ended
+from vecenv.engine.checks import check_env_ids
 from vecenv.engine.collect import Collect, EachReady, FirstReady, FullBatch
 from vecenv.engine.memory import MemoryLimit
 from vecenv.engine.partition import Partition
@@ -89,8 +89,6 @@ class InFlight:
         self.in_flight: dict[int, np.ndarray] = {}  # worker -> global ids of its command
         self.commands: dict[int, Command] = {}  # worker -> its last command (a restart runs a reset again)
         self.sent_at: dict[int, float] = {}
-        self.busy = np.zeros(n, dtype=np.bool_)  # async batches: sent, not yet returned
-        self.needs_reset = np.zeros(n, dtype=np.bool_)  # DISABLED mode: ended, not yet reset
         self.deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
         #: the replies received and not yet returned, as they came: (envs, their info entries)
         self.replies: list[tuple[np.ndarray, Any]] = []
@@ -98,7 +96,7 @@ class InFlight:
         #: a truncation instead of stepping (the restart report, and for SAME_STEP the new env's
         #: reset observation and info)
         self.restarted: dict[int, tuple[dict, Any, dict]] = {}
-        self.batches: Collect = FirstReady(self) if batch_size < n else FullBatch(self)
+        self.batches: Collect  # made with the buffers (:meth:`allocate`)
         limit = policy.max_worker_memory
         self.memory = None if limit is None else MemoryLimit(self, int(limit))  # parsed to bytes by the policy
 
@@ -122,8 +120,9 @@ class InFlight:
             )
 
     def check_actions(self, actions: Any, env_ids: Any) -> np.ndarray | None:
-        """Check ``env_ids`` and write ``actions`` into the action buffer; the ids (None: all)."""
-        n, disabled = self.num_envs, self.autoreset_mode is AutoresetMode.DISABLED
+        """Check ``env_ids`` and write ``actions`` into the action buffer; the ids (None: all).
+        The collection refuses envs it cannot take a step for (busy, or ended under DISABLED)."""
+        n = self.num_envs
         if env_ids is None:
             if self.batch_size < n:
                 raise ValueError(
@@ -131,17 +130,10 @@ class InFlight:
                     f"< num_envs ({n}); pass the infos['env_id'] of the last recv()"
                 )
             self.buffers.actions.assign(actions, None, "actions")
-            if disabled and self.needs_reset.any():
-                refuse_ended(np.flatnonzero(self.needs_reset))
+            self.batches.refuse(None)
             return None
         ids = check_env_ids(env_ids, n)
-        if self.busy[ids].any():
-            raise ValueError(
-                f"send(actions, env_ids): envs {ids[self.busy[ids]].tolist()} are still stepping or waiting to be "
-                "received; send actions only to envs returned by recv()"
-            )
-        if disabled and self.needs_reset[ids].any():
-            refuse_ended(ids[self.needs_reset[ids]])
+        self.batches.refuse(ids)
         self.buffers.actions.assign(actions, ids, "actions")
         return ids
 
@@ -186,7 +178,7 @@ class InFlight:
                 self.batches.sent(ids, False)
                 stepping = ids[~np.isin(ids, restarted)] if restarted else ids
                 if type(self.batches) is EachReady:  # a busy worker takes its envs' steps as it goes
-                    self.send(self.batches.post(stepping))
+                    self.send(self.batches.post(stepping, self.in_flight))
                     if restarted:
                         self.return_restarted(restarted)
                     return
@@ -212,7 +204,10 @@ class InFlight:
         try:
             self.lifecycle.fire(Event.SEND_RESET)
             self.batches.sent(ids, True)
-            self.needs_reset[ids] = False
+            self.replies.clear()
+            if self.batch_size < self.num_envs:  # async batches: these envs' restarts are reset away
+                for i in ids.tolist():
+                    self.restarted.pop(i, None)
             by_worker = list(self.partition.by_worker(ids))
             if self.buffers.lender is not None:
                 self.choose_slot([w for w, _, _ in by_worker])
@@ -246,10 +241,16 @@ class InFlight:
         transport, n = self.transport, self.num_envs
         if self.copy and self.batch_size == n and transport.lends_observations:
             transport.observation_slots = slots_for(observation_space, n)
-        self.buffers = transport.allocate(observation_space, action_space, n)
-        if self.batch_size < n and transport.queues_envs:  # readiness env by env
-            self.batches = EachReady(self)
-        return self.buffers
+        self.buffers = b = transport.allocate(observation_space, action_space, n)
+        disabled, bs = self.autoreset_mode is AutoresetMode.DISABLED, self.batch_size
+        if bs == n:
+            self.batches = FullBatch(self, self.lifecycle, b, disabled, self.copy)
+        elif transport.queues_envs:  # readiness env by env
+            self.batches = EachReady(self, self.lifecycle, b, disabled, bs, transport, self.partition,
+                                     self.policy.step_timeout)
+        else:
+            self.batches = FirstReady(self, self.lifecycle, b, disabled, bs)
+        return b
 
     def choose_slot(self, workers: list[int]) -> None:
         """Before ``workers`` write observations: where they are lent, the slot to write
@@ -304,7 +305,9 @@ class InFlight:
                 self.drop_in_flight()
                 raise
             if type(self.commands.get(w)) is StepQueued:
-                self.batches.fetched(w, reply)  # type: ignore[attr-defined]
+                again = self.batches.fetched(w, reply)  # type: ignore[attr-defined]
+                if again:
+                    self.send(again)
                 continue
             if reply.objects is not None:
                 self.buffers.observations.set_objects(reply.objects, envs)

@@ -49,7 +49,7 @@ class MemoryLimit:
         flight = self.flight
         for w in range(len(flight.partition)):
             start, stop = flight.partition[w]
-            if w in flight.in_flight or w in flight.deferred or flight.busy[start:stop].any():
+            if w in flight.in_flight or w in flight.deferred or flight.batches.holds(start, stop):
                 wait = 1  # async batches: only a worker with nothing to return; this one next time
                 continue
             pid = flight.transport.worker_pid(w)
