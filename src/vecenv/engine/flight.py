@@ -21,7 +21,6 @@ command sent, results returned, a call cut short while sending or collecting, wo
 
 from __future__ import annotations
 
-import copy
 import multiprocessing
 import sys
 import time
@@ -36,7 +35,7 @@ from vecenv.engine.checks import check_env_ids
 from vecenv.engine.collect import Collect, EachReady, FirstReady, FullBatch
 from vecenv.engine.memory import MemoryLimit
 from vecenv.engine.partition import Partition
-from vecenv.engine.recovery import Recovery, Restart
+from vecenv.engine.recovery import Recovery
 from vecenv.engine.state import CallLifecycle, CallState, Event
 from vecenv.engine.transport import Transport
 from vecenv.errors import (
@@ -51,7 +50,6 @@ from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
 from vecenv.spaces.buffers import slots_for
 from vecenv.worker.commands import STEP_ALL, Command, Reset, Step, StepQueued, with_given
-from vecenv.worker.restarts import restarted_entry, truncate_rows
 
 __all__ = ["DROP_TIMEOUT", "NO_IDS", "InFlight"]
 
@@ -84,7 +82,6 @@ class InFlight:
         self.buffers: StepBuffers  # the transport's, set once it has allocated them
         #: the vector env was closed: a wait in another thread stops
         self.closed = True
-        self.recovery = Recovery(self)
         self.lifecycle = CallLifecycle()
         self.in_flight: dict[int, np.ndarray] = {}  # worker -> global ids of its command
         self.commands: dict[int, Command] = {}  # worker -> its last command (a restart runs a reset again)
@@ -92,13 +89,10 @@ class InFlight:
         self.deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
         #: the replies received and not yet returned, as they came: (envs, their info entries)
         self.replies: list[tuple[np.ndarray, Any]] = []
-        #: envs whose worker was restarted while they were not in flight; their next send returns
-        #: a truncation instead of stepping (the restart report, and for SAME_STEP the new env's
-        #: reset observation and info)
-        self.restarted: dict[int, tuple[dict, Any, dict]] = {}
-        self.batches: Collect  # made with the buffers (:meth:`allocate`)
-        limit = policy.max_worker_memory
-        self.memory = None if limit is None else MemoryLimit(self, int(limit))  # parsed to bytes by the policy
+        # made with the buffers (allocate): the collection, the recovery, the memory limit
+        self.batches: Collect
+        self.recovery: Recovery
+        self.memory: MemoryLimit | None = None
 
     @property
     def state(self) -> CallState:
@@ -162,15 +156,15 @@ class InFlight:
     def send_steps(self, ids: np.ndarray | None) -> None:
         """Step the envs ``ids`` (all when None) with the actions in the buffer: each worker's
         command goes now, or once that worker is free; an env whose worker was restarted while it
-        waited comes back truncated instead (:meth:`return_restarted`)."""
+        waited comes back truncated instead (:meth:`.Recovery.return_later`)."""
         previous = self.lifecycle.state
         try:
             if self.memory is not None:
                 self.memory.between_steps()
-            restarted = None
-            if self.restarted:  # whole batches too: a call may have restarted a worker
+            restarted, later = None, self.recovery.later
+            if later:  # whole batches too: a call may have restarted a worker
                 ids = np.arange(self.num_envs) if ids is None else ids
-                restarted = [i for i in ids.tolist() if i in self.restarted]
+                restarted = [i for i in ids.tolist() if i in later]
             self.lifecycle.fire(Event.SEND_STEP)
             if ids is None:
                 commands = self.partition.whole_steps
@@ -180,7 +174,7 @@ class InFlight:
                 if type(self.batches) is EachReady:  # a busy worker takes its envs' steps as it goes
                     self.send(self.batches.post(stepping, self.in_flight))
                     if restarted:
-                        self.return_restarted(restarted)
+                        self.replies.append(self.recovery.return_later(restarted))
                     return
                 commands = [(w, STEP_ALL if local is None else Step(local), envs)
                             for w, local, envs in self.partition.by_worker(stepping)]
@@ -193,7 +187,7 @@ class InFlight:
                 commands = [c for c in commands if c[0] not in self.in_flight]
             self.send(commands)
             if restarted:
-                self.return_restarted(restarted)
+                self.replies.append(self.recovery.return_later(restarted))
         except BaseException:
             self.interrupted_send(previous)
             raise
@@ -207,7 +201,7 @@ class InFlight:
             self.replies.clear()
             if self.batch_size < self.num_envs:  # async batches: these envs' restarts are reset away
                 for i in ids.tolist():
-                    self.restarted.pop(i, None)
+                    self.recovery.later.pop(i, None)
             by_worker = list(self.partition.by_worker(ids))
             if self.buffers.lender is not None:
                 self.choose_slot([w for w, _, _ in by_worker])
@@ -242,6 +236,9 @@ class InFlight:
         if self.copy and self.batch_size == n and transport.lends_observations:
             transport.observation_slots = slots_for(observation_space, n)
         self.buffers = b = transport.allocate(observation_space, action_space, n)
+        self.recovery = Recovery(transport, self.partition, self.policy, self.autoreset_mode, b)
+        if self.policy.max_worker_memory is not None:
+            self.memory = MemoryLimit(self, self.recovery, transport, self.partition, self.policy)
         disabled, bs = self.autoreset_mode is AutoresetMode.DISABLED, self.batch_size
         if bs == n:
             self.batches = FullBatch(self, self.lifecycle, b, disabled, self.copy)
@@ -258,24 +255,6 @@ class InFlight:
         lender, commanded = self.buffers.lender, set(workers)
         if lender is not None:
             lender.choose([self.partition[w] for w in range(len(self.partition)) if w not in commanded])
-
-    def return_restarted(self, ids: list[int]) -> None:
-        """Return the envs ``ids``, whose worker was restarted while they waited, as truncated.
-
-        The observation is the last one the caller got (NEXT_STEP, DISABLED) or the new env's
-        first one with that last one as ``final_obs`` (SAME_STEP); the infos say restarted.
-        """
-        b, entries = self.buffers, []
-        for i in ids:
-            report, reset_obs, reset_info = self.restarted.pop(i)
-            truncate_rows(b, i)
-            if reset_obs is None:
-                entries.append(restarted_entry(i, report))
-            else:
-                final_obs = copy.deepcopy(b.observations.item(i))
-                b.observations.write(i, reset_obs)
-                entries.append(restarted_entry(i, report, reset_info, final_obs))
-        self.replies.append((np.array(ids, dtype=np.int64), entries))
 
     # ================================================================ receiving
     def receive(self, deadline: float | None, timeout: float | None, method: str, every: bool = False,
@@ -353,14 +332,6 @@ class InFlight:
             raise multiprocessing.TimeoutError(f"The call to `{method}` has timed out after {timeout} second(s).")
         return ready
 
-    def run_now(self, w: int, command: Command) -> Any:
-        """Run ``command`` on ``w`` and wait for its reply (outside the in-flight bookkeeping)."""
-        self.transport.send([(w, command)])
-        if not self.transport.ready([w], self.policy.step_timeout):
-            self.transport.terminate(w)
-            raise StepTimeoutError(self.partition.envs_of(w), w, self.policy.step_timeout, "restart")
-        return self.transport.fetch(w)
-
     # ================================================================ interruptions
     def interrupted_send(self, previous: CallState) -> None:
         """Sending was cut short: INTERRUPTED (reset() or close() next) if anything went out or
@@ -395,45 +366,25 @@ class InFlight:
 
     def worker_failed(self, w: int, envs: np.ndarray, error: VecEnvError) -> None:
         """Worker ``w`` died or hung while running a step or reset for ``envs``: replaced as the
-        recovery plans it (its envs' episodes truncated), or the call fails."""
-        if type(self.commands.get(w)) is StepQueued:  # every env it holds, posted before or since
+        recovery plans it (its envs' episodes end now; a step deferred for one of its other envs
+        returns at once), or the call fails with every other reply dropped."""
+        command = self.commands.get(w)
+        if type(command) is StepQueued:  # every env it holds, posted before or since
             envs = self.batches.lost(w)  # type: ignore[attr-defined]
-        lender = self.buffers.lender
-        if lender is not None and lender.moved:  # its rows: the last ones the caller got
-            lender.restore(*self.partition[w])
-        if not self.recovery.may_restart(w, error):
-            self.fail(w, envs, error)
-            return
         try:
-            plan = self.recovery.restart(w, envs, error, self.commands.get(w))
+            entries = self.recovery.failed(w, envs, error, command)
         except BaseException:
-            self.drop_in_flight()  # the worker stays dead: the next command to it reports so
+            self.drop_in_flight()  # a worker not replaced stays dead: the next command to it reports so
             raise
-        self.apply_restart(w, envs, plan)
-
-    def apply_restart(self, w: int, envs: np.ndarray, plan: Restart) -> None:
-        """Apply the restart of worker ``w``: its envs ``envs`` (in flight) end truncated now,
-        its other envs at their next send (a step deferred for one of them returns at once)."""
-        self.restarted.update(plan.later)
-        if not plan.fresh:
-            truncate_rows(self.buffers, envs)
+        later = self.recovery.later
         deferred = self.deferred.pop(w, [])  # sent while the old worker was busy
-        now = [i for i in deferred if i in self.restarted]
+        now = [i for i in deferred if i in later]
         if len(now) < len(deferred):
-            self.deferred[w] = [i for i in deferred if i not in self.restarted]
-        if plan.objects is not None:
-            self.buffers.observations.set_objects(plan.objects, envs)
-        self.replies.append((envs, plan.entries))
+            self.deferred[w] = [i for i in deferred if i not in later]
+        self.replies.append((envs, entries))
         self.send_deferred(w)
         if now:
-            self.return_restarted(now)
-
-    def fail(self, w: int, envs: np.ndarray, error: VecEnvError) -> None:
-        """Worker ``w`` failed and is not replaced: drop the others' replies, then raise ``error``."""
-        if isinstance(error, StepTimeoutError):
-            self.transport.terminate(w)
-        self.drop_in_flight()
-        raise error
+            self.replies.append(self.recovery.return_later(now))
 
     # ================================================================ dropping work
     def drop_in_flight(self) -> None:
