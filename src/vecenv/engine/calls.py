@@ -13,7 +13,6 @@ import numpy as np
 
 from vecenv.engine.flight import InFlight
 from vecenv.engine.state import Event
-from vecenv.errors import StepTimeoutError, WorkerDiedError
 from vecenv.worker.commands import Command
 
 __all__ = ["Calls", "in_order"]
@@ -44,19 +43,7 @@ class Calls:
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
             while flight.in_flight:
-                for w in flight.wait(deadline, timeout, method, self.overdue):
-                    flight.in_flight.pop(w)
-                    try:
-                        try:
-                            self.replies[w] = flight.transport.fetch(w)
-                        except WorkerDiedError as exc:
-                            # died while idle, before this call: under on_error="restart" it is
-                            # replaced and runs the call (its envs' episodes end at their next step)
-                            if not flight.recovery.may_restart(w, exc):
-                                raise
-                            self.replies[w] = flight.recovery.rerun(w, exc, flight.commands.get(w))
-                    except BaseException as exc:  # the call fails with the first error
-                        self.error = self.error or exc
+                flight.receive(deadline, timeout, method, calls=self)
             replies, self.replies = self.replies, {}
             error, self.error = self.error, None
             flight.lifecycle.fire(Event.RETURNED)
@@ -67,13 +54,10 @@ class Calls:
             flight.interrupted_collect(exc)
             raise
 
-    def overdue(self, w: int, envs: np.ndarray, method: str) -> None:
-        """Worker ``w`` overran ``step_timeout`` on a call: it is ended, and the call fails."""
-        flight = self.flight
-        flight.transport.terminate(w)
-        self.error = self.error or StepTimeoutError(
-            flight.partition.envs_of(w), w, flight.policy.step_timeout, method.removesuffix("_wait")
-        )
+    def failed(self, error: BaseException) -> None:
+        """A worker failed the pending call with ``error``: the call fails with the first error,
+        once every worker has replied."""
+        self.error = self.error or error
 
 
 def in_order(results: dict[int, Any], order: np.ndarray) -> list:

@@ -25,7 +25,7 @@ import multiprocessing
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import logger
@@ -51,6 +51,9 @@ from vecenv.spaces import StepBuffers
 from vecenv.spaces.buffers import slots_for
 from vecenv.worker.commands import STEP_ALL, Command, Reset, Step, StepQueued, with_given
 
+if TYPE_CHECKING:
+    from vecenv.engine.calls import Calls
+
 __all__ = ["DROP_TIMEOUT", "NO_IDS", "InFlight"]
 
 #: longest wait for a worker to finish its command when its reply is dropped after an interruption
@@ -58,9 +61,6 @@ DROP_TIMEOUT = 30.0
 
 #: the envs of a command that returns values rather than rows (a call)
 NO_IDS = np.empty(0, dtype=np.int64)
-
-#: ``overdue(worker, its envs, method)``: what becomes of a worker that overran ``step_timeout``
-Overdue = Callable[[int, np.ndarray, str], None]
 
 
 class InFlight:
@@ -258,14 +258,15 @@ class InFlight:
 
     # ================================================================ receiving
     def receive(self, deadline: float | None, timeout: float | None, method: str, every: bool = False,
-                wanted: Callable[[], int] | None = None) -> None:
+                wanted: Callable[[], int] | None = None, calls: Calls | None = None) -> None:
         """Wait until a worker in flight has a reply (or ``deadline``) and fetch every reply
         there: the rows are in the buffers already, the info entries go to :attr:`replies`,
         and a step deferred for that worker goes out. A worker that died or overran
         ``step_timeout`` is replaced (its envs' entries say so) or fails the call. ``every``:
         the caller wants every reply, so the transport may wake it once, when all are there;
-        ``wanted``: how many more envs published one by one the wait is for (it ends at 0)."""
-        ready = self.wait(deadline, timeout, method, self.step_overdue, every, wanted)
+        ``wanted``: how many more envs published one by one the wait is for (it ends at 0);
+        ``calls``: the replies are a call's, each handed to ``calls`` (or its error)."""
+        ready = self.wait(deadline, timeout, method, every, wanted, calls)
         if every and self.transport.fetches_every and len(ready) == len(self.in_flight) == len(self.partition.bounds) \
                 and type(self.batches) is FullBatch:
             reply = self.transport.fetch_every()  # the usual synchronous step: all in one look
@@ -275,6 +276,12 @@ class InFlight:
                 return
         for w in ready:
             envs = self.in_flight.pop(w)
+            if calls is not None:
+                try:
+                    calls.replies[w] = self.recovery.fetch_call(w, self.commands.get(w))
+                except BaseException as exc:  # the call fails with the first error
+                    calls.failed(exc)
+                continue
             try:
                 reply = self.transport.fetch(w)
             except WorkerDiedError as exc:
@@ -294,10 +301,10 @@ class InFlight:
             if self.deferred:
                 self.send_deferred(w)
 
-    def wait(self, deadline: float | None, timeout: float | None, method: str, overdue: Overdue,
-             every: bool = False, wanted: Callable[[], int] | None = None) -> list[int]:
+    def wait(self, deadline: float | None, timeout: float | None, method: str, every: bool = False,
+             wanted: Callable[[], int] | None = None, calls: Calls | None = None) -> list[int]:
         """Workers with a reply, waiting until one has, the caller's deadline, or a step deadline;
-        a worker past ``step_timeout`` leaves the flight through ``overdue``.
+        a worker past ``step_timeout`` leaves the flight (:meth:`overdue`).
 
         An exception inside the wait itself (a ``KeyboardInterrupt``) leaves the call pending
         and resumable; a ``close()`` from another thread ends the wait with ClosedEnvironmentError.
@@ -325,7 +332,7 @@ class InFlight:
         if step_timeout is not None:  # also when others are ready: async batches never wait on all
             late = [w for w in workers if w not in ready and now - self.sent_at[w] >= step_timeout]
             for w in late:
-                overdue(w, self.in_flight.pop(w), method)
+                self.overdue(w, self.in_flight.pop(w), method, calls)
             if late:
                 return ready
         if not ready and deadline is not None and now >= deadline and not (wanted is not None and wanted() <= 0):
@@ -359,10 +366,15 @@ class InFlight:
             self.lifecycle.fire(Event.WAIT_CUT)
 
     # ================================================================ failures
-    def step_overdue(self, w: int, envs: np.ndarray, method: str) -> None:
-        """Worker ``w`` overran ``step_timeout`` on a step or reset: a failure of the worker."""
-        error = StepTimeoutError(envs.tolist(), w, self.policy.step_timeout, method.removesuffix("_wait"))
-        self.worker_failed(w, envs, error)
+    def overdue(self, w: int, envs: np.ndarray, method: str, calls: Calls | None) -> None:
+        """Worker ``w`` overran ``step_timeout``: on a step or reset a failure of the worker; on
+        a call (``calls``) it is ended, and the call fails."""
+        timeout, method = self.policy.step_timeout, method.removesuffix("_wait")
+        if calls is None:
+            self.worker_failed(w, envs, StepTimeoutError(envs.tolist(), w, timeout, method))
+            return
+        self.transport.terminate(w)
+        calls.failed(StepTimeoutError(self.partition.envs_of(w), w, timeout, method))
 
     def worker_failed(self, w: int, envs: np.ndarray, error: VecEnvError) -> None:
         """Worker ``w`` died or hung while running a step or reset for ``envs``: replaced as the

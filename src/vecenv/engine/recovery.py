@@ -13,7 +13,7 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.partition import Partition
 from vecenv.engine.transport import Transport
-from vecenv.errors import StepTimeoutError, VecEnvError
+from vecenv.errors import StepTimeoutError, VecEnvError, WorkerDiedError
 from vecenv.infos import InfoEntry
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
@@ -102,12 +102,18 @@ class Recovery:
         truncate_rows(b, envs)
         return [restarted_entry(i, report, infos.get(i, {}), finals[i]) for i in finals]
 
-    def rerun(self, w: int, error: VecEnvError, command: Command | None) -> Any:
-        """A call (``get_attr``, ``env_method``...) found worker ``w`` dead: replace it, end its
-        envs' episodes at their next send (as for a step's restart), and run ``command`` on the
-        new worker; its reply."""
-        self.restart(w, np.empty(0, np.int64), error, command)
-        return self.run_now(w, command)
+    def fetch_call(self, w: int, command: Command | None) -> Any:
+        """Worker ``w``'s reply to a call (``get_attr``, ``env_method``...), ``command``. A worker
+        found dead (it died while idle, before this call) is replaced under on_error="restart",
+        its envs' episodes ended at their next send (as for a step's restart), and runs
+        ``command`` again."""
+        try:
+            return self.transport.fetch(w)
+        except WorkerDiedError as exc:
+            if not self.may_restart(w, exc):
+                raise
+            self.restart(w, np.empty(0, np.int64), exc, command)
+            return self.run_now(w, command)
 
     def return_later(self, ids: list[int]) -> tuple[np.ndarray, list[InfoEntry]]:
         """End the episodes of the envs ``ids`` of :attr:`later` now, as truncations: their rows
