@@ -1,10 +1,11 @@
 """The dispatcher: :class:`InFlight`, what every worker is running and what waits on it.
 
 A :class:`~vecenv.engine.VectorEnv` sends every command through its InFlight and collects
-through the :class:`~vecenv.engine.state.Collect` strategy the flight holds::
+through the :class:`~vecenv.engine.collect.Collect` strategy the flight holds::
 
     VectorEnv.step(actions)       check -> send -> collect, in its own body
-      InFlight.check_actions      actions into the shared action buffer, ids checked
+      InFlight.check_actions      actions into the shared action buffer, ids checked (the
+                                  strategy refuses busy envs and, under DISABLED, ended ones)
       InFlight.send_steps         one command per worker, recorded and handed to the transport as
                                   one round (InFlight.send: Transport.send), or deferred while that
                                   worker is busy (async batches)
@@ -12,8 +13,9 @@ through the :class:`~vecenv.engine.state.Collect` strategy the flight holds::
                                   batch_size envs (.collect)
         InFlight.receive          wait (Transport.ready) for workers with a reply and fetch each
                                   (Transport.fetch): rows are in the buffers already, the info
-                                  entries kept in replies; a worker that died or overran
-                                  step_timeout goes to worker_failed: a Recovery plan, or fail()
+                                  entries kept in replies (a call's go to Calls); a worker that
+                                  died or overran step_timeout goes to worker_failed: replaced by
+                                  Recovery.failed, or the call fails
 
 The call state (:mod:`.state`) moves only by the events fired here and by the collectors: a
 command sent, results returned, a call cut short while sending or collecting, work dropped.
@@ -68,9 +70,10 @@ class InFlight:
 
     One command per worker at a time; ``in_flight[w]`` holds the envs of worker ``w``'s command.
     A step for a busy worker waits in ``deferred`` (async batches); ``replies`` keeps what came
-    back and was not returned yet. ``batches`` collects the results: every env's (:class:`~.collect.FullBatch`) or the first ready
-    (:class:`~.collect.FirstReady`, :class:`~.collect.EachReady`); ``log_env_errors`` logs an env's error as gymnasium's
-    AsyncVectorEnv does.
+    back and was not returned yet. ``batches`` collects the results: every env's
+    (:class:`~.collect.FullBatch`) or the first ready (:class:`~.collect.FirstReady`,
+    :class:`~.collect.EachReady`); ``recovery`` replaces failed workers; ``log_env_errors`` logs
+    an env's error as gymnasium's AsyncVectorEnv does.
     """
 
     def __init__(self, transport: Transport, partition: Partition, policy: FailurePolicy,
