@@ -237,7 +237,7 @@ def test_recovery_replaces_a_dead_worker_and_truncates_its_envs() -> None:
 
 def test_calls_collect_every_reply_and_an_overdue_worker_fails_the_call() -> None:
     f, t = flight(step_timeout=0.01)
-    calls = Calls(f)
+    calls = Calls(f, f.partition, f.lifecycle)
     calls.send(Call("name", (), {}))
     assert f.state is CallState.WAITING_CALL
     t.reply(0, ["a", "b"])

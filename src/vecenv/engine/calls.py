@@ -12,29 +12,31 @@ from typing import Any
 import numpy as np
 
 from vecenv.engine.flight import InFlight
-from vecenv.engine.state import Event
+from vecenv.engine.partition import Partition
+from vecenv.engine.state import CallLifecycle, Event
 from vecenv.worker.commands import Command
 
 __all__ = ["Calls", "in_order"]
 
 
 class Calls:
-    """Sends calls through ``flight`` and collects their replies, one list per worker."""
+    """Sends calls through ``flight`` to the workers of ``partition`` and collects their replies,
+    one list per worker; a call's return moves ``lifecycle``."""
 
-    def __init__(self, flight: InFlight) -> None:
-        self.flight = flight
+    def __init__(self, flight: InFlight, partition: Partition, lifecycle: CallLifecycle) -> None:
+        self.flight, self.partition, self.lifecycle = flight, partition, lifecycle
         self.replies: dict[int, Any] = {}  # the pending call's replies so far, per worker
         self.error: BaseException | None = None
 
     def send(self, command: Command) -> None:
         """Send ``command`` to every worker: a call on every env."""
-        self.flight.send_call((w, command) for w in range(len(self.flight.partition)))
+        self.flight.send_call((w, command) for w in range(len(self.partition)))
 
     def send_at(self, ids: np.ndarray, command: Callable[[np.ndarray | None, np.ndarray], Command]) -> np.ndarray:
         """Send ``command(local ids, global ids)`` to the workers of the envs ``ids``; returns
         the order that sorts ``ids`` (replies come in env order)."""
         order = np.argsort(ids, kind="stable")
-        self.flight.send_call((w, command(local, envs)) for w, local, envs in self.flight.partition.by_worker(ids[order]))
+        self.flight.send_call((w, command(local, envs)) for w, local, envs in self.partition.by_worker(ids[order]))
         return order
 
     def collect(self, timeout: float | None, method: str) -> dict[int, Any]:
@@ -46,7 +48,7 @@ class Calls:
                 flight.receive(deadline, timeout, method, calls=self)
             replies, self.replies = self.replies, {}
             error, self.error = self.error, None
-            flight.lifecycle.fire(Event.RETURNED)
+            self.lifecycle.fire(Event.RETURNED)
             if error is not None:
                 raise error
             return replies

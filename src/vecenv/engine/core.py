@@ -104,7 +104,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         partition = Partition(n, self.num_workers)
         self._flight = flight = InFlight(transport, partition, self.policy, self.batch_size,
                                          self.autoreset_mode, self.copy, self._log_env_errors)
-        self._calls = Calls(flight)
+        self._calls = Calls(flight, partition, flight.lifecycle)
         self._owner = owner.adopt(self)  # before any worker starts: a forked one inherits it
         descriptions = transport.start(self.env_fns, partition, self.autoreset_mode)
         self.closed = False
