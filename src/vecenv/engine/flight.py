@@ -127,7 +127,8 @@ class InFlight:
                     f"< num_envs ({n}); pass the infos['env_id'] of the last recv()"
                 )
             self.buffers.actions.assign(actions, None, "actions")
-            self.batches.refuse(None)
+            if self.autoreset_mode is AutoresetMode.DISABLED:  # the only refusal of every env
+                self.batches.refuse(None)
             return None
         ids = check_env_ids(env_ids, n)
         self.batches.refuse(ids)
