@@ -57,7 +57,7 @@ def test_every_state_and_event(state: CallState, event: Event) -> None:
 def waiting(state: CallState, batch_size: int | None = None):
     """A flight of 4 envs on 2 workers that waits in ``state``; its transport and calls."""
     f, t = flight(batch_size=batch_size)
-    calls = Calls(f)
+    calls = Calls(f, f.partition, f.lifecycle)
     if state is R:
         f.send_reset(np.arange(4), [None] * 4, None)
     elif state is S:
@@ -159,7 +159,7 @@ def test_a_reset_or_call_of_no_envs_waits_for_nothing_and_returns() -> None:
     assert f.state is R and not t.sent
     f.batches.collect(None, "reset_wait")
     assert f.state is D
-    calls = Calls(f)
+    calls = Calls(f, f.partition, f.lifecycle)
     calls.send_at(np.array([], dtype=np.int64), lambda local, envs: Call("x", (), {}, local))
     assert f.state is C and calls.collect(None, "get_attr") == {} and f.state is D
 

@@ -86,7 +86,7 @@ def flight(num_envs: int = 4, num_workers: int = 2, batch_size: int | None = Non
     policy = FailurePolicy(on_error=on_error, step_timeout=step_timeout)
     f = InFlight(transport, Partition(num_envs, num_workers), policy, batch_size or num_envs,
                  AutoresetMode.NEXT_STEP, copy=True)
-    f.buffers = StepBuffers(spaces.Box(-1, 1, (2,)), spaces.Discrete(3), num_envs)
+    f.allocate(spaces.Box(-1, 1, (2,)), spaces.Discrete(3))
     f.closed = False
     return f, transport
 
@@ -120,7 +120,7 @@ def test_async_batches_defer_a_step_for_a_busy_worker_until_its_reply_is_taken()
     f.send_reset(np.arange(4), [None] * 4, None)
     t.reply(0)
     obs, *_, infos = f.batches.collect(None, "reset_wait")
-    assert infos["env_id"].tolist() == [0, 1] and f.busy.tolist() == [False, False, True, True]
+    assert infos["env_id"].tolist() == [0, 1] and f.batches.busy.tolist() == [False, False, True, True]
     assert f.state is CallState.WAITING_STEP  # the rest of the reset comes through recv()
     f.send_steps(f.check_actions(np.array([1, 1]), [0, 1]))
     assert f.deferred == {}  # worker 0 was free: its step went at once
@@ -237,7 +237,7 @@ def test_recovery_replaces_a_dead_worker_and_truncates_its_envs() -> None:
 
 def test_calls_collect_every_reply_and_an_overdue_worker_fails_the_call() -> None:
     f, t = flight(step_timeout=0.01)
-    calls = Calls(f)
+    calls = Calls(f, f.partition, f.lifecycle)
     calls.send(Call("name", (), {}))
     assert f.state is CallState.WAITING_CALL
     t.reply(0, ["a", "b"])

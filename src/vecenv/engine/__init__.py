@@ -31,7 +31,7 @@ Verbs, from the caller to a worker and back:
   :meth:`Transport.send <vecenv.engine.transport.Transport.send>` delivers it).
 - **wait**: block until some worker has a reply; **fetch**: take one worker's reply off the
   transport; **receive**: wait, then fetch every reply there (:meth:`.flight.InFlight.receive`).
-- **collect**: receive until a batch is complete and return it (the :class:`.state.Collect`
+- **collect**: receive until a batch is complete and return it (the :class:`.collect.Collect`
   strategies, and :class:`.calls.Calls` for calls).
 - **drop**: discard work that will never be returned (``drop_in_flight`` after a failure,
   ``drop_all`` after an interruption, ``drop_held``; a transport's ``drop_outstanding``

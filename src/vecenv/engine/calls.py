@@ -12,30 +12,31 @@ from typing import Any
 import numpy as np
 
 from vecenv.engine.flight import InFlight
-from vecenv.engine.state import Event
-from vecenv.errors import StepTimeoutError, WorkerDiedError
+from vecenv.engine.partition import Partition
+from vecenv.engine.state import CallLifecycle, Event
 from vecenv.worker.commands import Command
 
 __all__ = ["Calls", "in_order"]
 
 
 class Calls:
-    """Sends calls through ``flight`` and collects their replies, one list per worker."""
+    """Sends calls through ``flight`` to the workers of ``partition`` and collects their replies,
+    one list per worker; a call's return moves ``lifecycle``."""
 
-    def __init__(self, flight: InFlight) -> None:
-        self.flight = flight
+    def __init__(self, flight: InFlight, partition: Partition, lifecycle: CallLifecycle) -> None:
+        self.flight, self.partition, self.lifecycle = flight, partition, lifecycle
         self.replies: dict[int, Any] = {}  # the pending call's replies so far, per worker
         self.error: BaseException | None = None
 
     def send(self, command: Command) -> None:
         """Send ``command`` to every worker: a call on every env."""
-        self.flight.send_call((w, command) for w in range(len(self.flight.partition)))
+        self.flight.send_call((w, command) for w in range(len(self.partition)))
 
     def send_at(self, ids: np.ndarray, command: Callable[[np.ndarray | None, np.ndarray], Command]) -> np.ndarray:
         """Send ``command(local ids, global ids)`` to the workers of the envs ``ids``; returns
         the order that sorts ``ids`` (replies come in env order)."""
         order = np.argsort(ids, kind="stable")
-        self.flight.send_call((w, command(local, envs)) for w, local, envs in self.flight.partition.by_worker(ids[order]))
+        self.flight.send_call((w, command(local, envs)) for w, local, envs in self.partition.by_worker(ids[order]))
         return order
 
     def collect(self, timeout: float | None, method: str) -> dict[int, Any]:
@@ -44,22 +45,10 @@ class Calls:
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
             while flight.in_flight:
-                for w in flight.wait(deadline, timeout, method, self.overdue):
-                    flight.in_flight.pop(w)
-                    try:
-                        try:
-                            self.replies[w] = flight.transport.fetch(w)
-                        except WorkerDiedError as exc:
-                            # died while idle, before this call: under on_error="restart" it is
-                            # replaced and runs the call (its envs' episodes end at their next step)
-                            if not flight.recovery.may_restart(w, exc):
-                                raise
-                            self.replies[w] = flight.recovery.rerun(w, exc, flight.commands.get(w))
-                    except BaseException as exc:  # the call fails with the first error
-                        self.error = self.error or exc
+                flight.receive(deadline, timeout, method, calls=self)
             replies, self.replies = self.replies, {}
             error, self.error = self.error, None
-            flight.lifecycle.fire(Event.RETURNED)
+            self.lifecycle.fire(Event.RETURNED)
             if error is not None:
                 raise error
             return replies
@@ -67,13 +56,10 @@ class Calls:
             flight.interrupted_collect(exc)
             raise
 
-    def overdue(self, w: int, envs: np.ndarray, method: str) -> None:
-        """Worker ``w`` overran ``step_timeout`` on a call: it is ended, and the call fails."""
-        flight = self.flight
-        flight.transport.terminate(w)
-        self.error = self.error or StepTimeoutError(
-            flight.partition.envs_of(w), w, flight.policy.step_timeout, method.removesuffix("_wait")
-        )
+    def failed(self, error: BaseException) -> None:
+        """A worker failed the pending call with ``error``: the call fails with the first error,
+        once every worker has replied."""
+        self.error = self.error or error
 
 
 def in_order(results: dict[int, Any], order: np.ndarray) -> list:

@@ -1,7 +1,7 @@
 """How a step's or a reset's results return: the three :class:`Collect` strategies.
 
 An :class:`~vecenv.engine.flight.InFlight` holds the strategy its ``batch_size`` and transport
-ask for:
+ask for, made once the buffers are allocated and handed what it needs:
 
 - :class:`FullBatch`: every env's results at once (``batch_size == num_envs``, gymnasium's way).
 - :class:`FirstReady`: the first ``batch_size`` envs ready (EnvPool's way) while the others go on
@@ -11,7 +11,9 @@ ask for:
   (:mod:`vecenv.transports.process.queue`): a slow env holds up only itself.
 
 Each waits through :meth:`InFlight.receive <vecenv.engine.flight.InFlight.receive>`, which keeps
-the replies in ``InFlight.replies`` as they came, and makes batches of those.
+the replies in ``InFlight.replies`` as they came, and makes batches of those. A strategy owns
+what is known of each env between its send and its return: which envs ended under DISABLED
+autoreset (``needs_reset``), and for async batches which are ``busy`` and which ``ready``.
 """
 
 from __future__ import annotations
@@ -19,15 +21,17 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
-from vecenv.engine.state import CallState, Event
+from vecenv.engine.checks import refuse_ended
+from vecenv.engine.partition import Partition
+from vecenv.engine.state import CallLifecycle, CallState, Event
 from vecenv.errors import NoAsyncCallError
 from vecenv.infos import InfoColumns, InfoEntry, batch_columns, batch_infos, columns_infos
-from vecenv.worker.commands import STEP_QUEUED, Command, StepQueued
+from vecenv.spaces import StepBuffers
+from vecenv.worker.commands import STEP_QUEUED, Command
 
 if TYPE_CHECKING:
     from vecenv.engine.flight import InFlight
@@ -35,35 +39,57 @@ if TYPE_CHECKING:
 __all__ = ["Collect", "EachReady", "FirstReady", "FullBatch"]
 
 
-class Collect(Protocol):
-    """A way to return the results of the pending step or reset."""
+class Collect:
+    """A way to return the results of the pending step or reset of ``flight``'s envs, whose
+    rows are in ``buffers``; ``lifecycle`` is the call state its returns move. Under DISABLED
+    autoreset (``disabled``) an env whose episode ended is refused a step until it is reset."""
 
     #: the call states in which a step may be sent
     step_states: frozenset[CallState]
 
+    def __init__(self, flight: InFlight, lifecycle: CallLifecycle, buffers: StepBuffers, disabled: bool) -> None:
+        self.flight, self.lifecycle, self.buffers, self.disabled = flight, lifecycle, buffers, disabled
+        self.num_envs = buffers.n
+        #: DISABLED autoreset: the envs whose last result ended their episode, not reset since
+        self.needs_reset = np.zeros(self.num_envs, dtype=np.bool_)
+
+    def refuse(self, ids: np.ndarray | None) -> None:
+        """Refuse a step for the envs ``ids`` (None: all) that cannot take one now."""
+        if self.disabled:
+            ended = self.needs_reset if ids is None else self.needs_reset[ids]
+            if ended.any():
+                refuse_ended(np.flatnonzero(ended) if ids is None else ids[ended])
+
     def sent(self, ids: np.ndarray, reset: bool) -> None:
-        """The envs ``ids`` are being sent a step (or, ``reset``, a reset): async batches mark them busy."""
+        """The envs ``ids`` are being sent a step (or, ``reset``, a reset)."""
+        if reset:
+            self.needs_reset[ids] = False
+
+    def holds(self, start: int, stop: int) -> bool:
+        """Whether an env of ``start .. stop`` was sent and not returned yet, between calls."""
+        return False
 
     def collect(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
         """Wait for the results and return them: ``(obs, rewards, terminations, truncations,
         infos)`` (``raw``: the info entries as they came instead of batched infos). Cut short,
         the flight says what it left (:meth:`~vecenv.engine.flight.InFlight.interrupted_collect`)."""
+        raise NotImplementedError
 
     def drop(self) -> None:
         """Drop every result held and not returned."""
 
 
-class FullBatch:
-    """Every env's results at once. Infos that came as column chunks stay chunks until the
-    batch is built, so they batch a column at a time."""
+class FullBatch(Collect):
+    """Every env's results at once (``copy``: observations copied out, or lent where the buffers
+    lend them). Infos that came as column chunks stay chunks until the batch is built, so they
+    batch a column at a time."""
 
     step_states = frozenset({CallState.DEFAULT})
 
-    def __init__(self, flight: InFlight) -> None:
-        self.flight = flight
-
-    def sent(self, ids: np.ndarray, reset: bool) -> None:
-        pass
+    def __init__(self, flight: InFlight, lifecycle: CallLifecycle, buffers: StepBuffers, disabled: bool,
+                 copy: bool) -> None:
+        super().__init__(flight, lifecycle, buffers, disabled)
+        self.copy = copy
 
     def collect(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
         flight = self.flight
@@ -71,7 +97,7 @@ class FullBatch:
             deadline = None if timeout is None else time.monotonic() + timeout
             while flight.in_flight:
                 flight.receive(deadline, timeout, method, True)
-            b, n = flight.buffers, flight.num_envs
+            b, n = self.buffers, self.num_envs
             held: dict[int, InfoEntry] = {}
             columns: list[InfoColumns] = []
             for _, entries in flight.replies:
@@ -88,42 +114,52 @@ class FullBatch:
                 infos = columns_infos(columns, held, n) if columns else None
                 if infos is None:
                     infos = batch_infos([held[i] for i in sorted(held)], n) if held else {}
-            flight.lifecycle.fire(Event.RETURNED)
-            if flight.autoreset_mode is AutoresetMode.DISABLED:
-                flight.needs_reset = np.logical_or(b.terminations, b.truncations)
-            observations = b.slots[0].read(flight.copy) if b.lender is None else b.lender.lend()
+            self.lifecycle.fire(Event.RETURNED)
+            if self.disabled:
+                self.needs_reset = np.logical_or(b.terminations, b.truncations)
+            observations = b.slots[0].read(self.copy) if b.lender is None else b.lender.lend()
             return observations, b.rewards.copy(), b.terminations.copy(), b.truncations.copy(), infos
         except BaseException as exc:
             flight.interrupted_collect(exc)
             raise
 
-    def drop(self) -> None:
-        pass
 
 
-class FirstReady:
-    """The first ``batch_size`` envs ready. An env is ``busy`` (the flight's) from its send until
-    a batch returns it; finished envs queue in ``ready``, their info entries wait in ``entries``;
+class FirstReady(Collect):
+    """The first ``batch_size`` envs ready. An env is ``busy`` from its send until a batch
+    returns it; finished envs queue in ``ready``, their info entries wait in ``entries``;
     steps may be sent while others are in flight."""
 
     step_states = frozenset({CallState.DEFAULT, CallState.WAITING_STEP})
 
-    def __init__(self, flight: InFlight) -> None:
-        self.flight = flight
+    def __init__(self, flight: InFlight, lifecycle: CallLifecycle, buffers: StepBuffers, disabled: bool,
+                 batch_size: int) -> None:
+        super().__init__(flight, lifecycle, buffers, disabled)
+        self.batch_size = batch_size
+        self.busy = np.zeros(self.num_envs, dtype=np.bool_)
         self.entries: dict[int, InfoEntry] = {}
         self.ready: deque[int] = deque()
+
+    def refuse(self, ids: np.ndarray | None) -> None:
+        if ids is not None and self.busy[ids].any():
+            raise ValueError(
+                f"send(actions, env_ids): envs {ids[self.busy[ids]].tolist()} are still stepping or waiting to be "
+                "received; send actions only to envs returned by recv()"
+            )
+        super().refuse(ids)
 
     def sent(self, ids: np.ndarray, reset: bool) -> None:
         if reset:  # sent with nothing in flight: ``ids`` (all, or a reset_mask's) start new episodes
             self.drop()
-            self.flight.replies.clear()
-            for i in ids.tolist():
-                self.flight.restarted.pop(i, None)
-        self.flight.busy[ids] = True
+        super().sent(ids, reset)
+        self.busy[ids] = True
+
+    def holds(self, start: int, stop: int) -> bool:
+        return bool(self.busy[start:stop].any())
 
     def collect(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
         flight, ready, held = self.flight, self.ready, self.entries
-        bs = flight.batch_size
+        bs = self.batch_size
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
             while True:
@@ -141,17 +177,17 @@ class FirstReady:
                     bs = len(ready)
                     break
                 flight.receive(deadline, timeout, method, wanted=self.wanted(bs - len(ready)))
-            b, ids = flight.buffers, [ready.popleft() for _ in range(bs)]
+            b, ids = self.buffers, [ready.popleft() for _ in range(bs)]
             rows = np.array(ids, dtype=np.int64)
             infos = self.batch(ids, rows)
             infos["env_id"] = rows
             infos["_env_id"] = np.ones(bs, dtype=np.bool_)
-            flight.busy[rows] = False
-            if flight.autoreset_mode is AutoresetMode.DISABLED:
-                flight.needs_reset[rows] = b.terminations[rows] | b.truncations[rows]
+            self.busy[rows] = False
+            if self.disabled:
+                self.needs_reset[rows] = b.terminations[rows] | b.truncations[rows]
             self.settle(deadline, timeout, method)
             # the rest of a reset, and of the steps sent, arrives through recv()
-            flight.lifecycle.fire(Event.BATCH_RETURNED if flight.in_flight or ready else Event.RETURNED)
+            self.lifecycle.fire(Event.BATCH_RETURNED if flight.in_flight or ready else Event.RETURNED)
             return b.observations.read_rows(rows), b.rewards[rows], b.terminations[rows], b.truncations[rows], infos
         except BaseException as exc:
             flight.interrupted_collect(exc)
@@ -181,29 +217,32 @@ class FirstReady:
     def drop(self) -> None:
         self.entries.clear()
         self.ready.clear()
-        self.flight.busy.fill(False)
+        self.busy.fill(False)
 
 
 class EachReady(FirstReady):
     """:class:`FirstReady` at the grain of one env, over a transport that publishes each env as
-    its step is done (:mod:`vecenv.transports.process.queue`). An env is ``waiting`` from its
-    send until it is taken out of the counters (into ``InFlight.replies``); a worker gets a
-    command only when it has none outstanding, and the envs posted to it meanwhile join its queue.
+    its step is done (``transport``'s counters, :mod:`vecenv.transports.process.queue`). An env
+    is ``waiting`` from its send until it is taken out of the counters (into ``InFlight.replies``);
+    a worker (of ``partition``) gets a command only when it has none outstanding, and the envs
+    posted to it meanwhile join its queue. Under ``step_timeout`` an env taken says its worker
+    is making progress.
     """
 
-    def __init__(self, flight: InFlight) -> None:
-        super().__init__(flight)
-        transport: Any = flight.transport
+    def __init__(self, flight: InFlight, lifecycle: CallLifecycle, buffers: StepBuffers, disabled: bool,
+                 batch_size: int, transport: Any, partition: Partition, step_timeout: float | None) -> None:
+        super().__init__(flight, lifecycle, buffers, disabled, batch_size)
+        self.partition, self.timed = partition, step_timeout is not None
         self.counters = transport.counters
         self.infos_at: Callable[[np.ndarray, list[int]], tuple[Any, list[InfoEntry]]] = transport.infos_at
-        self.waiting = np.zeros(flight.num_envs, dtype=np.bool_)
+        self.waiting = np.zeros(self.num_envs, dtype=np.bool_)
         #: taken out of the counters: the env's info is in its rows, read when a batch returns it
-        self.in_rows = np.zeros(flight.num_envs, dtype=np.bool_)
+        self.in_rows = np.zeros(self.num_envs, dtype=np.bool_)
 
-    def post(self, ids: np.ndarray) -> list[tuple[int, Command, np.ndarray]]:
+    def post(self, ids: np.ndarray, in_flight: dict[int, np.ndarray]) -> list[tuple[int, Command, np.ndarray]]:
         """Count a step for each env of ``ids`` (actions in place); the commands to send: one to
-        each of their workers that has none outstanding."""
-        in_flight, worker_of = self.flight.in_flight, self.flight.partition.worker_of
+        each of their workers that has none outstanding (none ``in_flight``)."""
+        worker_of = self.partition.worker_of
         self.counters.post(ids)
         self.waiting[ids] = True
         idle: dict[int, list[int]] = {}
@@ -225,11 +264,11 @@ class EachReady(FirstReady):
         flight = self.flight
         self.waiting[ids] = False
         self.in_rows[ids] = True
-        if flight.policy.step_timeout is not None:
-            now, worker_of = time.monotonic(), flight.partition.worker_of
+        if self.timed:
+            now, worker_of, sent_at = time.monotonic(), self.partition.worker_of, flight.sent_at
             for w in {worker_of[i] for i in ids.tolist()}:
-                if w in flight.sent_at:
-                    flight.sent_at[w] = now  # the worker is making progress
+                if w in sent_at:
+                    sent_at[w] = now  # the worker is making progress
         flight.replies.append((ids, late))
 
     def batch(self, ids: list[int], rows: np.ndarray) -> dict[str, Any]:
@@ -251,31 +290,30 @@ class EachReady(FirstReady):
             held[entry.index] = entry
         return super().batch(ids, rows)
 
-    def fetched(self, w: int, reply: Any) -> None:
-        """Worker ``w`` finished its command (``reply``): every env it stepped is taken, and
-        those posted after its last look go to it again."""
-        start, stop = self.flight.partition[w]
+    def fetched(self, w: int, reply: Any) -> list[tuple[int, Command, np.ndarray]]:
+        """Worker ``w`` finished its command (``reply``): every env it stepped is taken; the
+        command to send: the envs posted after its last look go to it again."""
+        start, stop = self.partition[w]
         done = self.counters.published(self.waiting, None, start, stop)
         if done.size or reply.entries:
             self.take(done, reply.entries)
         pending = self.counters.pending(start, stop)
-        if pending.size:
-            self.flight.send([(w, STEP_QUEUED, pending)])
+        return [(w, STEP_QUEUED, pending)] if pending.size else []
 
     def lost(self, w: int) -> np.ndarray:
         """Worker ``w`` died or hung: its envs not taken yet, which its restart truncates."""
-        start, stop = self.flight.partition[w]
+        start, stop = self.partition[w]
         ids = np.flatnonzero(self.waiting[start:stop]) + start
         self.waiting[ids] = False
         self.counters.forget(start, stop)
         return ids
 
     def settle(self, deadline: float | None, timeout: float | None, method: str) -> None:
-        """Every env returned: read the replies of the commands still in flight (each worker is
-        finishing one whose envs were all taken as they were published), so the call ends."""
+        """Every env returned (none busy): read the replies of the commands still in flight (each
+        worker is finishing a step whose envs were all taken as they were published), so the call
+        ends."""
         flight = self.flight
-        while (flight.in_flight and not self.ready and not self.waiting.any() and not flight.replies
-               and all(type(flight.commands.get(w)) is StepQueued for w in flight.in_flight)):
+        while flight.in_flight and not flight.replies and not self.busy.any():
             flight.receive(deadline, timeout, method, True)
 
     def wanted(self, count: int) -> Callable[[], int] | None:

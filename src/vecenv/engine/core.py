@@ -3,7 +3,7 @@
 :class:`VectorEnv` checks every input before anything reaches a worker (:mod:`.checks`), sends
 the commands through its :class:`~.flight.InFlight` (each worker's env group gets them through
 a :class:`~vecenv.engine.transport.Transport`) and collects the results through the flight's
-:class:`~.state.Collect` strategy: ``step`` reads check, send, collect. The flight fires the
+:class:`~.collect.Collect` strategy: ``step`` reads check, send, collect. The flight fires the
 call state's events (:mod:`.state`), its :class:`~.recovery.Recovery` plans the restart of
 failed workers, and :class:`~.calls.Calls` runs calls on the sub-envs. Backends (serial,
 threads, processes, Ray) differ only in the transport they pass in.
@@ -22,6 +22,7 @@ from typing_extensions import Unpack
 
 from vecenv import runs
 from vecenv.engine import owner
+from vecenv.engine.caller import CallerGuard, one_caller
 from vecenv.engine.calls import Calls, in_order
 from vecenv.engine.checks import (
     SpaceMismatchError,
@@ -41,7 +42,7 @@ from vecenv.engine.checks import (
 from vecenv.engine.flight import InFlight
 from vecenv.engine.modes import parse_autoreset_mode
 from vecenv.engine.partition import Partition
-from vecenv.engine.state import CallerGuard, CallState, Event, one_caller
+from vecenv.engine.state import CallState, Event
 from vecenv.engine.transport import Transport
 from vecenv.errors import ClosedEnvironmentError, NoAsyncCallError
 from vecenv.infos import InfoParts
@@ -103,7 +104,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         partition = Partition(n, self.num_workers)
         self._flight = flight = InFlight(transport, partition, self.policy, self.batch_size,
                                          self.autoreset_mode, self.copy, self._log_env_errors)
-        self._calls = Calls(flight)
+        self._calls = Calls(flight, partition, flight.lifecycle)
         self._owner = owner.adopt(self)  # before any worker starts: a forked one inherits it
         descriptions = transport.start(self.env_fns, partition, self.autoreset_mode)
         self.closed = False

@@ -1,10 +1,11 @@
 """The dispatcher: :class:`InFlight`, what every worker is running and what waits on it.
 
 A :class:`~vecenv.engine.VectorEnv` sends every command through its InFlight and collects
-through the :class:`~vecenv.engine.state.Collect` strategy the flight holds::
+through the :class:`~vecenv.engine.collect.Collect` strategy the flight holds::
 
     VectorEnv.step(actions)       check -> send -> collect, in its own body
-      InFlight.check_actions      actions into the shared action buffer, ids checked
+      InFlight.check_actions      actions into the shared action buffer, ids checked (the
+                                  strategy refuses busy envs and, under DISABLED, ended ones)
       InFlight.send_steps         one command per worker, recorded and handed to the transport as
                                   one round (InFlight.send: Transport.send), or deferred while that
                                   worker is busy (async batches)
@@ -12,8 +13,9 @@ through the :class:`~vecenv.engine.state.Collect` strategy the flight holds::
                                   batch_size envs (.collect)
         InFlight.receive          wait (Transport.ready) for workers with a reply and fetch each
                                   (Transport.fetch): rows are in the buffers already, the info
-                                  entries kept in replies; a worker that died or overran
-                                  step_timeout goes to worker_failed: a Recovery plan, or fail()
+                                  entries kept in replies (a call's go to Calls); a worker that
+                                  died or overran step_timeout goes to worker_failed: replaced by
+                                  Recovery.failed, or the call fails
 
 The call state (:mod:`.state`) moves only by the events fired here and by the collectors: a
 command sent, results returned, a call cut short while sending or collecting, work dropped.
@@ -21,22 +23,21 @@ command sent, results returned, a call cut short while sending or collecting, wo
 
 from __future__ import annotations
 
-import copy
 import multiprocessing
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import logger
 from gymnasium.vector import AutoresetMode
 
-from vecenv.engine.checks import check_env_ids, refuse_ended
+from vecenv.engine.checks import check_env_ids
 from vecenv.engine.collect import Collect, EachReady, FirstReady, FullBatch
 from vecenv.engine.memory import MemoryLimit
 from vecenv.engine.partition import Partition
-from vecenv.engine.recovery import Recovery, Restart
+from vecenv.engine.recovery import Recovery
 from vecenv.engine.state import CallLifecycle, CallState, Event
 from vecenv.engine.transport import Transport
 from vecenv.errors import (
@@ -47,12 +48,13 @@ from vecenv.errors import (
     VecEnvError,
     WorkerDiedError,
 )
-from vecenv.infos import InfoEntry
 from vecenv.policy import FailurePolicy
 from vecenv.spaces import StepBuffers
 from vecenv.spaces.buffers import slots_for
 from vecenv.worker.commands import STEP_ALL, Command, Reset, Step, StepQueued, with_given
-from vecenv.worker.restarts import truncate_rows
+
+if TYPE_CHECKING:
+    from vecenv.engine.calls import Calls
 
 __all__ = ["DROP_TIMEOUT", "NO_IDS", "InFlight"]
 
@@ -62,18 +64,16 @@ DROP_TIMEOUT = 30.0
 #: the envs of a command that returns values rather than rows (a call)
 NO_IDS = np.empty(0, dtype=np.int64)
 
-#: ``overdue(worker, its envs, method)``: what becomes of a worker that overran ``step_timeout``
-Overdue = Callable[[int, np.ndarray, str], None]
-
 
 class InFlight:
     """The commands in flight for one vector env of ``partition.num_envs`` envs, and their results.
 
     One command per worker at a time; ``in_flight[w]`` holds the envs of worker ``w``'s command.
     A step for a busy worker waits in ``deferred`` (async batches); ``replies`` keeps what came
-    back and was not returned yet. ``batches`` collects the results: every env's (:class:`~.collect.FullBatch`) or the first ready
-    (:class:`~.collect.FirstReady`, :class:`~.collect.EachReady`); ``log_env_errors`` logs an env's error as gymnasium's
-    AsyncVectorEnv does.
+    back and was not returned yet. ``batches`` collects the results: every env's
+    (:class:`~.collect.FullBatch`) or the first ready (:class:`~.collect.FirstReady`,
+    :class:`~.collect.EachReady`); ``recovery`` replaces failed workers; ``log_env_errors`` logs
+    an env's error as gymnasium's AsyncVectorEnv does.
     """
 
     def __init__(self, transport: Transport, partition: Partition, policy: FailurePolicy,
@@ -85,23 +85,17 @@ class InFlight:
         self.buffers: StepBuffers  # the transport's, set once it has allocated them
         #: the vector env was closed: a wait in another thread stops
         self.closed = True
-        self.recovery = Recovery(self)
         self.lifecycle = CallLifecycle()
         self.in_flight: dict[int, np.ndarray] = {}  # worker -> global ids of its command
         self.commands: dict[int, Command] = {}  # worker -> its last command (a restart runs a reset again)
         self.sent_at: dict[int, float] = {}
-        self.busy = np.zeros(n, dtype=np.bool_)  # async batches: sent, not yet returned
-        self.needs_reset = np.zeros(n, dtype=np.bool_)  # DISABLED mode: ended, not yet reset
         self.deferred: dict[int, list[int]] = {}  # worker -> env ids to step once it is free
         #: the replies received and not yet returned, as they came: (envs, their info entries)
         self.replies: list[tuple[np.ndarray, Any]] = []
-        #: envs whose worker was restarted while they were not in flight; their next send returns
-        #: a truncation instead of stepping (the restart report, and for SAME_STEP the new env's
-        #: reset observation and info)
-        self.restarted: dict[int, tuple[dict, Any, dict]] = {}
-        self.batches: Collect = FirstReady(self) if batch_size < n else FullBatch(self)
-        limit = policy.max_worker_memory
-        self.memory = None if limit is None else MemoryLimit(self, int(limit))  # parsed to bytes by the policy
+        # made with the buffers (allocate): the collection, the recovery, the memory limit
+        self.batches: Collect
+        self.recovery: Recovery
+        self.memory: MemoryLimit | None = None
 
     @property
     def state(self) -> CallState:
@@ -123,8 +117,9 @@ class InFlight:
             )
 
     def check_actions(self, actions: Any, env_ids: Any) -> np.ndarray | None:
-        """Check ``env_ids`` and write ``actions`` into the action buffer; the ids (None: all)."""
-        n, disabled = self.num_envs, self.autoreset_mode is AutoresetMode.DISABLED
+        """Check ``env_ids`` and write ``actions`` into the action buffer; the ids (None: all).
+        The collection refuses envs it cannot take a step for (busy, or ended under DISABLED)."""
+        n = self.num_envs
         if env_ids is None:
             if self.batch_size < n:
                 raise ValueError(
@@ -132,17 +127,11 @@ class InFlight:
                     f"< num_envs ({n}); pass the infos['env_id'] of the last recv()"
                 )
             self.buffers.actions.assign(actions, None, "actions")
-            if disabled and self.needs_reset.any():
-                refuse_ended(np.flatnonzero(self.needs_reset))
+            if self.autoreset_mode is AutoresetMode.DISABLED:  # the only refusal of every env
+                self.batches.refuse(None)
             return None
         ids = check_env_ids(env_ids, n)
-        if self.busy[ids].any():
-            raise ValueError(
-                f"send(actions, env_ids): envs {ids[self.busy[ids]].tolist()} are still stepping or waiting to be "
-                "received; send actions only to envs returned by recv()"
-            )
-        if disabled and self.needs_reset[ids].any():
-            refuse_ended(ids[self.needs_reset[ids]])
+        self.batches.refuse(ids)
         self.buffers.actions.assign(actions, ids, "actions")
         return ids
 
@@ -171,15 +160,15 @@ class InFlight:
     def send_steps(self, ids: np.ndarray | None) -> None:
         """Step the envs ``ids`` (all when None) with the actions in the buffer: each worker's
         command goes now, or once that worker is free; an env whose worker was restarted while it
-        waited comes back truncated instead (:meth:`return_restarted`)."""
+        waited comes back truncated instead (:meth:`.Recovery.return_later`)."""
         previous = self.lifecycle.state
         try:
             if self.memory is not None:
                 self.memory.between_steps()
-            restarted = None
-            if self.restarted:  # whole batches too: a call may have restarted a worker
+            restarted, later = None, self.recovery.later
+            if later:  # whole batches too: a call may have restarted a worker
                 ids = np.arange(self.num_envs) if ids is None else ids
-                restarted = [i for i in ids.tolist() if i in self.restarted]
+                restarted = [i for i in ids.tolist() if i in later]
             self.lifecycle.fire(Event.SEND_STEP)
             if ids is None:
                 commands = self.partition.whole_steps
@@ -187,9 +176,9 @@ class InFlight:
                 self.batches.sent(ids, False)
                 stepping = ids[~np.isin(ids, restarted)] if restarted else ids
                 if type(self.batches) is EachReady:  # a busy worker takes its envs' steps as it goes
-                    self.send(self.batches.post(stepping))
+                    self.send(self.batches.post(stepping, self.in_flight))
                     if restarted:
-                        self.return_restarted(restarted)
+                        self.replies.append(self.recovery.return_later(restarted))
                     return
                 commands = [(w, STEP_ALL if local is None else Step(local), envs)
                             for w, local, envs in self.partition.by_worker(stepping)]
@@ -202,7 +191,7 @@ class InFlight:
                 commands = [c for c in commands if c[0] not in self.in_flight]
             self.send(commands)
             if restarted:
-                self.return_restarted(restarted)
+                self.replies.append(self.recovery.return_later(restarted))
         except BaseException:
             self.interrupted_send(previous)
             raise
@@ -213,7 +202,10 @@ class InFlight:
         try:
             self.lifecycle.fire(Event.SEND_RESET)
             self.batches.sent(ids, True)
-            self.needs_reset[ids] = False
+            self.replies.clear()
+            if self.batch_size < self.num_envs:  # async batches: these envs' restarts are reset away
+                for i in ids.tolist():
+                    self.recovery.later.pop(i, None)
             by_worker = list(self.partition.by_worker(ids))
             if self.buffers.lender is not None:
                 self.choose_slot([w for w, _, _ in by_worker])
@@ -247,10 +239,19 @@ class InFlight:
         transport, n = self.transport, self.num_envs
         if self.copy and self.batch_size == n and transport.lends_observations:
             transport.observation_slots = slots_for(observation_space, n)
-        self.buffers = transport.allocate(observation_space, action_space, n)
-        if self.batch_size < n and transport.queues_envs:  # readiness env by env
-            self.batches = EachReady(self)
-        return self.buffers
+        self.buffers = b = transport.allocate(observation_space, action_space, n)
+        self.recovery = Recovery(transport, self.partition, self.policy, self.autoreset_mode, b)
+        if self.policy.max_worker_memory is not None:
+            self.memory = MemoryLimit(self, self.recovery, transport, self.partition, self.policy)
+        disabled, bs = self.autoreset_mode is AutoresetMode.DISABLED, self.batch_size
+        if bs == n:
+            self.batches = FullBatch(self, self.lifecycle, b, disabled, self.copy)
+        elif transport.queues_envs:  # readiness env by env
+            self.batches = EachReady(self, self.lifecycle, b, disabled, bs, transport, self.partition,
+                                     self.policy.step_timeout)
+        else:
+            self.batches = FirstReady(self, self.lifecycle, b, disabled, bs)
+        return b
 
     def choose_slot(self, workers: list[int]) -> None:
         """Before ``workers`` write observations: where they are lent, the slot to write
@@ -259,34 +260,17 @@ class InFlight:
         if lender is not None:
             lender.choose([self.partition[w] for w in range(len(self.partition)) if w not in commanded])
 
-    def return_restarted(self, ids: list[int]) -> None:
-        """Return the envs ``ids``, whose worker was restarted while they waited, as truncated.
-
-        The observation is the last one the caller got (NEXT_STEP, DISABLED) or the new env's
-        first one with that last one as ``final_obs`` (SAME_STEP); the infos say restarted.
-        """
-        b, entries = self.buffers, []
-        for i in ids:
-            report, reset_obs, reset_info = self.restarted.pop(i)
-            truncate_rows(b, i)
-            if reset_obs is None:
-                entries.append(InfoEntry(i, dict(report)))
-            else:
-                final_obs = copy.deepcopy(b.observations.item(i))
-                b.observations.write(i, reset_obs)
-                entries.append(InfoEntry(i, {**reset_info, **report}, True, final_obs, dict(report)))
-        self.replies.append((np.array(ids, dtype=np.int64), entries))
-
     # ================================================================ receiving
     def receive(self, deadline: float | None, timeout: float | None, method: str, every: bool = False,
-                wanted: Callable[[], int] | None = None) -> None:
+                wanted: Callable[[], int] | None = None, calls: Calls | None = None) -> None:
         """Wait until a worker in flight has a reply (or ``deadline``) and fetch every reply
         there: the rows are in the buffers already, the info entries go to :attr:`replies`,
         and a step deferred for that worker goes out. A worker that died or overran
         ``step_timeout`` is replaced (its envs' entries say so) or fails the call. ``every``:
         the caller wants every reply, so the transport may wake it once, when all are there;
-        ``wanted``: how many more envs published one by one the wait is for (it ends at 0)."""
-        ready = self.wait(deadline, timeout, method, self.step_overdue, every, wanted)
+        ``wanted``: how many more envs published one by one the wait is for (it ends at 0);
+        ``calls``: the replies are a call's, each handed to ``calls`` (or its error)."""
+        ready = self.wait(deadline, timeout, method, every, wanted, calls)
         if every and self.transport.fetches_every and len(ready) == len(self.in_flight) == len(self.partition.bounds) \
                 and type(self.batches) is FullBatch:
             reply = self.transport.fetch_every()  # the usual synchronous step: all in one look
@@ -296,6 +280,12 @@ class InFlight:
                 return
         for w in ready:
             envs = self.in_flight.pop(w)
+            if calls is not None:
+                try:
+                    calls.replies[w] = self.recovery.fetch_call(w, self.commands.get(w))
+                except BaseException as exc:  # the call fails with the first error
+                    calls.failed(exc)
+                continue
             try:
                 reply = self.transport.fetch(w)
             except WorkerDiedError as exc:
@@ -305,7 +295,9 @@ class InFlight:
                 self.drop_in_flight()
                 raise
             if type(self.commands.get(w)) is StepQueued:
-                self.batches.fetched(w, reply)  # type: ignore[attr-defined]
+                again = self.batches.fetched(w, reply)  # type: ignore[attr-defined]
+                if again:
+                    self.send(again)
                 continue
             if reply.objects is not None:
                 self.buffers.observations.set_objects(reply.objects, envs)
@@ -313,10 +305,10 @@ class InFlight:
             if self.deferred:
                 self.send_deferred(w)
 
-    def wait(self, deadline: float | None, timeout: float | None, method: str, overdue: Overdue,
-             every: bool = False, wanted: Callable[[], int] | None = None) -> list[int]:
+    def wait(self, deadline: float | None, timeout: float | None, method: str, every: bool = False,
+             wanted: Callable[[], int] | None = None, calls: Calls | None = None) -> list[int]:
         """Workers with a reply, waiting until one has, the caller's deadline, or a step deadline;
-        a worker past ``step_timeout`` leaves the flight through ``overdue``.
+        a worker past ``step_timeout`` leaves the flight (:meth:`overdue`).
 
         An exception inside the wait itself (a ``KeyboardInterrupt``) leaves the call pending
         and resumable; a ``close()`` from another thread ends the wait with ClosedEnvironmentError.
@@ -344,20 +336,12 @@ class InFlight:
         if step_timeout is not None:  # also when others are ready: async batches never wait on all
             late = [w for w in workers if w not in ready and now - self.sent_at[w] >= step_timeout]
             for w in late:
-                overdue(w, self.in_flight.pop(w), method)
+                self.overdue(w, self.in_flight.pop(w), method, calls)
             if late:
                 return ready
         if not ready and deadline is not None and now >= deadline and not (wanted is not None and wanted() <= 0):
             raise multiprocessing.TimeoutError(f"The call to `{method}` has timed out after {timeout} second(s).")
         return ready
-
-    def run_now(self, w: int, command: Command) -> Any:
-        """Run ``command`` on ``w`` and wait for its reply (outside the in-flight bookkeeping)."""
-        self.transport.send([(w, command)])
-        if not self.transport.ready([w], self.policy.step_timeout):
-            self.transport.terminate(w)
-            raise StepTimeoutError(self.partition.envs_of(w), w, self.policy.step_timeout, "restart")
-        return self.transport.fetch(w)
 
     # ================================================================ interruptions
     def interrupted_send(self, previous: CallState) -> None:
@@ -386,52 +370,37 @@ class InFlight:
             self.lifecycle.fire(Event.WAIT_CUT)
 
     # ================================================================ failures
-    def step_overdue(self, w: int, envs: np.ndarray, method: str) -> None:
-        """Worker ``w`` overran ``step_timeout`` on a step or reset: a failure of the worker."""
-        error = StepTimeoutError(envs.tolist(), w, self.policy.step_timeout, method.removesuffix("_wait"))
-        self.worker_failed(w, envs, error)
+    def overdue(self, w: int, envs: np.ndarray, method: str, calls: Calls | None) -> None:
+        """Worker ``w`` overran ``step_timeout``: on a step or reset a failure of the worker; on
+        a call (``calls``) it is ended, and the call fails."""
+        timeout, method = self.policy.step_timeout, method.removesuffix("_wait")
+        if calls is None:
+            self.worker_failed(w, envs, StepTimeoutError(envs.tolist(), w, timeout, method))
+            return
+        self.transport.terminate(w)
+        calls.failed(StepTimeoutError(self.partition.envs_of(w), w, timeout, method))
 
     def worker_failed(self, w: int, envs: np.ndarray, error: VecEnvError) -> None:
         """Worker ``w`` died or hung while running a step or reset for ``envs``: replaced as the
-        recovery plans it (its envs' episodes truncated), or the call fails."""
-        if type(self.commands.get(w)) is StepQueued:  # every env it holds, posted before or since
+        recovery plans it (its envs' episodes end now; a step deferred for one of its other envs
+        returns at once), or the call fails with every other reply dropped."""
+        command = self.commands.get(w)
+        if type(command) is StepQueued:  # every env it holds, posted before or since
             envs = self.batches.lost(w)  # type: ignore[attr-defined]
-        lender = self.buffers.lender
-        if lender is not None and lender.moved:  # its rows: the last ones the caller got
-            lender.restore(*self.partition[w])
-        if not self.recovery.may_restart(w, error):
-            self.fail(w, envs, error)
-            return
         try:
-            plan = self.recovery.restart(w, envs, error, self.commands.get(w))
+            entries = self.recovery.failed(w, envs, error, command)
         except BaseException:
-            self.drop_in_flight()  # the worker stays dead: the next command to it reports so
+            self.drop_in_flight()  # a worker not replaced stays dead: the next command to it reports so
             raise
-        self.apply_restart(w, envs, plan)
-
-    def apply_restart(self, w: int, envs: np.ndarray, plan: Restart) -> None:
-        """Apply the restart of worker ``w``: its envs ``envs`` (in flight) end truncated now,
-        its other envs at their next send (a step deferred for one of them returns at once)."""
-        self.restarted.update(plan.later)
-        if not plan.fresh:
-            truncate_rows(self.buffers, envs)
+        later = self.recovery.later
         deferred = self.deferred.pop(w, [])  # sent while the old worker was busy
-        now = [i for i in deferred if i in self.restarted]
+        now = [i for i in deferred if i in later]
         if len(now) < len(deferred):
-            self.deferred[w] = [i for i in deferred if i not in self.restarted]
-        if plan.objects is not None:
-            self.buffers.observations.set_objects(plan.objects, envs)
-        self.replies.append((envs, plan.entries))
+            self.deferred[w] = [i for i in deferred if i not in later]
+        self.replies.append((envs, entries))
         self.send_deferred(w)
         if now:
-            self.return_restarted(now)
-
-    def fail(self, w: int, envs: np.ndarray, error: VecEnvError) -> None:
-        """Worker ``w`` failed and is not replaced: drop the others' replies, then raise ``error``."""
-        if isinstance(error, StepTimeoutError):
-            self.transport.terminate(w)
-        self.drop_in_flight()
-        raise error
+            self.replies.append(self.recovery.return_later(now))
 
     # ================================================================ dropping work
     def drop_in_flight(self) -> None:

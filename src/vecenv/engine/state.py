@@ -1,6 +1,6 @@
 """The life of a vector env's calls: its states (gymnasium's ``AsyncState`` with one more,
-INTERRUPTED), the events that move them and every transition in one table; and one caller at a
-time (:func:`one_caller`). How a step's or a reset's results return is :mod:`.collect`.
+INTERRUPTED), the events that move them and every transition in one table. How a step's or a
+reset's results return is :mod:`.collect`; one caller at a time is :mod:`.caller`.
 
 ::
 
@@ -32,13 +32,9 @@ by the method that causes it (:class:`~vecenv.engine.flight.InFlight` sending a 
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from enum import Enum
-from functools import wraps
-from typing import Any, TypeVar
 
-__all__ = ["TRANSITIONS", "CallLifecycle", "CallState", "CallerGuard", "Event", "one_caller"]
+__all__ = ["TRANSITIONS", "CallLifecycle", "CallState", "Event"]
 
 
 class CallState(Enum):
@@ -109,67 +105,3 @@ class CallLifecycle:
         self.droppable = state is not CallState.DEFAULT and (self.droppable or event is Event.WAIT_CUT)
         self.state = state
         return state
-
-
-# ================================================================ one caller at a time
-class CallerGuard:
-    """Who is inside a vector env's API now: :attr:`owner` is ``(thread ident, method)`` or ``None``.
-
-    Taken by :func:`one_caller` with one ``dict.setdefault``, a test-and-set that is atomic (one C
-    call, under the GIL or a free-threaded build's per-dict lock) and never blocks.
-    """
-
-    __slots__ = ("holder",)
-
-    def __init__(self) -> None:
-        self.holder: dict[int, tuple[int, str]] = {}
-
-    @property
-    def owner(self) -> tuple[int, str] | None:
-        return self.holder.get(0)
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def one_caller(method: _F) -> _F:
-    """Let one thread at a time into ``method`` of a vector env (a second caller gets a
-    RuntimeError at once, before anything is touched); calls it makes itself pass through.
-
-    Interrupt-safe: the caller owns the guard through a token of its own, taken inside the
-    ``try`` and given back by the ``finally`` whatever was raised, wherever (an interruption
-    just after the take included), so a KeyboardInterrupt never leaves the guard held.
-    """
-    name = method.__name__
-    get_ident = threading.get_ident
-
-    @wraps(method)
-    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
-        holder = self._guard.holder
-        me = get_ident()
-        owner = holder.get(0)
-        if owner is not None and owner[0] == me:  # inside this thread's own call
-            return method(self, *args, **kwargs)
-        token = (me, name)
-        try:
-            owner = holder.setdefault(0, token)
-            if owner is not token:
-                raise RuntimeError(_refusal(owner, name))
-            return method(self, *args, **kwargs)
-        finally:  # no call here: a signal handler runs only at calls and loops, and must not skip this
-            try:  # one read: another thread may give its token back between a test and a read
-                if holder[0] is token:
-                    del holder[0]  # only this thread ever removes this token
-            except KeyError:
-                pass
-
-    return guarded  # type: ignore[return-value]
-
-
-def _refusal(owner: tuple[int, str], method: str) -> str:
-    thread = next((t.name for t in threading.enumerate() if t.ident == owner[0]), f"id {owner[0]}")
-    return (
-        f"one caller at a time: {method}() was called from thread {threading.current_thread().name!r} "
-        f"while thread {thread!r} is already running {owner[1]}() on this vector env; "
-        "use one vector env per thread, or hold a lock around its calls"
-    )

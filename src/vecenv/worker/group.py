@@ -21,7 +21,13 @@ from vecenv.errors import EnvError, VecEnvError
 from vecenv.infos import NO_REPLY, InfoEntry, StepReply
 from vecenv.spaces import StepBuffers
 from vecenv.worker.commands import Command, EnvIds
-from vecenv.worker.restarts import Recycling, RestartBudget, restart_report, truncate_rows
+from vecenv.worker.restarts import (
+    Recycling,
+    RestartBudget,
+    restart_report,
+    restarted_entry,
+    truncate_rows,
+)
 from vecenv.worker.view import StepView
 
 __all__ = ["EnvDescription", "EnvGroup", "close_envs", "warn_close_failures"]
@@ -380,9 +386,9 @@ class EnvGroup:
                 info = self._reset_one(j, None, None)
             except self._catch as exc2:
                 raise self._error(j, "reset after a restart", exc2) from exc2
-            return InfoEntry(self.start + j, {**info, **report}, True, final_obs, dict(report))
+            return restarted_entry(self.start + j, report, info, final_obs)
         self._needs_reset[j] = True
-        return InfoEntry(self.start + j, report)
+        return restarted_entry(self.start + j, report)
 
     # ----------------------------------------------------------------- other calls
     def _each(self, ids: EnvIds | None, method: str, fn: Callable[[Any], Any]) -> list:

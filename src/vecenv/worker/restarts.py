@@ -10,9 +10,10 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 from vecenv.errors import VecEnvError, add_detail
+from vecenv.infos import InfoEntry
 from vecenv.policy import recycle_report, recycled_seed
 
-__all__ = ["Recycling", "RestartBudget", "restart_report", "truncate_rows"]
+__all__ = ["Recycling", "RestartBudget", "restart_report", "restarted_entry", "truncate_rows"]
 
 
 class Recycling:
@@ -96,6 +97,18 @@ def restart_report(error: VecEnvError | str) -> dict:
     """The info entries of an env whose episode a restart cut short."""
     reason = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
     return {"restarted": True, "restart_reason": reason}
+
+
+def restarted_entry(env: int, report: dict, info: dict | None = None, final_obs: Any = None) -> InfoEntry:
+    """The info entry of env ``env`` whose episode a restart ended, ``report`` saying why: the
+    report alone, or merged into the new env's reset ``info`` where it was reset; with
+    ``final_obs`` (SAME_STEP: the reset came within the step) the entry also ends the episode,
+    ``final_obs`` its last observation and the report its final info."""
+    if info is None:
+        return InfoEntry(env, dict(report))
+    if final_obs is None:
+        return InfoEntry(env, {**info, **report})
+    return InfoEntry(env, {**info, **report}, True, final_obs, dict(report))
 
 
 def truncate_rows(buffers: Any, rows: Any) -> None:
