@@ -9,9 +9,8 @@ One step, from the caller's ``step()`` to a worker and back::
       InFlight.send_steps -> InFlight.send -> ProcessTransport.send(round):
         ControlBlock.post(w, Op.STEP) --> row[w].CMD += 1 -------------> Child.wait_command: spin,
         then, once for all workers, if                                    yield, then sleep on the
-        one declared it sleeps           --> bell word += 1, a -------->  bell (or socket) until
-        (control.Bell.ring)                  futex wake for a few,        CMD moves; woken by the
-                                             who wake a few more          bell, wake a few more
+        one declared it sleeps           --> bell word += 1, one -------> bell (or socket) until
+        (control.Bell.ring)                  futex wake for all           CMD moves
         inline=True: EnvGroup.step of the                                 EnvGroup.step(): envs write
         last group here, as a worker's   observation/reward/flag rows <- their results in place
                                           info rows <------------------- InfoWriter.write: each

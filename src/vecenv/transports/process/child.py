@@ -198,7 +198,7 @@ class Child:
             return
         if self.bell is not None:
             handshake.sleep_on_bell(moved, lambda flag: row.__setitem__(Field.WORKER_SLEEPS, flag), self.bell,
-                                    self._caller_gone, on_ring=self.bell.pass_on)
+                                    self._caller_gone)
             return
         poller = self.mechanism.poller()
         poller.register(self.peer.waitable)

@@ -22,16 +22,11 @@ on the word with the value it read before its last look at its command counter::
     declare SLEEPS, fence()                  store each worker's command counter
     seen = word                              fence()
     command counter moved? -> run it         any worker declared SLEEPS? (or stores not in order)
-    futex_wait(word, seen, nap)                word += 1; futex_wake(word, FAN_OUT)
-    woken by the ring: futex_wake(word, FAN_OUT), then look at the command counter
+    futex_wait(word, seen, nap)                word += 1; futex_wake(word, all)
 
 A worker that read the old command counter read the old word too (stores are seen in order, and
 the worker reads the word first), so its wait either sees the word already moved and returns at
-once, or is asleep when the wake comes. Waking a sleeper costs the waker a few µs of system
-time, so the ring wakes :data:`FAN_OUT` workers and each woken worker wakes as many more before
-it runs its command: the caller pays for a few wake-ups, not one per worker, and every sleeper is
-woken (each wake-up that finds sleepers wakes one who passes it on). Naps remain the backstop, as
-with wake-up bytes.
+once, or is asleep when the wake comes. Naps remain the backstop, as with wake-up bytes.
 
 The caller sleeps the same way on a word of its own (the *caller's bell*), which any worker may
 ring: a ring adds one to the word and wakes the caller in one atomic system call
@@ -203,11 +198,7 @@ class ControlBlock:
 _SYSCALL = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "i686": 240, "i386": 240,
             "riscv64": 98, "ppc64le": 221, "s390x": 238}
 _EVERYONE = 0x7FFFFFFF
-#: sleepers a ring wakes, and each of them wakes in turn: waking a sleeper costs the waker a few
-#: µs of system time, so a ring that woke every worker would cost the caller that much per worker
-FAN_OUT = 4
-_WAIT, _WAKE, _ZERO = ctypes.c_int(0), ctypes.c_int(1), ctypes.c_int(0)
-_FAN_OUT = ctypes.c_int(FAN_OUT)
+_WAIT, _WAKE, _ALL, _ZERO = ctypes.c_int(0), ctypes.c_int(1), ctypes.c_int(_EVERYONE), ctypes.c_int(0)
 #: FUTEX_WAKE_OP, and its operation "add 1 to the second word" (FUTEX_OP_ADD, argument 1; the
 #: comparison's second wake is of nobody)
 _WAKE_OP, _ADD_ONE, _ONE = ctypes.c_int(5), ctypes.c_int((1 << 28) | (1 << 12)), ctypes.c_int(1)
@@ -252,14 +243,9 @@ class Bell:
         return int(self.word[0])
 
     def ring(self) -> None:
-        """Move the word and wake the first :data:`FAN_OUT` waiters, who wake the rest
-        (:meth:`pass_on`)."""
+        """Move the word and wake every waiter (one system call)."""
         self.word[0] = (int(self.word[0]) + 1) & _EVERYONE
-        self._syscall(_NUMBER, self._address, _WAKE, _FAN_OUT, None, None, _ZERO)
-
-    def pass_on(self) -> None:
-        """Woken by a ring: wake the next :data:`FAN_OUT` waiters (none left: a cheap call)."""
-        self._syscall(_NUMBER, self._address, _WAKE, _FAN_OUT, None, None, _ZERO)
+        self._syscall(_NUMBER, self._address, _WAKE, _ALL, None, None, _ZERO)
 
     def ring_one(self) -> None:
         """Add one to the word and wake one sleeper, atomically (rings from several processes

@@ -191,11 +191,9 @@ def sleep_on_bell(
     between: Callable[[], None],
     deadline: float | None = None,
     go_on: Callable[[], bool] = lambda: True,
-    on_ring: Callable[[], None] | None = None,
 ) -> R | None:
     """Declare that this side sleeps, then wait on ``bell`` (:class:`.control.Bell`) until
-    ``check()`` gives something true; ``between()`` runs after each nap that no ring ended,
-    ``on_ring()`` after each that one did.
+    ``check()`` gives something true; ``between()`` runs after each nap that no ring ended.
 
     Returns as :func:`sleep` does: that value; ``check()``'s last (false) value once
     ``deadline`` (``time.monotonic``) passes; None when ``go_on()`` turns false.
@@ -215,8 +213,6 @@ def sleep_on_bell(
             if bell.seen() == seen:
                 between()
                 nap = min(2 * nap, MAX_NAP_MS)
-            elif on_ring is not None:
-                on_ring()
         return None
     finally:
         declare(0)
