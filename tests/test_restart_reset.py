@@ -129,3 +129,17 @@ def test_a_call_that_finds_a_worker_dead_restarts_it_and_runs(mode):
         for _ in range(3):
             _, _, terms, truncs, _ = envs.step(np.zeros(4, np.int64))
         assert not truncs.any()
+
+
+def test_a_reset_after_a_call_restarted_a_worker_starts_clean_episodes():
+    """The restart a call found is reported by the next step, unless a reset comes first: the
+    reset starts those envs' episodes anew, so the step after it is an ordinary one."""
+    with vecenv.ProcessVectorEnv([cartpole] * 4, num_workers=2, context="fork", on_error="restart") as envs:
+        envs.reset(seed=3)
+        os.kill(envs.processes[1].pid, signal.SIGKILL)
+        envs.processes[1].join(5)
+        assert len(envs.get_attr("spec")) == 4  # finds the worker dead and restarts it
+        obs, _ = envs.reset(seed=9)
+        assert np.array_equal(obs, _reference(4, 9, 0)[0])
+        _, _, _, truncs, infos = envs.step(np.ones(4, np.int64))
+        assert not truncs.any() and "restarted" not in infos

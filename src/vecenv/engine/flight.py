@@ -203,9 +203,8 @@ class InFlight:
             self.lifecycle.fire(Event.SEND_RESET)
             self.batches.sent(ids, True)
             self.replies.clear()
-            if self.batch_size < self.num_envs:  # async batches: these envs' restarts are reset away
-                for i in ids.tolist():
-                    self.recovery.later.pop(i, None)
+            for i in ids.tolist():  # these envs start new episodes: their restarts are reset away
+                self.recovery.later.pop(i, None)
             by_worker = list(self.partition.by_worker(ids))
             if self.buffers.lender is not None:
                 self.choose_slot([w for w, _, _ in by_worker])
