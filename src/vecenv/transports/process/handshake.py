@@ -106,9 +106,9 @@ class Waiter:
 
     def spin(self, check: Callable[[], Any], limit: float | None = None) -> bool:
         """Whether ``check()`` came true while spinning (at most ``limit`` seconds); when not,
-        the caller sleeps (:func:`sleep`)."""
+        the caller sleeps (:func:`sleep`), whose first look is a check."""
         if not self.spins_now():
-            return bool(check())
+            return False
         spin_s, yield_s = self.spin_s, self.yield_s
         if limit is not None:
             spin_s, yield_s = min(spin_s, limit), min(yield_s, max(0.0, limit - spin_s))
@@ -204,7 +204,8 @@ def sleep_on_bell(
         nap = 1
         while go_on():
             seen = bell.seen()
-            fence()  # the word is read before the counter, where stores may be seen out of order
+            if not TSO:  # the word is read before the counter, where loads may pass loads
+                fence()
             result = check()
             left = None if deadline is None else deadline - time.monotonic()
             if result or (left is not None and left <= 0):

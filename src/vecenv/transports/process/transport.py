@@ -221,6 +221,7 @@ class ProcessTransport(Starting):
             ctrl.drop(k)
         live = [w for w in workers if w not in self.dead and w != k]
         rows = ctrl.rows
+        flags = slice(None) if len(live) == len(rows) else live  # the rows whose flag is set
         mode = Sleep.ALL if every else Sleep.ANY if wanted is None else Sleep.COUNT
         bell = self._caller_bell
         # on the bell, deaths and exit codes are looked at between naps
@@ -229,7 +230,7 @@ class ProcessTransport(Starting):
         def declare(flag: int) -> None:
             if flag and wanted is not None:  # the count first, then what is still wanted
                 ctrl.want[0] = ctrl.published() + wanted()
-            rows[live, Field.CALLER_SLEEPS] = mode if flag else Sleep.AWAKE
+            rows[flags, Field.CALLER_SLEEPS] = mode if flag else Sleep.AWAKE
 
         def check() -> list[int] | bool:
             if not exact:
