@@ -269,15 +269,15 @@ class InFlight:
         the caller wants every reply, so the transport may wake it once, when all are there;
         ``wanted``: how many more envs published one by one the wait is for (it ends at 0);
         ``calls``: the replies are a call's, each handed to ``calls`` (or its error)."""
-        ready = self.wait(deadline, timeout, method, every, wanted, calls)
-        if every and self.transport.fetches_every and len(ready) == len(self.in_flight) == len(self.partition.bounds) \
+        replied = self.wait(deadline, timeout, method, every, wanted, calls)
+        if every and self.transport.fetches_every and len(replied) == len(self.in_flight) == len(self.partition.bounds) \
                 and type(self.batches) is FullBatch:
             reply = self.transport.fetch_every()  # the usual synchronous step: all in one look
             if reply is not None:
                 self.in_flight.clear()
                 self.replies.append((self.partition.every_env, reply.entries))
                 return
-        for w in ready:
+        for w in replied:
             envs = self.in_flight.pop(w)
             if calls is not None:
                 try:
@@ -321,7 +321,7 @@ class InFlight:
             due = min(self.sent_at[w] for w in workers) + step_timeout
             left = max(0.0, due - now) if left is None else min(left, max(0.0, due - now))
         try:
-            ready = self.transport.ready(workers, left, every, wanted)
+            replied = self.transport.ready(workers, left, every, wanted)
         except BaseException as exc:
             if self.closed:
                 raise ClosedEnvironmentError(f"the vector env was closed during `{method}`") from exc
@@ -330,17 +330,17 @@ class InFlight:
         if self.closed:
             raise ClosedEnvironmentError(f"the vector env was closed during `{method}`")
         if not timed:
-            return ready
+            return replied
         now = time.monotonic()
-        if step_timeout is not None:  # also when others are ready: async batches never wait on all
-            late = [w for w in workers if w not in ready and now - self.sent_at[w] >= step_timeout]
+        if step_timeout is not None:  # also when others replied: async batches never wait on all
+            late = [w for w in workers if w not in replied and now - self.sent_at[w] >= step_timeout]
             for w in late:
                 self.overdue(w, self.in_flight.pop(w), method, calls)
             if late:
-                return ready
-        if not ready and deadline is not None and now >= deadline and not (wanted is not None and wanted() <= 0):
+                return replied
+        if not replied and deadline is not None and now >= deadline and not (wanted is not None and wanted() <= 0):
             raise multiprocessing.TimeoutError(f"The call to `{method}` has timed out after {timeout} second(s).")
-        return ready
+        return replied
 
     # ================================================================ interruptions
     def interrupted_send(self, previous: CallState) -> None:
