@@ -202,7 +202,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         if flight.closed or flight.lifecycle.state not in flight.batches.step_states or not self._has_reset:
             self._check_step()  # says what refuses the step, if anything does
         try:
-            ids = flight.check_actions(actions, env_ids)  # into the action buffer
+            ids = flight.check_and_write_actions(actions, env_ids)  # into the action buffer
             flight.send_steps(ids)  # a command to each worker
             return flight.batches.collect(None, "step_wait")  # every env's results, or the first ready
         except BaseException:
@@ -226,7 +226,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         """
         flight = self._flight
         self._check_step()
-        flight.send_steps(flight.check_actions(actions, env_ids))
+        flight.send_steps(flight.check_and_write_actions(actions, env_ids))
 
     @one_caller
     def recv(self, timeout: float | None = None) -> StepResult:
@@ -255,7 +255,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         flight = self._flight
         self._check_step()
         try:
-            flight.send_steps(flight.check_actions(actions, None))
+            flight.send_steps(flight.check_and_write_actions(actions, None))
             return flight.batches.collect(None, "step_wait", raw=True)
         except BaseException:
             flight.interrupted_call()

@@ -4,7 +4,7 @@ A :class:`~vecenv.engine.VectorEnv` sends every command through its InFlight and
 through the :class:`~vecenv.engine.collect.Collect` strategy the flight holds::
 
     VectorEnv.step(actions)       check -> send -> collect, in its own body
-      InFlight.check_actions      actions into the shared action buffer, ids checked (the
+      InFlight.check_and_write_actions      actions into the shared action buffer, ids checked (the
                                   strategy refuses busy envs and, under DISABLED, ended ones)
       InFlight.send_steps         one command per worker, recorded and handed to the transport as
                                   one round (InFlight.send: Transport.send), or deferred while that
@@ -116,7 +116,7 @@ class InFlight:
                 f"Calling `{method}` while waiting for a pending call to `{state}` to complete{hint}.", state
             )
 
-    def check_actions(self, actions: Any, env_ids: Any) -> np.ndarray | None:
+    def check_and_write_actions(self, actions: Any, env_ids: Any) -> np.ndarray | None:
         """Check ``env_ids`` and write ``actions`` into the action buffer; the ids (None: all).
         The collection refuses envs it cannot take a step for (busy, or ended under DISABLED)."""
         n = self.num_envs
