@@ -160,7 +160,7 @@ class InFlight:
     def send_steps(self, ids: np.ndarray | None) -> None:
         """Step the envs ``ids`` (all when None) with the actions in the buffer: each worker's
         command goes now, or once that worker is free; an env whose worker was restarted while it
-        waited comes back truncated instead (:meth:`.Recovery.return_later`)."""
+        waited comes back truncated instead (:meth:`.recovery.Recovery.return_later`)."""
         previous = self.lifecycle.state
         try:
             if self.memory is not None:
