@@ -3,7 +3,8 @@
 :class:`VectorEnv` checks every input before anything reaches a worker (:mod:`.checks`), sends
 the commands through its :class:`~.flight.InFlight` (each worker's env group gets them through
 a :class:`~vecenv.engine.transport.Transport`) and collects the results through the flight's
-:class:`~.collect.Collect` strategy: ``step`` reads check, send, collect. The flight fires the
+:class:`~.collect.Collect` strategy: ``step`` reads check, send, collect (the whole step, to a
+worker and back, is drawn in :mod:`vecenv.transports.process`). The flight fires the
 call state's events (:mod:`.state`), its :class:`~.recovery.Recovery` plans the restart of
 failed workers, and :class:`~.calls.Calls` runs calls on the sub-envs. Backends (serial,
 threads, processes, Ray) differ only in the transport they pass in.

@@ -1,21 +1,14 @@
 """The dispatcher: :class:`InFlight`, what every worker is running and what waits on it.
 
 A :class:`~vecenv.engine.VectorEnv` sends every command through its InFlight and collects
-through the :class:`~vecenv.engine.collect.Collect` strategy the flight holds::
-
-    VectorEnv.step(actions)       check -> send -> collect, in its own body
-      InFlight.check_and_write_actions      actions into the shared action buffer, ids checked (the
-                                  strategy refuses busy envs and, under DISABLED, ended ones)
-      InFlight.send_steps         one command per worker, recorded and handed to the transport as
-                                  one round (InFlight.send: Transport.send), or deferred while that
-                                  worker is busy (async batches)
-      InFlight.batches.collect    FullBatch: every reply; FirstReady / EachReady: the first
-                                  batch_size envs (.collect)
-        InFlight.receive          wait (Transport.ready) for workers with a reply and fetch each
-                                  (Transport.fetch): rows are in the buffers already, the info
-                                  entries kept in replies (a call's go to Calls); a worker that
-                                  died or overran step_timeout goes to worker_failed: replaced by
-                                  Recovery.failed, or the call fails
+through the :class:`~vecenv.engine.collect.Collect` strategy the flight holds. The flight's part
+of a step: :meth:`~InFlight.check_and_write_actions` (the ids checked, the actions written into
+the shared action buffer), :meth:`~InFlight.send_steps` (one command per worker, handed to the
+transport as one round by :meth:`~InFlight.send`, or deferred while that worker is busy) and
+:meth:`~InFlight.receive` (wait for workers with a reply, fetch each; a worker that died or
+overran ``step_timeout`` is replaced by :class:`~.recovery.Recovery` or fails the call). The
+whole step, from ``step()`` to a worker and back, is drawn once, in
+:mod:`vecenv.transports.process`.
 
 The call state (:mod:`.state`) moves only by the events fired here and by the collectors: a
 command sent, results returned, a call cut short while sending or collecting, work dropped.
