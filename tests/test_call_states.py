@@ -61,7 +61,7 @@ def waiting(state: CallState, batch_size: int | None = None):
     if state is R:
         f.send_reset(np.arange(4), [None] * 4, None)
     elif state is S:
-        f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None if batch_size is None else np.arange(4)))
+        f.send_steps(f.check_and_write_actions(np.zeros(4, dtype=np.int64), None if batch_size is None else np.arange(4)))
     else:
         calls.send(Call("name", (), {}))
     assert f.state is state and sorted(f.in_flight) == [0, 1]
@@ -128,7 +128,7 @@ def test_a_send_cut_after_a_command_went_out_interrupts(state: CallState) -> Non
     assert f.state is state
     cut_after_first_send(t)
     with pytest.raises(KeyboardInterrupt):
-        f.send_steps(f.check_actions(np.zeros(2, dtype=np.int64), [0, 1]))
+        f.send_steps(f.check_and_write_actions(np.zeros(2, dtype=np.int64), [0, 1]))
     assert f.state is X
     with pytest.raises(VecEnvError, match="interrupted part-way"):
         f.check_idle("step_async")

@@ -105,7 +105,7 @@ def scripted_env(num_envs: int = 4, num_workers: int = 2, batch_size: int | None
 
 def test_a_full_step_sends_one_command_per_worker_and_waits_for_every_reply() -> None:
     f, t = flight()
-    f.send_steps(f.check_actions(np.array([0, 1, 2, 0]), None))
+    f.send_steps(f.check_and_write_actions(np.array([0, 1, 2, 0]), None))
     assert f.state is CallState.WAITING_STEP and sorted(f.in_flight) == [0, 1]
     assert [w for w, _ in t.sent] == [0, 1] and f.buffers.actions.read(True).tolist() == [0, 1, 2, 0]
     t.reply(0, StepReply([InfoEntry(1, {"k": 1.0})]))
@@ -122,16 +122,16 @@ def test_async_batches_defer_a_step_for_a_busy_worker_until_its_reply_is_taken()
     obs, *_, infos = f.batches.collect(None, "reset_wait")
     assert infos["env_id"].tolist() == [0, 1] and f.batches.busy.tolist() == [False, False, True, True]
     assert f.state is CallState.WAITING_STEP  # the rest of the reset comes through recv()
-    f.send_steps(f.check_actions(np.array([1, 1]), [0, 1]))
+    f.send_steps(f.check_and_write_actions(np.array([1, 1]), [0, 1]))
     assert f.deferred == {}  # worker 0 was free: its step went at once
     t.sent.clear()
     t.reply(1)
     *_, infos = f.batches.collect(None, "step_wait")
     assert infos["env_id"].tolist() == [2, 3]
-    f.send_steps(f.check_actions(np.array([2, 2]), [2, 3]))
+    f.send_steps(f.check_and_write_actions(np.array([2, 2]), [2, 3]))
     assert f.deferred == {} and [w for w, _ in t.sent] == [1]
     with pytest.raises(ValueError, match=r"envs \[0\] are still stepping"):
-        f.check_actions(np.array([0]), [0])
+        f.check_and_write_actions(np.array([0]), [0])
 
 
 def test_a_step_for_a_worker_in_flight_waits_in_deferred_and_goes_when_it_replies() -> None:
@@ -139,10 +139,10 @@ def test_a_step_for_a_worker_in_flight_waits_in_deferred_and_goes_when_it_replie
     f.send_reset(np.arange(2), [None] * 2, None)
     t.reply(0)
     *_, infos = f.batches.collect(None, "reset_wait")
-    f.send_steps(f.check_actions(np.array([1]), infos["env_id"]))
+    f.send_steps(f.check_and_write_actions(np.array([1]), infos["env_id"]))
     # worker 0 has nothing in flight now; its envs: one returned, one ready
     *_, infos2 = f.batches.collect(None, "step_wait")
-    f.send_steps(f.check_actions(np.array([2]), infos2["env_id"]))
+    f.send_steps(f.check_and_write_actions(np.array([2]), infos2["env_id"]))
     assert 0 in f.in_flight and f.deferred == {0: [int(infos2["env_id"][0])]}
     t.sent.clear()
     t.reply(0)
@@ -152,7 +152,7 @@ def test_a_step_for_a_worker_in_flight_waits_in_deferred_and_goes_when_it_replie
 
 def test_an_interrupted_wait_leaves_the_call_pending_and_resumable() -> None:
     f, t = flight()
-    f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None))
+    f.send_steps(f.check_and_write_actions(np.zeros(4, dtype=np.int64), None))
     t.interrupt_next_wait = True
     with pytest.raises(KeyboardInterrupt):
         f.batches.collect(None, "step_wait")
@@ -167,7 +167,7 @@ def test_an_interrupted_wait_leaves_the_call_pending_and_resumable() -> None:
 
 def test_an_error_taking_a_reply_drains_the_others_so_none_arrives_a_step_late() -> None:
     f, t = flight()
-    f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None))
+    f.send_steps(f.check_and_write_actions(np.zeros(4, dtype=np.int64), None))
     t.reply(0, KeyboardInterrupt())  # cut short while taking worker 0's reply
     t.reply(1)
     with pytest.raises(KeyboardInterrupt):
@@ -187,7 +187,7 @@ def test_a_send_cut_after_a_command_went_out_makes_the_flight_interrupted_until_
 
     t.send = cut_at_worker_1  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
-        f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None))
+        f.send_steps(f.check_and_write_actions(np.zeros(4, dtype=np.int64), None))
     assert f.state is CallState.INTERRUPTED
     with pytest.raises(VecEnvError, match="interrupted part-way"):
         f.check_idle("step_async")
@@ -207,7 +207,7 @@ def test_a_send_cut_before_anything_went_out_keeps_the_previous_state() -> None:
 
 def test_a_caller_timeout_is_not_an_interruption() -> None:
     f, _ = flight()
-    f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None))
+    f.send_steps(f.check_and_write_actions(np.zeros(4, dtype=np.int64), None))
     with pytest.raises(multiprocessing.TimeoutError):
         f.batches.collect(0.0, "step_wait")
     assert f.state is CallState.WAITING_STEP and not f.lifecycle.droppable and sorted(f.in_flight) == [0, 1]
@@ -215,7 +215,7 @@ def test_a_caller_timeout_is_not_an_interruption() -> None:
 
 def test_an_overdue_worker_fails_the_step_after_the_others_are_drained() -> None:
     f, t = flight(step_timeout=0.01)
-    f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None))
+    f.send_steps(f.check_and_write_actions(np.zeros(4, dtype=np.int64), None))
     t.reply(1)
     f.sent_at[0] -= 1.0  # worker 0 was sent its step a second ago and never answered
     with pytest.raises(StepTimeoutError) as caught:
@@ -226,7 +226,7 @@ def test_an_overdue_worker_fails_the_step_after_the_others_are_drained() -> None
 
 def test_recovery_replaces_a_dead_worker_and_truncates_its_envs() -> None:
     f, t = flight(on_error="restart")
-    f.send_steps(f.check_actions(np.zeros(4, dtype=np.int64), None))
+    f.send_steps(f.check_and_write_actions(np.zeros(4, dtype=np.int64), None))
     t.reply(0, WorkerDiedError(0, [0, 1], -9))
     t.reply(1)
     _, _, terms, truncs, infos = f.batches.collect(None, "step_wait")

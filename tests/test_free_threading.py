@@ -196,4 +196,4 @@ def test_thread_stress_with_failures_restarts_and_interrupts(threads):
             actions = rng.integers(0, 3, 8)
             for a, b in zip(envs.step(actions), ref.step(actions), strict=True):
                 np.testing.assert_equal(a, b)
-        assert envs._guard.owner is None
+        assert envs._guard.holder is None

@@ -115,7 +115,7 @@ def _start_slow_step(envs, n: int):
     thread = threading.Thread(target=run, name="stepper")
     thread.start()
     deadline = time.monotonic() + 5
-    while envs._guard.owner is None and time.monotonic() < deadline:
+    while envs._guard.holder is None and time.monotonic() < deadline:
         time.sleep(0.005)
     return thread, out
 
@@ -200,7 +200,7 @@ def test_interrupts_never_leave_the_caller_guard_held(backend_name):
                 interrupts += alarms.interrupted(steps, 5e-6, 200e-6)
             except (gym.error.AlreadyPendingCallError, vecenv.VecEnvError):
                 envs.reset(seed=0)  # the env says what to do: do it
-            assert envs._guard.owner is None
+            assert envs._guard.holder is None
         done: list = []
         other = threading.Thread(target=lambda: done.append(envs.reset(seed=0)))
         other.start()

@@ -317,7 +317,7 @@ class _Held(GateEnv):
 
 
 def test_a_command_a_busy_helper_has_not_started_is_taken_back():
-    """Four groups on two threads: the helper owns groups 2 and 3 and is held inside group 2's
+    """Four groups on two threads: the helper steps groups 2 and 3 and is held inside group 2's
     step, so it cannot start group 3's; your thread steps groups 0 and 1 (slowly: the helper has
     started group 2 by then), then takes group 3 back and steps it too, and waits only for group
     2. Nothing runs twice; later steps go on as usual."""

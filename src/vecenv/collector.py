@@ -234,10 +234,10 @@ class Collector:
         if not self._started:
             reset(None)
         else:
-            ready = np.flatnonzero(~self._needs_reset)
+            going_on = np.flatnonzero(~self._needs_reset)
             if self._needs_reset.any():
                 reset(self._needs_reset.copy())
-            act_on_last(ready)
+            act_on_last(going_on)
         while outstanding or held:
             if held and not outstanding:  # DISABLED: the envs in flight are back, reset the ended ones
                 waiting, held = np.concatenate(held), []

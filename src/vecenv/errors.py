@@ -187,8 +187,8 @@ def _typed(kind: type, args: tuple, state: dict, fields: _Fields, original: Base
     if cls is not EnvError:
         try:
             err: Any = kind.__new__(cls, *args)  # the original class decides the memory layout
-            owner = next(k for k in kind.__mro__ if "__init__" in k.__dict__)
-            if owner.__module__ == "builtins":  # fills C-level fields (OSError's errno, ...); no user code
+            defines_init = next(k for k in kind.__mro__ if "__init__" in k.__dict__)
+            if defines_init.__module__ == "builtins":  # fills C-level fields (OSError's errno, ...); no user code
                 kind.__init__(err, *args)  # type: ignore[misc]
             err.__dict__.update(state)
             err._fill(fields, original)

@@ -158,7 +158,7 @@ class SpaceMismatchError(ValueError, RuntimeError):
     """
 
 
-def batched_spaces(descriptions: Sequence[Any], observation_mode: Any, owner: type) -> tuple[spaces.Space, ...]:
+def batched_spaces(descriptions: Sequence[Any], observation_mode: Any, vector_class: type) -> tuple[spaces.Space, ...]:
     """The single and batched observation and action spaces of the envs ``descriptions``
     (``observation_mode`` as gymnasium's vector envs take it), checked to batch (:func:`check_spaces`)."""
     first, n = descriptions[0], len(descriptions)
@@ -170,20 +170,20 @@ def batched_spaces(descriptions: Sequence[Any], observation_mode: Any, owner: ty
         obs = batch_space(single_obs, n)
     else:
         obs = batch_differing_spaces([d.observation_space for d in descriptions])
-    check_spaces(descriptions, observation_mode, single_obs, single_act, owner)
+    check_spaces(descriptions, observation_mode, single_obs, single_act, vector_class)
     return single_obs, obs, single_act, act
 
 
 def check_spaces(descriptions: Sequence[Any], observation_mode: Any, single_obs: spaces.Space,
-                 single_act: spaces.Space, owner: type | None = None) -> None:
+                 single_act: spaces.Space, vector_class: type | None = None) -> None:
     """Every env's spaces must batch with env 0's (equal, or for ``"different"`` of one shape).
 
     The message opens with the words of gymnasium's vector env for the same mistake: its
-    ``AsyncVectorEnv``'s when ``owner`` (the vector env's class) sets ``gym_messages = "async"``,
-    else its ``SyncVectorEnv``'s, with ``owner``'s name.
+    ``AsyncVectorEnv``'s when ``vector_class`` (the vector env's class) sets ``gym_messages = "async"``,
+    else its ``SyncVectorEnv``'s, with ``vector_class``'s name.
     """
-    name = owner.__name__ if owner is not None else "VectorEnv"
-    mimic_async = getattr(owner, "gym_messages", "sync") == "async"
+    name = vector_class.__name__ if vector_class is not None else "VectorEnv"
+    mimic_async = getattr(vector_class, "gym_messages", "sync") == "async"
     observations = [(i, True, d.observation_space) for i, d in enumerate(descriptions)]
     actions = [(i, False, d.action_space) for i, d in enumerate(descriptions)]
     # gymnasium's Sync checks env by env, its Async every observation space first

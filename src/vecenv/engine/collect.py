@@ -13,7 +13,8 @@ ask for, made once the buffers are allocated and handed what it needs:
 Each waits through :meth:`InFlight.receive <vecenv.engine.flight.InFlight.receive>`, which keeps
 the replies in ``InFlight.replies`` as they came, and makes batches of those. A strategy owns
 what is known of each env between its send and its return: which envs ended under DISABLED
-autoreset (``needs_reset``), and for async batches which are ``busy`` and which ``ready``.
+autoreset (``needs_reset``), and for async batches which are ``busy`` and which have
+``arrived`` (results in, not returned yet).
 """
 
 from __future__ import annotations
@@ -127,8 +128,8 @@ class FullBatch(Collect):
 
 class FirstReady(Collect):
     """The first ``batch_size`` envs ready. An env is ``busy`` from its send until a batch
-    returns it; finished envs queue in ``ready``, their info entries wait in ``entries``;
-    steps may be sent while others are in flight."""
+    returns it; envs whose results arrived queue in ``arrived`` until a batch returns them, their
+    info entries wait in ``entries``; steps may be sent while others are in flight."""
 
     step_states = frozenset({CallState.DEFAULT, CallState.WAITING_STEP})
 
@@ -138,7 +139,7 @@ class FirstReady(Collect):
         self.batch_size = batch_size
         self.busy = np.zeros(self.num_envs, dtype=np.bool_)
         self.entries: dict[int, InfoEntry] = {}
-        self.ready: deque[int] = deque()
+        self.arrived: deque[int] = deque()
 
     def refuse(self, ids: np.ndarray | None) -> None:
         if ids is not None and self.busy[ids].any():
@@ -158,7 +159,7 @@ class FirstReady(Collect):
         return bool(self.busy[start:stop].any())
 
     def collect(self, timeout: float | None, method: str, raw: bool = False) -> tuple:
-        flight, ready, held = self.flight, self.ready, self.entries
+        flight, arrived, held = self.flight, self.arrived, self.entries
         bs = self.batch_size
         try:
             deadline = None if timeout is None else time.monotonic() + timeout
@@ -167,17 +168,17 @@ class FirstReady(Collect):
                 for envs, entries in flight.replies:  # in the order they came
                     for entry in entries:
                         held[entry.index] = entry
-                    ready.extend(envs.tolist())
+                    arrived.extend(envs.tolist())
                 flight.replies.clear()
-                if len(ready) >= bs:
+                if len(arrived) >= bs:
                     break
                 if not flight.in_flight:  # fewer than bs sent and not returned: return them all
-                    if not ready:
+                    if not arrived:
                         raise NoAsyncCallError(f"Calling `{method}` with no envs in flight.", method)
-                    bs = len(ready)
+                    bs = len(arrived)
                     break
-                flight.receive(deadline, timeout, method, wanted=self.wanted(bs - len(ready)))
-            b, ids = self.buffers, [ready.popleft() for _ in range(bs)]
+                flight.receive(deadline, timeout, method, wanted=self.wanted(bs - len(arrived)))
+            b, ids = self.buffers, [arrived.popleft() for _ in range(bs)]
             rows = np.array(ids, dtype=np.int64)
             infos = self.batch(ids, rows)
             infos["env_id"] = rows
@@ -187,7 +188,7 @@ class FirstReady(Collect):
                 self.needs_reset[rows] = b.terminations[rows] | b.truncations[rows]
             self.settle(deadline, timeout, method)
             # the rest of a reset, and of the steps sent, arrives through recv()
-            self.lifecycle.fire(Event.BATCH_RETURNED if flight.in_flight or ready else Event.RETURNED)
+            self.lifecycle.fire(Event.BATCH_RETURNED if flight.in_flight or arrived else Event.RETURNED)
             return b.observations.read_rows(rows), b.rewards[rows], b.terminations[rows], b.truncations[rows], infos
         except BaseException as exc:
             flight.interrupted_collect(exc)
@@ -206,8 +207,8 @@ class FirstReady(Collect):
         an env not yet returned)."""
 
     def absorb(self) -> None:
-        """Move what is ready but not in a reply yet into ``flight.replies`` (nothing here:
-        an env is ready with its worker's reply)."""
+        """Move the envs whose results are in but not in a reply yet into ``flight.replies``
+        (nothing here: an env's results come with its worker's reply)."""
 
     def wanted(self, count: int) -> Callable[[], int] | None:
         """What ends a wait besides a reply: how many of ``count`` envs are still to be
@@ -216,7 +217,7 @@ class FirstReady(Collect):
 
     def drop(self) -> None:
         self.entries.clear()
-        self.ready.clear()
+        self.arrived.clear()
         self.busy.fill(False)
 
 

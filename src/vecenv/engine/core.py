@@ -3,7 +3,8 @@
 :class:`VectorEnv` checks every input before anything reaches a worker (:mod:`.checks`), sends
 the commands through its :class:`~.flight.InFlight` (each worker's env group gets them through
 a :class:`~vecenv.engine.transport.Transport`) and collects the results through the flight's
-:class:`~.collect.Collect` strategy: ``step`` reads check, send, collect. The flight fires the
+:class:`~.collect.Collect` strategy: ``step`` reads check, send, collect (the whole step, to a
+worker and back, is drawn in :mod:`vecenv.transports.process`). The flight fires the
 call state's events (:mod:`.state`), its :class:`~.recovery.Recovery` plans the restart of
 failed workers, and :class:`~.calls.Calls` runs calls on the sub-envs. Backends (serial,
 threads, processes, Ray) differ only in the transport they pass in.
@@ -202,7 +203,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         if flight.closed or flight.lifecycle.state not in flight.batches.step_states or not self._has_reset:
             self._check_step()  # says what refuses the step, if anything does
         try:
-            ids = flight.check_actions(actions, env_ids)  # into the action buffer
+            ids = flight.check_and_write_actions(actions, env_ids)  # into the action buffer
             flight.send_steps(ids)  # a command to each worker
             return flight.batches.collect(None, "step_wait")  # every env's results, or the first ready
         except BaseException:
@@ -226,7 +227,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         """
         flight = self._flight
         self._check_step()
-        flight.send_steps(flight.check_actions(actions, env_ids))
+        flight.send_steps(flight.check_and_write_actions(actions, env_ids))
 
     @one_caller
     def recv(self, timeout: float | None = None) -> StepResult:
@@ -255,7 +256,7 @@ class VectorEnv(gym.vector.VectorEnv):  # type: ignore[misc]  # np_random: one p
         flight = self._flight
         self._check_step()
         try:
-            flight.send_steps(flight.check_actions(actions, None))
+            flight.send_steps(flight.check_and_write_actions(actions, None))
             return flight.batches.collect(None, "step_wait", raw=True)
         except BaseException:
             flight.interrupted_call()

@@ -1,21 +1,14 @@
 """The dispatcher: :class:`InFlight`, what every worker is running and what waits on it.
 
 A :class:`~vecenv.engine.VectorEnv` sends every command through its InFlight and collects
-through the :class:`~vecenv.engine.collect.Collect` strategy the flight holds::
-
-    VectorEnv.step(actions)       check -> send -> collect, in its own body
-      InFlight.check_actions      actions into the shared action buffer, ids checked (the
-                                  strategy refuses busy envs and, under DISABLED, ended ones)
-      InFlight.send_steps         one command per worker, recorded and handed to the transport as
-                                  one round (InFlight.send: Transport.send), or deferred while that
-                                  worker is busy (async batches)
-      InFlight.batches.collect    FullBatch: every reply; FirstReady / EachReady: the first
-                                  batch_size envs (.collect)
-        InFlight.receive          wait (Transport.ready) for workers with a reply and fetch each
-                                  (Transport.fetch): rows are in the buffers already, the info
-                                  entries kept in replies (a call's go to Calls); a worker that
-                                  died or overran step_timeout goes to worker_failed: replaced by
-                                  Recovery.failed, or the call fails
+through the :class:`~vecenv.engine.collect.Collect` strategy the flight holds. The flight's part
+of a step: :meth:`~InFlight.check_and_write_actions` (the ids checked, the actions written into
+the shared action buffer), :meth:`~InFlight.send_steps` (one command per worker, handed to the
+transport as one round by :meth:`~InFlight.send`, or deferred while that worker is busy) and
+:meth:`~InFlight.receive` (wait for workers with a reply, fetch each; a worker that died or
+overran ``step_timeout`` is replaced by :class:`~.recovery.Recovery` or fails the call). The
+whole step, from ``step()`` to a worker and back, is drawn once, in
+:mod:`vecenv.transports.process`.
 
 The call state (:mod:`.state`) moves only by the events fired here and by the collectors: a
 command sent, results returned, a call cut short while sending or collecting, work dropped.
@@ -116,7 +109,7 @@ class InFlight:
                 f"Calling `{method}` while waiting for a pending call to `{state}` to complete{hint}.", state
             )
 
-    def check_actions(self, actions: Any, env_ids: Any) -> np.ndarray | None:
+    def check_and_write_actions(self, actions: Any, env_ids: Any) -> np.ndarray | None:
         """Check ``env_ids`` and write ``actions`` into the action buffer; the ids (None: all).
         The collection refuses envs it cannot take a step for (busy, or ended under DISABLED)."""
         n = self.num_envs
@@ -160,7 +153,7 @@ class InFlight:
     def send_steps(self, ids: np.ndarray | None) -> None:
         """Step the envs ``ids`` (all when None) with the actions in the buffer: each worker's
         command goes now, or once that worker is free; an env whose worker was restarted while it
-        waited comes back truncated instead (:meth:`.Recovery.return_later`)."""
+        waited comes back truncated instead (:meth:`.recovery.Recovery.return_later`)."""
         previous = self.lifecycle.state
         try:
             if self.memory is not None:
@@ -269,15 +262,15 @@ class InFlight:
         the caller wants every reply, so the transport may wake it once, when all are there;
         ``wanted``: how many more envs published one by one the wait is for (it ends at 0);
         ``calls``: the replies are a call's, each handed to ``calls`` (or its error)."""
-        ready = self.wait(deadline, timeout, method, every, wanted, calls)
-        if every and self.transport.fetches_every and len(ready) == len(self.in_flight) == len(self.partition.bounds) \
+        replied = self.wait(deadline, timeout, method, every, wanted, calls)
+        if every and self.transport.fetches_every and len(replied) == len(self.in_flight) == len(self.partition.bounds) \
                 and type(self.batches) is FullBatch:
             reply = self.transport.fetch_every()  # the usual synchronous step: all in one look
             if reply is not None:
                 self.in_flight.clear()
                 self.replies.append((self.partition.every_env, reply.entries))
                 return
-        for w in ready:
+        for w in replied:
             envs = self.in_flight.pop(w)
             if calls is not None:
                 try:
@@ -321,7 +314,7 @@ class InFlight:
             due = min(self.sent_at[w] for w in workers) + step_timeout
             left = max(0.0, due - now) if left is None else min(left, max(0.0, due - now))
         try:
-            ready = self.transport.ready(workers, left, every, wanted)
+            replied = self.transport.ready(workers, left, every, wanted)
         except BaseException as exc:
             if self.closed:
                 raise ClosedEnvironmentError(f"the vector env was closed during `{method}`") from exc
@@ -330,17 +323,17 @@ class InFlight:
         if self.closed:
             raise ClosedEnvironmentError(f"the vector env was closed during `{method}`")
         if not timed:
-            return ready
+            return replied
         now = time.monotonic()
-        if step_timeout is not None:  # also when others are ready: async batches never wait on all
-            late = [w for w in workers if w not in ready and now - self.sent_at[w] >= step_timeout]
+        if step_timeout is not None:  # also when others replied: async batches never wait on all
+            late = [w for w in workers if w not in replied and now - self.sent_at[w] >= step_timeout]
             for w in late:
                 self.overdue(w, self.in_flight.pop(w), method, calls)
             if late:
-                return ready
-        if not ready and deadline is not None and now >= deadline and not (wanted is not None and wanted() <= 0):
+                return replied
+        if not replied and deadline is not None and now >= deadline and not (wanted is not None and wanted() <= 0):
             raise multiprocessing.TimeoutError(f"The call to `{method}` has timed out after {timeout} second(s).")
-        return ready
+        return replied
 
     # ================================================================ interruptions
     def interrupted_send(self, previous: CallState) -> None:

@@ -1,5 +1,5 @@
 """A vector env belongs to the process that made it: in a forked child its transport lets go of
-what the fork copied (:func:`_forked`), and any use is a clear error (:func:`refuse_if_foreign`).
+what the child inherited (:func:`_forked`), and any use is a clear error (:func:`refuse_if_foreign`).
 """
 
 from __future__ import annotations

@@ -131,8 +131,8 @@ class Transport(ABC):
         """Close every env and end every worker; idempotent, returns in bounded time."""
 
     def disown(self) -> None:  # noqa: B027 - a transport with nothing to let go of does nothing
-        """In a process forked from the caller: let go of what the fork copied (descriptors),
-        acting on nothing of the caller's (:mod:`vecenv.engine.owner`). Nothing by default."""
+        """In a process forked from the caller: let go of what it inherited (descriptors), acting
+        on nothing of the caller's (:mod:`vecenv.engine.owner`). Nothing by default."""
 
     def outstanding(self, worker: int) -> bool:
         """Whether ``worker`` has a command whose reply was not fetched yet."""

@@ -245,10 +245,10 @@ class AtariEnv(gym.Env):
         self._game.close()
 
     # ================================================================ internals
-    def _grab(self, slot: int) -> None:
-        """Copy the screen into frame buffer ``slot`` (0: the last frame, 1: the one before)."""
+    def _grab(self, frame: int) -> None:
+        """Copy the screen into frame buffer ``frame`` (0: the last frame, 1: the one before)."""
         grab = self.ale.getScreenGrayscale if self._gray else self.ale.getScreenRGB
-        grab(self._frames[slot])
+        grab(self._frames[frame])
 
     def _push(self, frame: np.ndarray, whole: bool) -> None:
         """Resize ``frame`` and push it on the stack (``whole``: into every slot)."""

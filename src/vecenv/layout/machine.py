@@ -320,7 +320,7 @@ def _load(path: str) -> MachineCosts | None:
     return costs if time.time() - costs.measured_at < COSTS_MAX_AGE_S else None
 
 
-# ==================================================================== one env copy
+# ========================================================================= one env
 #: at most this long stepping the probe copy (plus its build and one reset)
 PROBE_S = 0.05
 PROBE_STEPS = 200

@@ -28,7 +28,7 @@ CONTENDED_MARGIN = 0.2
 #: µs a blocking wait's wake-up adds, each way, when waits cannot spin (a contended machine, or
 #: more processes than cores)
 WAKE_US = 100.0
-#: the calibration measures crossings at up to this many groups (:func:`~vecenv.layout.measure_machine`)
+#: the calibration measures crossings at up to this many groups (:func:`~vecenv.layout.machine.measure_machine`)
 CALIBRATED_GROUPS = 8
 #: µs one worker's reply costs when it travels as a message (a frame written, read and its wake-up)
 MESSAGE_US = 30.0
@@ -51,7 +51,7 @@ def contended(cores: int, others: float | None) -> bool:
 # ==================================================================== what is measured
 @dataclass(frozen=True)
 class EnvProbe:
-    """One env copy, measured: µs per step, the CPU share of that time, observation size."""
+    """One env, measured: µs per step, the CPU share of that time, observation size."""
 
     step_us: float
     cpu_share: float = 1.0

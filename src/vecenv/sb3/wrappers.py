@@ -279,7 +279,7 @@ class StackedObservations:
         return channels_first, (1 if channels_first else -1), tuple(shape), repeat_axis
 
     def reset(self, observation: Any) -> Any:
-        """Start every stack afresh: zeros, then the reset observation in the newest slot."""
+        """Start every stack afresh: zeros, then the reset observation in the newest place."""
         if isinstance(observation, dict):
             subs = self.sub_stacked_observations
             return {key: subs[key].reset(obs) for key, obs in observation.items()}

@@ -3,7 +3,7 @@
 Data flow of one call::
 
     engine ── send(round) ──► each w's queue (a deque) ──► the thread that serves it runs it ──► reply[w]
-    engine ◄── ready(ws) ── your thread: runs the commands of the groups it owns, then waits for
+    engine ◄── ready(ws) ── your thread: runs the commands of the groups it steps, then waits for
                             the helpers' replies (a short spin, then sleep until woken)
     engine ◄── fetch(w) ─── reply[w] (a group's error raised here)
 
@@ -36,12 +36,13 @@ __all__ = ["ThreadTransport"]
 
 #: longest a sleeping thread waits before it looks again (a backstop: every wake-up is posted)
 NAP = 0.1
-#: the reply slot of a group with nothing to hand over
+#: the reply of a group with nothing to hand over
 _EMPTY: tuple[bool, Any] = (True, None)
 
 
 class Build(NamedTuple):
-    """Build a group from its env_fns, in the thread that owns it; reply: its envs' descriptions."""
+    """Build a group from its env_fns, in its stepper (the thread that steps it); reply: its envs'
+    descriptions."""
 
     env_fns: Sequence[Callable[[], Any]]
     start: int
@@ -58,26 +59,26 @@ class _Sleeper:
 
 
 class _Helper(_Sleeper):
-    """A daemon thread running the commands of the groups it owns, oldest first."""
+    """A daemon thread running the commands of the groups it steps, oldest first."""
 
     __slots__ = ("jobs", "current", "thread")
 
-    def __init__(self, transport: ThreadTransport, slot: int, jobs: deque[int]) -> None:
+    def __init__(self, transport: ThreadTransport, number: int, jobs: deque[int]) -> None:
         super().__init__()
         self.jobs = jobs  # groups with a command for this thread to run (shared with async batches)
         self.current = -1  # the group whose command runs now (-1: none)
         self.thread = threading.Thread(target=transport.serve_forever, args=(self,),
-                                       name=f"vecenv-thread-{slot}", daemon=True)  # a hung env must not block exit
+                                       name=f"vecenv-thread-{number}", daemon=True)  # a hung env must not block exit
 
 
 class ThreadTransport(Transport):
-    """Env groups, each owned by one of ``threads`` threads (the caller's own included).
+    """Env groups, each stepped by one of ``threads`` threads (the caller's own included).
 
     ``threads``: how many threads step at once (default 1). ``spin_us``: how long a waiting
     thread looks before it sleeps; ``None``: 100 µs on a free-threaded Python, 0 under the GIL.
-    ``whole_batches``: the engine waits for every group of a call, so your thread owns the first
+    ``whole_batches``: the engine waits for every group of a call, so your thread steps the first
     group(s) and each helper a contiguous block of the others, each group built and stepped by
-    its owner only; otherwise (async batches, every env a group) helpers take the groups'
+    its stepper only; otherwise (async batches, every env a group) helpers take the groups'
     commands from one queue, oldest first, and your thread only waits.
     """
 
@@ -110,14 +111,14 @@ class ThreadTransport(Transport):
     # ----------------------------------------------------------------- lifecycle
     def launch(self) -> list[EnvDescription]:
         g = self.num_workers
-        yours = 1 if self.whole_batches else 0  # your thread is the first slot with whole batches
+        yours = 1 if self.whole_batches else 0  # your thread is thread 0 with whole batches
         helpers = min(self.threads, g + yours) - yours if self.threads > 1 else 0
         if self.whole_batches:  # contiguous blocks of groups, each with a queue of its own
             self.helpers = [_Helper(self, k + 1, deque()) for k in range(helpers)]
-            slots: list[_Helper | None] = [None, *self.helpers]
-            owners = [slots[w * len(slots) // g] for w in range(g)]
-            self._queues = [self._mine if h is None else h.jobs for h in owners]
-            self._servers = [[] if h is None else [h] for h in owners]
+            threads: list[_Helper | None] = [None, *self.helpers]  # None: your thread
+            steppers = [threads[w * len(threads) // g] for w in range(g)]
+            self._queues = [self._mine if h is None else h.jobs for h in steppers]
+            self._servers = [[] if h is None else [h] for h in steppers]
         else:  # async batches: one queue, any helper takes the next env
             shared: deque[int] = deque()
             self.helpers = [_Helper(self, k + 1, shared) for k in range(max(1, helpers))]
@@ -126,7 +127,7 @@ class ThreadTransport(Transport):
         self._sent, self._served, self._taken = [0] * g, [0] * g, [0] * g
         for h in self.helpers:
             h.thread.start()
-        for w, (start, _) in enumerate(self.partition):  # each group built by its owner
+        for w, (start, _) in enumerate(self.partition):  # each group built by its stepper
             self.send([(w, Build(self.group_fns(w), start))])  # type: ignore[list-item]
         for w in range(g):  # every group is built (or failed) before one is used
             self.ready([w])
@@ -137,7 +138,7 @@ class ThreadTransport(Transport):
         return [d for _, described in results for d in described]
 
     def attach(self, buffers: StepBuffers) -> None:
-        # every group is idle; the owner reads the rows after taking its next job from a deque
+        # every group is idle; its stepper reads the rows after taking its next job from a deque
         for group, (start, stop) in zip(self.groups, self.partition, strict=True):
             group.attach(buffers.rows(start, stop))  # type: ignore[union-attr]
 
@@ -212,7 +213,7 @@ class ThreadTransport(Transport):
                     w = jobs[-1]  # the helper takes from the front
                 except IndexError:
                     break
-                if w not in workers or type(self._commands[w]) is Build:  # built by its owner
+                if w not in workers or type(self._commands[w]) is Build:  # built by its stepper
                     break
                 try:
                     jobs.remove(w)  # atomic: either this takes it or the helper does
@@ -227,7 +228,7 @@ class ThreadTransport(Transport):
         return value
 
     def drop_outstanding(self, worker: int, timeout: float | None) -> bool:
-        """Drop ``worker``'s command if no thread started it, let its owner finish it otherwise,
+        """Drop ``worker``'s command if no thread started it, let the thread running it finish it otherwise,
         drop the reply and count afresh from what the group really served. An interruption can
         land between counting a command and queueing it, or cut your thread out of a group's
         command; the group's own count is the truth."""
@@ -354,11 +355,11 @@ class ThreadTransport(Transport):
         while done:
             finished[done.popleft()] = None
         sent, served, taken = self._sent, self._served, self._taken
-        ready = []
+        replied = []
         for w in finished:  # a loop, not a comprehension: this runs on every wait of every step
             if w in wanted and taken[w] < sent[w] == served[w]:
-                ready.append(w)
-        return ready
+                replied.append(w)
+        return replied
 
     def _take(self, w: int) -> tuple[bool, Any]:
         self._finished.pop(w, None)

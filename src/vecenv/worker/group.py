@@ -96,7 +96,7 @@ def _given_or_row(given: Mapping[int, Any], row: Callable[[int], Any], j: int) -
 
 
 class EnvGroup:
-    """Owns envs ``start .. start+k-1`` of a vector env and runs commands on them.
+    """Holds envs ``start .. start+k-1`` of a vector env and runs commands on them.
 
     Args:
         env_fns: one callable per env, each returning a fresh gymnasium ``Env``.

@@ -5,7 +5,7 @@ One step, from the caller's ``step()`` to a worker and back::
     caller (engine)                       shared memory                   worker process (child.py)
     ---------------                       -------------                   -------------------------
     VectorEnv.step(actions)
-      InFlight.check_actions: actions -> StepBuffers --> actions rows
+      InFlight.check_and_write_actions --> actions rows (StepBuffers)
       InFlight.send_steps -> InFlight.send -> ProcessTransport.send(round):
         ControlBlock.post(w, Op.STEP) --> row[w].CMD += 1 -------------> Child.wait_command: spin,
         then, once for all workers, if                                    yield, then sleep on the
