@@ -246,7 +246,7 @@ class ProcessTransport(Starting):
         return done if type(done) is list else self._done(workers, every) if done else []
 
     def _poller_of(self, live: list[int]) -> tuple[Any, dict, bool]:
-        """A poller over the sockets and sentinels of ``live``, which worker owns each, and
+        """A poller over the sockets and sentinels of ``live``, which worker each belongs to, and
         whether every one's end is seen exactly (:class:`.lifetime.Watch`); the one over every
         worker is made once (until a worker dies or starts again)."""
         every = len(live) == self.spawned
