@@ -10,17 +10,21 @@ to ``--json`` (default results/process_bench.json).
 from __future__ import annotations
 
 import contextlib
-import os
 import platform
+import sys
 import time
 from functools import partial
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-from _common import interleave, parser, print_table, table, write_json
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # beside this script (not automatic everywhere)
+from _common import interleave, parser, print_table, table, write_json  # noqa: E402
 
 import vecenv
 from vecenv.bench.envs import BusyEnv, VariableBusyEnv
+from vecenv.system import usable_cores
 
 
 def run(make, steps: int, batched: bool = False) -> float:
@@ -60,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     which, n, base = set(args.only or ["cartpole", "busy", "async"]), args.envs, ("gym Sync", "gym Async")
     print(f"# vecenv process backend benchmark\n\nmachine: {platform.machine()}, "
-          f"{len(os.sched_getaffinity(0))} usable cores, Python {platform.python_version()}, "
+          f"{usable_cores()} usable cores, Python {platform.python_version()}, "
           f"gymnasium {gym.__version__}, numpy {np.__version__}; N={n} envs, "
           f"{args.rounds} interleaved rounds, median")
     runs = []

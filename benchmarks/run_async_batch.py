@@ -5,8 +5,11 @@ synchronous and in batches of the first 8 ready: results/async_batch.json.
 """
 
 import sys
+from pathlib import Path
 
-from _common import bench
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # beside this script (not automatic everywhere)
+
+from _common import bench  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(bench(sys.argv[1:], {"async_batch": [

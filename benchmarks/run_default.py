@@ -4,8 +4,11 @@
 """
 
 import sys
+from pathlib import Path
 
-from _common import bench
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # beside this script (not automatic everywhere)
+
+from _common import bench  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(bench(sys.argv[1:], {"default": []}, plot="default"))

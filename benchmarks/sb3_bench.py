@@ -10,12 +10,16 @@ to ``--json`` (default results/sb3_bench.json). Needs SB3.
 from __future__ import annotations
 
 import contextlib
+import sys
 from functools import partial
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-from _common import interleave, parser, print_table, rate, table, write_json
 from stable_baselines3.common import vec_env as sb3
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # beside this script (not automatic everywhere)
+from _common import interleave, parser, print_table, rate, table, write_json  # noqa: E402
 
 import vecenv.bench.envs  # noqa: F401  (registers vecenv/Busy-v0)
 from vecenv import sb3 as ours
