@@ -49,7 +49,7 @@ class InfoColumns(Sequence):
         """The same envs' infos read anew from the same records (a later step's values when the
         records are a view of shared memory), without this one's unpacked entries."""
         again = InfoColumns(self.envs, self.keys, self.types, self.records, self.all_records)
-        again._batch_dtypes = self._batch_dtypes
+        again._batch_dtypes = self.batch_dtypes()  # found once, on this chunk, for every rereading
         return again
 
     def batch_dtypes(self) -> list[np.dtype]:
