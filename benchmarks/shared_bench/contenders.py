@@ -8,7 +8,6 @@ import functools
 import importlib.util
 import re
 import sys
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -163,30 +162,6 @@ def unavailable(name: str, t: Target, num_envs: int) -> str | None:
     return None
 
 
-class Batches(Driver):
-    """EnvPool's async loop: ``send`` to the envs the last ``recv`` returned (ale_py's ``send``
-    takes no ids: ``with_ids=False``)."""
-
-    def __init__(self, envs: Any, actions: list[Any], rows: int, reset_with: Callable, with_ids: bool = True):
-        super().__init__(envs, actions, rows, None, reset_with)
-        self.with_ids = with_ids
-
-    def reset(self, seed: int) -> None:
-        self._ids = self._reset_with(self.envs, seed)[1]["env_id"]
-
-    def run(self, iterations: int, deadline: float) -> int:
-        send, recv, actions, k, now = self.envs.send, self.envs.recv, self.actions, len(self.actions), time.perf_counter
-        ids, i = self._ids, 0
-        while i < iterations:
-            send(actions[i % k], *((ids,) if self.with_ids else ()))
-            ids = recv()[4]["env_id"]
-            i += 1
-            if now() >= deadline:
-                break
-        self._ids = ids
-        return i
-
-
 def _envpool_reset(envs: Any, seed: int) -> tuple[Any, dict]:
     envs.async_reset()
     obs, _, _, _, infos = envs.recv()
@@ -214,14 +189,14 @@ def build(name: str, t: Target, n: int, seed: int = 0) -> Driver:
                                 **t.envpool_kwargs)
         actions = action_pool(envs.action_space, rows, seed)
         if batch:
-            return Batches(envs, actions, rows, _envpool_reset)
+            return bench.BatchDriver(envs, actions, rows, None, _envpool_reset)
         return Driver(envs, actions, n, None, lambda e, s: e.reset())
     from ale_py.vector_env import AtariVectorEnv
 
     envs = AtariVectorEnv(t.ale_game, n, batch_size=batch or 0, **t.ale_kwargs)
     actions = action_pool(envs.single_action_space, rows, seed)
     if batch:
-        return Batches(envs, actions, rows, lambda e, s: e.reset(seed=s), with_ids=False)
+        return bench.BatchDriver(envs, actions, rows, None, with_ids=False)
     return Driver(envs, actions, n, None)
 
 

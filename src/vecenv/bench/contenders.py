@@ -101,8 +101,8 @@ def action_pool(action_space: gym.Space, rows: int, seed: int, size: int = POOL_
     return [space.sample() for _ in range(size)]
 
 
-def _gym_reset(envs: Any, seed: int) -> None:
-    envs.reset(seed=seed)
+def _gym_reset(envs: Any, seed: int) -> Any:
+    return envs.reset(seed=seed)
 
 
 class Driver:
@@ -139,18 +139,27 @@ class Driver:
             self.envs.close()
 
 
-class _BatchDriver(Driver):
-    """vecenv's async-batch mode: ``send`` to the envs the last ``recv`` returned."""
+class BatchDriver(Driver):
+    """An async-batch loop (vecenv's, EnvPool's, ale_py's): ``send`` to the envs the last ``recv``
+    returned; ``reset_with`` returns ``(observations, infos)`` with their ``env_id``, and
+    ``with_ids=False`` for a ``send`` that takes no ids (ale_py's)."""
+
+    def __init__(self, envs: Any, actions: list[Any], per_iteration: int, num_workers: int | None,
+                 reset_with: Callable[[Any, int], Any] = _gym_reset, with_ids: bool = True) -> None:
+        super().__init__(envs, actions, per_iteration, num_workers, reset_with)
+        self.with_ids = with_ids
 
     def reset(self, seed: int) -> None:
-        _, infos = self.envs.reset(seed=seed)
-        self._ids = infos["env_id"]
+        self._ids = self._reset_with(self.envs, seed)[1]["env_id"]
 
     def run(self, iterations: int, deadline: float) -> int:
         send, recv, actions, k = self.envs.send, self.envs.recv, self.actions, len(self.actions)
-        now, ids, i = time.perf_counter, self._ids, 0
+        now, ids, i, with_ids = time.perf_counter, self._ids, 0, self.with_ids
         while i < iterations:
-            send(actions[i % k], ids)
+            if with_ids:
+                send(actions[i % k], ids)
+            else:
+                send(actions[i % k])
             ids = recv()[4]["env_id"]
             i += 1
             if now() >= deadline:
@@ -241,7 +250,7 @@ def _build_vecenv(c: Contender, target: EnvTarget, n: int, seed: int) -> Driver:
     rows = c.batch_size or n
     with _closed_on_error(envs):
         actions = action_pool(envs.single_action_space, rows, seed)
-        cls = _BatchDriver if c.batch_size else Driver
+        cls = BatchDriver if c.batch_size else Driver
         return cls(envs, actions, rows, getattr(envs, "num_workers", None))
 
 
