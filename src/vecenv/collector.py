@@ -21,15 +21,13 @@ from gymnasium.vector import AutoresetMode
 
 from vecenv.engine.modes import parse_autoreset_mode
 from vecenv.infos import add_info
+from vecenv.torch_buffers import TorchBuffers
 
 __all__ = ["Collector", "Policy", "Rollout"]
 
 #: ``policy(observations, env_ids)``: one action per row, or ``(actions, extras)`` with
 #: ``extras`` a dict of arrays (or torch tensors) with one row per env in ``env_ids``
 Policy = Callable[[np.ndarray, np.ndarray], Any]
-
-_TORCH_MISSING = ("Collector(device=...) returns torch tensors and needs torch: "
-                  "pip install torch (or vecenv[sb3], which brings it)")
 
 
 @dataclass
@@ -127,7 +125,7 @@ class Collector:
         self.autoreset_mode = parse_autoreset_mode(getattr(mode, "value", mode))
         self.device = device
         t, self._obs_shape, self._act_shape = self.steps, tuple(obs_space.shape or ()), tuple(act_space.shape or ())
-        self._torch = _Torch(device) if device is not None else None
+        self._torch = TorchBuffers(device) if device is not None else None
         alloc = self._torch.host if self._torch is not None else np.zeros
         self._host: dict[str, np.ndarray] = {
             "observations": alloc((t, n, *self._obs_shape), obs_space.dtype),
@@ -194,81 +192,7 @@ class Collector:
         h["next_observations"][:] = obs
 
     def _collect_async(self, records: list) -> None:
-        envs: Any = self.envs  # one of vecenv's: send() and recv()
-        h, n, bs, t_end = self._host, self.num_envs, self.batch_size, self.steps
-        disabled = self.autoreset_mode is AutoresetMode.DISABLED
-        cursor = np.zeros(n, dtype=np.int64)  # each env's next row
-        stepped = np.zeros(n, dtype=np.bool_)  # sent a step (not a reset) and not yet returned
-        held: list[np.ndarray] = []  # envs waiting to act (a reset is due first)
-        outstanding = 0  # envs sent (a step or a reset) and not yet returned
-
-        def act(ids: np.ndarray, obs: Any) -> None:
-            nonlocal outstanding
-            rows = cursor[ids]
-            h["observations"][rows, ids] = obs
-            actions = self._act(obs, ids, rows)
-            envs.send(actions, ids)
-            stepped[ids] = True
-            cursor[ids] += 1
-            outstanding += len(ids)
-
-        def reset(mask: np.ndarray | None) -> None:
-            """Reset every env (``mask`` None, with the seed) or the ended ones, then act on them."""
-            nonlocal outstanding
-            if mask is None:
-                self._drain()
-                obs, infos = envs.reset(seed=self.seed)
-            else:
-                obs, infos = envs.reset(options={"reset_mask": mask})
-                self._needs_reset[mask] = False
-            ids = np.asarray(infos["env_id"], dtype=np.int64)
-            outstanding += (n if mask is None else int(mask.sum())) - len(ids)
-            act(ids, obs)
-
-        def act_on_last(ids: np.ndarray) -> None:
-            """Act on the envs ``ids`` from their last observations, a batch at a time."""
-            for lo in range(0, len(ids), bs):
-                chunk = ids[lo:lo + bs]
-                act(chunk, h["next_observations"][chunk])
-
-        if not self._started:
-            reset(None)
-        else:
-            going_on = np.flatnonzero(~self._needs_reset)
-            if self._needs_reset.any():
-                reset(self._needs_reset.copy())
-            act_on_last(going_on)
-        while outstanding or held:
-            if held and not outstanding:  # DISABLED: the envs in flight are back, reset the ended ones
-                waiting, held = np.concatenate(held), []
-                mask = self._needs_reset & (cursor < t_end)  # one that ended on its last row waits
-                if mask.any():
-                    reset(mask)
-                    waiting = waiting[~mask[waiting]]
-                act_on_last(waiting)
-                continue
-            obs, rewards, terminations, truncations, infos = envs.recv()
-            ids = np.asarray(infos["env_id"], dtype=np.int64)
-            outstanding -= len(ids)
-            was = stepped[ids]
-            steps = self._record(ids, was, cursor[ids] - 1, rewards, terminations, truncations)
-            stepped[ids] = False
-            records.append((ids, steps, infos))
-            go = cursor[ids] < t_end
-            if disabled:
-                ended = was & (terminations | truncations)
-                self._needs_reset[ids[ended]] = True
-                if ended.any() or held:
-                    h["next_observations"][ids] = obs
-                    if go.any():
-                        held.append(ids[go])
-                    continue
-            if go.all():
-                act(ids, obs)
-            else:
-                h["next_observations"][ids[~go]] = obs[~go]
-                if go.any():
-                    act(ids[go], obs[go])
+        _AsyncRollout(self, records).run()
 
     def _record(self, ids: np.ndarray, was: np.ndarray, rows: np.ndarray, rewards: np.ndarray,
                 terminations: np.ndarray, truncations: np.ndarray) -> np.ndarray:
@@ -373,6 +297,101 @@ class Collector:
                 np.array([f[1] for f in found], dtype=np.int64))
 
 
+class _AsyncRollout:
+    """One rollout on async batches: each env's next row (its cursor), which envs are out, and
+    the envs held back until a reset (DISABLED) is due; the collector records what returns."""
+
+    def __init__(self, collector: Collector, records: list) -> None:
+        self.c, self.batches = collector, records
+        self.envs: Any = collector.envs  # one of vecenv's: send() and recv()
+        n = collector.num_envs
+        self.cursor = np.zeros(n, dtype=np.int64)  # each env's next row
+        self.stepped = np.zeros(n, dtype=np.bool_)  # sent a step (not a reset) and not yet returned
+        self.held: list[np.ndarray] = []  # envs waiting to act (a reset is due first)
+        self.outstanding = 0  # envs sent (a step or a reset) and not yet returned
+
+    def run(self) -> None:
+        c = self.c
+        if not c._started:
+            self.reset(None)
+        else:
+            going_on = np.flatnonzero(~c._needs_reset)
+            if c._needs_reset.any():
+                self.reset(c._needs_reset.copy())
+            self.act_on_last(going_on)
+        while self.outstanding or self.held:
+            if self.held and not self.outstanding:  # DISABLED: the envs in flight are back
+                self.reset_held()
+            else:
+                self.returned(*self.envs.recv())
+
+    def act(self, ids: np.ndarray, obs: Any) -> None:
+        """Record ``obs`` at the envs' rows, ask the policy, send its actions."""
+        rows = self.cursor[ids]
+        self.c._host["observations"][rows, ids] = obs
+        actions = self.c._act(obs, ids, rows)
+        self.envs.send(actions, ids)
+        self.stepped[ids] = True
+        self.cursor[ids] += 1
+        self.outstanding += len(ids)
+
+    def reset(self, mask: np.ndarray | None) -> None:
+        """Reset every env (``mask`` None, with the seed) or the ended ones, then act on them."""
+        c = self.c
+        if mask is None:
+            c._drain()
+            obs, infos = self.envs.reset(seed=c.seed)
+        else:
+            obs, infos = self.envs.reset(options={"reset_mask": mask})
+            c._needs_reset[mask] = False
+        ids = np.asarray(infos["env_id"], dtype=np.int64)
+        self.outstanding += (c.num_envs if mask is None else int(mask.sum())) - len(ids)
+        self.act(ids, obs)
+
+    def act_on_last(self, ids: np.ndarray) -> None:
+        """Act on the envs ``ids`` from their last observations, a batch at a time."""
+        bs, last = self.c.batch_size, self.c._host["next_observations"]
+        for lo in range(0, len(ids), bs):
+            chunk = ids[lo:lo + bs]
+            self.act(chunk, last[chunk])
+
+    def reset_held(self) -> None:
+        """Reset the ended envs among those held, then act on all of them."""
+        c = self.c
+        waiting, self.held = np.concatenate(self.held), []
+        mask = c._needs_reset & (self.cursor < c.steps)  # one that ended on its last row waits
+        if mask.any():
+            self.reset(mask)
+            waiting = waiting[~mask[waiting]]
+        self.act_on_last(waiting)
+
+    def returned(self, obs: Any, rewards: np.ndarray, terminations: np.ndarray, truncations: np.ndarray,
+                 infos: dict) -> None:
+        """Record a returned batch; act again on the envs with rows left (or hold them)."""
+        c, h = self.c, self.c._host
+        ids = np.asarray(infos["env_id"], dtype=np.int64)
+        self.outstanding -= len(ids)
+        was = self.stepped[ids]
+        steps = c._record(ids, was, self.cursor[ids] - 1, rewards, terminations, truncations)
+        self.stepped[ids] = False
+        self.batches.append((ids, steps, infos))
+        go = self.cursor[ids] < c.steps
+        if c.autoreset_mode is AutoresetMode.DISABLED:
+            ended = was & (terminations | truncations)
+            c._needs_reset[ids[ended]] = True
+            if ended.any() or self.held:
+                h["next_observations"][ids] = obs
+                if go.any():
+                    self.held.append(ids[go])
+                return
+        if go.all():
+            self.act(ids, obs)
+        else:
+            h["next_observations"][ids[~go]] = obs[~go]
+            if go.any():
+                self.act(ids[go], obs[go])
+
+
 def _numpy(x: Any) -> np.ndarray:
     """``x`` as a numpy array (a torch tensor is detached and brought to the host)."""
     if hasattr(x, "detach") and hasattr(x, "cpu"):
@@ -406,52 +425,3 @@ def _step_infos(records: list, steps: int, n: int) -> list[dict[str, Any]]:
                 add_info(out[t], info, i, n)
     return out
 
-
-class _Torch:
-    """Torch buffers for ``device``: host arrays (pinned for CUDA) and their device copies."""
-
-    def __init__(self, device: Any) -> None:
-        try:
-            import torch
-        except ImportError as exc:
-            raise ImportError(_TORCH_MISSING) from exc
-        self.torch = torch
-        try:
-            self.device = torch.device(device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"Collector(device=...): expected a torch device such as 'cpu' or 'cuda', got "
-                             f"{device!r} ({exc})") from None
-        self.cuda = self.device.type == "cuda"
-        if self.cuda and not torch.cuda.is_available():
-            raise ValueError(f"Collector(device={device!r}): torch sees no CUDA device here; use device='cpu' "
-                             "or device=None (numpy arrays)")
-        self.tensors: dict[int, Any] = {}  # id(host array) -> (host tensor, device tensor)
-        self.event: Any = None
-
-    def host(self, shape: tuple, dtype: Any) -> np.ndarray:
-        """A zeroed host array whose memory a torch tensor owns (pinned for CUDA)."""
-        torch = self.torch
-        like = torch.from_numpy(np.zeros(0, dtype=dtype))
-        tensor = torch.zeros(shape, dtype=like.dtype, pin_memory=self.cuda)
-        array = tensor.numpy()
-        device = tensor if self.device.type == "cpu" else torch.empty(shape, dtype=like.dtype, device=self.device)
-        self.tensors[id(array)] = (array, tensor, device)
-        return array
-
-    def publish(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-        """Each host array's device tensor, its copy started (non-blocking from pinned memory)."""
-        out = {}
-        for name, array in arrays.items():
-            _, host, device = self.tensors[id(array)]
-            if device is not host:
-                device.copy_(host, non_blocking=self.cuda)
-            out[name] = device
-        if self.cuda:
-            self.event = self.torch.cuda.Event()
-            self.event.record()
-        return out
-
-    def wait_copies(self) -> None:
-        if self.event is not None:
-            self.event.synchronize()
-            self.event = None
