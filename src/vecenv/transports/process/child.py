@@ -185,9 +185,7 @@ class Child:
             self.reply(True, late, "step")
             return
         self.ctrl.finish(self.index, self.seq, Reply.IN_MEMORY)
-        control.fence()
-        if not control.TSO or self.ctrl.caller_waits_on(self.index):
-            self.wake_caller()
+        self.notify_caller()
 
     def wait_command(self, row: np.ndarray) -> None:
         """Return once the command counter moves (:mod:`.handshake`; the caller's death ends the
@@ -225,18 +223,21 @@ class Child:
             if message is None:
                 kind = Reply.INFOS if infos.dirty else Reply.IN_MEMORY
                 ctrl.finish(self.index, self.seq, kind)
-                control.fence()
-                if not control.TSO or ctrl.caller_waits_on(self.index):
-                    self.wake_caller()
+                self.notify_caller()
                 return
             value = message
         data = self.dump(ok, value, name)
         ctrl.finish(self.index, self.seq, Reply.MESSAGE)
         self.peer.write(wire.frame(Frame.MESSAGE, data))  # wakes a caller asleep on the socket
-        if self.bell is not None:
-            control.fence()
-            if not control.TSO or ctrl.caller_waits_on(self.index):
-                self.wake_caller()
+        if self.bell is not None:  # one asleep on its bell needs a ring
+            self.notify_caller()
+
+    def notify_caller(self) -> None:
+        """After finishing a command: a fence, then wake the caller if it sleeps and wants this
+        wake-up; where stores may be seen out of order, always."""
+        control.fence()
+        if not control.TSO or self.ctrl.caller_waits_on(self.index):
+            self.wake_caller()
 
     def startup_reply(self, ok: bool, value: Any, name: str) -> None:
         """A reply outside the counters, while starting: the description, the attach."""
