@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
+import multiprocessing
 import statistics
 import sys
 import time
@@ -84,6 +86,40 @@ def print_table(tab: dict[str, Any]) -> None:
         values = row.get("steps_per_s", row.get("us_per_step"))
         print(f"| {row['contender']} | {spread(values, ',.1f' if 'us_per_step' in row else ',.0f')} |"
               + "".join(f" {row['vs'][b]:.2f}× |" if b in row["vs"] else " – |" for b in base))
+
+
+def _free_run(fns: list[Callable[[], Any]], seconds: float, start: Any, out: Any) -> None:
+    import gymnasium as gym
+
+    envs = gym.vector.SyncVectorEnv(fns)
+    envs.reset(seed=0)
+    actions = itertools.cycle([envs.action_space.sample() for _ in range(16)])
+
+    def once() -> int:
+        envs.step(next(actions))
+        return len(fns)
+
+    for _ in range(20):
+        once()
+    start.wait()
+    out.put(rate(once, seconds))
+    envs.close()
+
+
+def free_running(groups: Sequence[list[Callable[[], Any]]], seconds: float, context: str | None = None) -> float:
+    """Summed env steps/s of one process per group of env factories, started together, each
+    stepping a gymnasium SyncVectorEnv of its group and never waiting for another: what the
+    cores allow, which no vector env that gathers each step in one caller beats."""
+    ctx = multiprocessing.get_context(context)
+    start, out = ctx.Barrier(len(groups) + 1), ctx.Queue()
+    procs = [ctx.Process(target=_free_run, args=(g, seconds, start, out), daemon=True) for g in groups]
+    for p in procs:
+        p.start()
+    start.wait(timeout=300)
+    total = sum(out.get(timeout=seconds + 300) for _ in procs)
+    for p in procs:
+        p.join(30)
+    return total
 
 
 def env_fn(name: str) -> Callable[[], Any]:

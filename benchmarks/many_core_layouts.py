@@ -1,13 +1,14 @@
-"""Which process layout a many-core machine wants: the same envs stepped by each layout.
+"""Which process layout a many-core machine wants, and the machine's ceiling: the same envs
+stepped by each layout, built afresh in turn every round (docs/bench.md#many-cores-16-and-64-envs).
 
     python benchmarks/many_core_layouts.py --num-envs 64 --env HalfCheetah-v5 --env Pong --json out.json
+    python benchmarks/many_core_layouts.py --layouts gym-sync,ceiling --env vecenv/Busy-v0
 
-Each round builds every layout in turn and counts env steps for ``--seconds``, with the caller's
-CPU per vector step; each layout's share of ``cores x gym-sync`` in the same round is printed.
-``C`` is the usable cores: ``process`` (C workers), ``inline`` (the last of C groups in the
-caller), ``workers-1`` (C - 1 workers), ``affinity`` (pinned), ``workers-1-affinity``,
+With C usable cores: ``ceiling`` (C processes that never communicate, each stepping a gymnasium
+SyncVectorEnv of its share), ``process`` (C workers), ``inline`` (the last of C groups in the
+caller), ``workers-1`` (C - 1 workers), ``affinity`` (pinned), ``workers-1-affinity`` and
 ``inline-affinity`` (pinned to cores 1..), ``batch-half`` (async batches of N/2),
-``workers-1-spin``, ``inline-spin`` (``spin_us=2000``), ``auto`` (``vecenv.make``'s choice).
+``workers-1-spin`` and ``inline-spin`` (``spin_us=2000``), ``auto`` (``vecenv.make``'s choice).
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
-from _common import env_fn, parser, spread  # noqa: E402
+from _common import env_fn, free_running, parser, spread  # noqa: E402
 
 import vecenv  # noqa: E402
 from vecenv.system import usable_cores  # noqa: E402
 
-LAYOUTS = ("gym-sync", "process", "inline", "workers-1", "affinity", "workers-1-affinity",
+LAYOUTS = ("gym-sync", "ceiling", "process", "inline", "workers-1", "affinity", "workers-1-affinity",
            "inline-affinity", "batch-half", "auto")
 
 
@@ -52,23 +53,22 @@ def build(layout: str, name: str, n: int) -> Any:
 
 def measure(layout: str, name: str, n: int, seconds: float) -> dict[str, Any]:
     """Env steps/s and the caller's CPU µs per vector step of one layout, built fresh (and, for
-    ``auto``, the layout it chose)."""
+    ``auto``, the layout it chose); the ceiling's caller only waits."""
+    if layout == "ceiling":
+        shares = np.array_split(np.arange(n), min(usable_cores(), n))
+        return {"steps_per_s": free_running([[env_fn(name)] * len(s) for s in shares], seconds), "caller_cpu_us": 0.0}
     envs = build(layout, name, n)
     try:
         batch = getattr(envs, "batch_size", None) or n
-        _, infos = envs.reset(seed=0)
-        actions = [envs.action_space.sample() for _ in range(16)]
-        ids = infos.get("env_id")
-        if batch < n:
-            actions = [np.asarray(a)[:batch] for a in actions]
+        ids = envs.reset(seed=0)[1].get("env_id")
+        actions = [np.asarray(envs.action_space.sample())[:batch] for _ in range(16)]
         calls = 0
 
         def once() -> int:
             nonlocal ids
             if batch < n:
                 envs.send(actions[calls % 16], ids)
-                *_, got = envs.recv()
-                ids = got["env_id"]
+                ids = envs.recv()[4]["env_id"]
                 return len(ids)
             envs.step(actions[calls % 16])
             return n
@@ -99,31 +99,24 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, Any] = {"cores": cores, "num_envs": args.num_envs, "python": sys.version,
                             "cpu": platform.machine(), "envs": {}}
     for name in args.env or ["HalfCheetah-v5", "Pong"]:
-        rounds: list[dict[str, dict[str, Any]]] = []
-        runs["envs"][name] = rounds
+        rounds: list[dict[str, dict[str, Any]]] = runs["envs"].setdefault(name, [])
         for r in range(args.rounds):
             rounds.append({})
             for layout in layouts:
-                rounds[-1][layout] = measure(layout, name, args.num_envs, args.seconds)
-                print(f"{name} round {r + 1} {layout:<19} {rounds[-1][layout]['steps_per_s']:10,.0f} "
-                      f"steps/s  caller {rounds[-1][layout]['caller_cpu_us']:7.0f} µs/step "
-                      f"{rounds[-1][layout].get('chose', '')}", flush=True)
+                got = rounds[-1][layout] = measure(layout, name, args.num_envs, args.seconds)
+                print(f"{name} round {r + 1} {layout:<19} {got['steps_per_s']:10,.0f} steps/s  caller "
+                      f"{got['caller_cpu_us']:7.0f} µs/step {got.get('chose', '')}", flush=True)
             if args.json:
                 args.json.write_text(json.dumps(runs, indent=1))
-        summarize(name, rounds, cores)
+        print(f"\n{name}: env steps/s, median [min-max] of {len(rounds)} rounds; "
+              f"share = steps/s / ({cores} x gym-sync in the same round)")
+        for layout in layouts:
+            line = f"  {layout:<19} {spread([r[layout]['steps_per_s'] for r in rounds]):>26}"
+            if "gym-sync" in layouts:
+                line += "  share " + spread([r[layout]["steps_per_s"] / (cores * r["gym-sync"]["steps_per_s"])
+                                             for r in rounds], ".2f")
+            print(line, flush=True)
     return 0
-
-
-def summarize(name: str, rounds: list[dict[str, dict[str, Any]]], cores: int) -> None:
-    """Each layout's median steps/s (range) and median share of ``cores x gym-sync``, per round."""
-    print(f"\n{name}: env steps/s, median [min-max] of {len(rounds)} rounds; "
-          f"share = steps/s / ({cores} x gym-sync in the same round)")
-    for layout in rounds[0]:
-        line = f"  {layout:<19} {spread([r[layout]['steps_per_s'] for r in rounds]):>26}"
-        if "gym-sync" in rounds[0]:
-            line += "  share " + spread([r[layout]["steps_per_s"] / (cores * r["gym-sync"]["steps_per_s"])
-                                         for r in rounds], ".2f")
-        print(line, flush=True)
 
 
 if __name__ == "__main__":

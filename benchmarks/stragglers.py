@@ -31,7 +31,7 @@ import numpy as np
 import vecenv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import parser, spread, write_json  # noqa: E402
+from _common import free_running, parser, rate, spread, write_json  # noqa: E402
 
 #: fork where there is one: every process runs this file's envs without importing it again (a
 #: forkserver, Python 3.14's default on Linux, could not import it when it was loaded by path)
@@ -206,63 +206,29 @@ def simulate(rule: str, units: list[np.ndarray], workers: int, batch_size: int |
 
 
 # ==================================================================== measured
-def _free_run(fns: list, start, seconds: float, out) -> None:
-    envs = [fn() for fn in fns]
-    for env in envs:
-        env.reset()
-    start.wait()
-    steps, end = 0, time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        for env in envs:
-            if env.step(0)[3]:
-                env.reset()
-            steps += 1
-    out.put(steps)
-
-
-def ceiling(fns: list, workers: int, seconds: float) -> float:
-    """Env steps/s of ``workers`` processes, each stepping its share of the envs freely."""
-    ctx = multiprocessing.get_context(CONTEXT)
-    start, out = ctx.Barrier(workers + 1), ctx.Queue()
-    procs = [ctx.Process(target=_free_run, args=([fns[i] for i in g], start, seconds, out), daemon=True)
-             for g in np.array_split(np.arange(len(fns)), workers)]
-    for p in procs:
-        p.start()
-    start.wait()
-    total = sum(out.get(timeout=seconds + 60) for _ in procs)
-    for p in procs:
-        p.join()
-    return total / seconds
-
-
 def measured(name: str, fns: list, workers: int, seconds: float) -> float:
     """Env steps/s of one vector env: ``sync``, ``b=N`` (async batches of N) or ``gym-async``."""
-    n = len(fns)
     if name == "gym-async":
         envs = gym.vector.AsyncVectorEnv(fns, context=CONTEXT)
     else:
         batch = int(name[2:]) if name.startswith("b=") else None
         envs = vecenv.ProcessVectorEnv(fns, num_workers=workers, batch_size=batch, context=CONTEXT)
     try:
-        _, infos = envs.reset(seed=0)
-        if name.startswith("b="):
-            ids, rows = infos["env_id"], len(infos["env_id"])
+        infos = envs.reset(seed=0)[1]
+        ids = infos["env_id"] if name.startswith("b=") else None
+        actions = np.zeros(len(fns) if ids is None else len(ids), np.int64)
 
-            def once() -> None:
-                nonlocal ids
-                envs.send(np.zeros(rows, np.int64), ids)
-                ids = envs.recv()[4]["env_id"]
-        else:
-            rows, actions = n, np.zeros(n, np.int64)
-
-            def once() -> None:
+        def once() -> int:
+            nonlocal ids
+            if ids is None:
                 envs.step(actions)
-        for clock in (0.2, seconds):  # a warm-up, then the measurement
-            steps, start = 0, time.perf_counter()
-            while time.perf_counter() - start < clock:
-                once()
-                steps += 1
-        return steps * rows / (time.perf_counter() - start)
+                return len(actions)
+            envs.send(actions, ids)
+            ids = envs.recv()[4]["env_id"]
+            return len(ids)
+
+        rate(once, 0.2)  # a warm-up
+        return rate(once, seconds)
     finally:
         envs.close()
 
@@ -287,6 +253,7 @@ def main(argv: list[str] | None = None) -> dict:
     costs = Costs(a.step_us, a.spread, a.reset_us, (low, high), a.dist)
     batches = [int(b) for b in a.batch_sizes.split(",") if b]
     fns = [functools.partial(WaitEnv, costs, a.seed, i, a.spin_us) for i in range(a.num_envs)]
+    groups = [[fns[i] for i in g] for g in np.array_split(np.arange(a.num_envs), a.workers)]  # the ceiling's
 
     units = [CostStream(costs, a.seed, i).units(a.sim_seconds) for i in range(a.num_envs)]
     sim = {rule: simulate(rule, units, a.workers) for rule in ("ceiling", "sync", "queue")}
@@ -298,7 +265,7 @@ def main(argv: list[str] | None = None) -> dict:
     rates: dict[str, list[float]] = {r: [] for r in ["ceiling", *rows]}
     for r in range(a.rounds):
         print(f"round {r + 1} of {a.rounds}", file=sys.stderr, flush=True)
-        rates["ceiling"].append(ceiling(fns, a.workers, a.seconds))
+        rates["ceiling"].append(free_running(groups, a.seconds, CONTEXT))
         for row in rows:
             rates[row].append(measured(row, fns, a.workers, a.seconds))
     shares = {row: [v / c for v, c in zip(rates[row], rates["ceiling"], strict=True)] for row in rows}
