@@ -38,11 +38,11 @@ def test_step_trace_counts_the_vecenv_functions_of_a_step(layout):
 
 
 @pytest.mark.timeout(120)
-def test_before_after_measures_each_version_in_its_own_interpreter():
-    before_after = _load("before_after")
+def test_process_bench_measures_two_versions_each_in_its_own_interpreter():
+    process_bench = _load("process_bench")
     src = str(BENCHMARKS.parent / "src")
-    runs = before_after.main(["--before", src, "--after", src, "--backends", "serial", "--rounds", "1",
-                              "--steps", "20", "--envs", "2"])
+    runs = process_bench.main(["--before", src, "--after", src, "--backends", "serial", "--rounds", "1",
+                               "--steps", "20", "--envs", "2"])
     assert set(runs) == {("before", "serial"), ("after", "serial")}
     assert all(len(r) == 1 and r[0][0] > 0 and r[0][1] >= 0 for r in runs.values())  # Windows: 15.6 ms ticks
 
