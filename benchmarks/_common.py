@@ -68,11 +68,12 @@ def rate(once: Callable[[], int], seconds: float, warmup: int = 0) -> float:
 
 def table(title: str, rounds: dict[str, list[float]], baselines: Sequence[str] = (),
           unit: str = "steps_per_s", **extra: Any) -> dict[str, Any]:
-    """A JSON table: every contender's rounds, median and ratios to ``baselines`` (``unit``:
-    ``steps_per_s``, or ``us_per_step`` with no ratios)."""
-    med = {name: statistics.median(r) for name, r in rounds.items()}
+    """A JSON table: every contender's rounds, median (None without rounds) and ratios to
+    ``baselines`` (``unit``: ``steps_per_s``, or ``us_per_step`` with no ratios)."""
+    med = {name: statistics.median(r) if r else None for name, r in rounds.items()}
     rows = [{"contender": name, unit: r, f"median_{unit}": med[name],
-             "vs": {b: med[name] / med[b] for b in baselines if b in med}} for name, r in rounds.items()]
+             "vs": {b: med[name] / med[b] for b in baselines if med.get(b) and med[name] is not None}}
+            for name, r in rounds.items()]
     return {"title": title, **extra, "unit": unit.replace("_per_", "/").replace("_", " "),
             "baselines": list(baselines), "rows": rows}
 

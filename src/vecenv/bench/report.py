@@ -51,11 +51,12 @@ def machine_info() -> dict[str, Any]:
     }
 
 
-def versions() -> dict[str, str | None]:
-    """Versions of vecenv and of the libraries it is compared with (None when not installed)."""
+def versions(*extra: str) -> dict[str, str | None]:
+    """Versions of vecenv, of the libraries it is compared with and of the distributions
+    ``extra`` (None when not installed)."""
     out: dict[str, str | None] = {}
     for dist in ("vecenv", "gymnasium", "numpy", "stable-baselines3", "torch", "envpool", "pufferlib-core",
-                 "ray"):
+                 "ray", *extra):
         try:
             out[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
