@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -25,9 +24,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from _common import interleave, parser  # noqa: E402
+from _common import interleave, parser, spread  # noqa: E402
 
 import vecenv.pettingzoo as vpz  # noqa: E402
+from vecenv.bench.puffer import _Watchdog, import_pufferlib, puffer_close  # noqa: E402
 
 
 def games() -> dict[str, tuple[Callable[[], Any], int]]:
@@ -62,23 +62,11 @@ class Loop:
             env.close()
 
 
-class GymLike:
-    """A gymnasium-API vector env (vecenv's, SuperSuit's) under the same interface."""
-
-    def __init__(self, envs: Any) -> None:
-        self.envs, self.step, self.close = envs, envs.step, envs.close
-
-    def reset(self, seed: int) -> None:
-        self.envs.reset(seed=seed)
-
-
 class Puffer:
     """PufferLib's Multiprocessing over PettingZooPufferEnv, with vecenv.bench's watchdog (its
     workers spin forever when one dies) and bounded close."""
 
     def __init__(self, env_fn: Callable[[], Any], games: int) -> None:
-        from vecenv.bench.puffer import _Watchdog, import_pufferlib
-
         vector, emulation = import_pufferlib()
         creator = partial(emulation.PettingZooPufferEnv, env_creator=env_fn)
         self.envs = vector.make(creator, backend=vector.Multiprocessing, num_envs=games, num_workers=2,
@@ -98,8 +86,6 @@ class Puffer:
         self.watch.beat += 1
 
     def close(self) -> None:
-        from vecenv.bench.puffer import puffer_close
-
         puffer_close(self.envs, self.watch)
 
 
@@ -108,15 +94,13 @@ def contenders() -> dict[str, Callable[[Callable[[], Any], int], Any]]:
 
     found: dict[str, Callable[[Callable[[], Any], int], Any]] = {
         "loop": Loop,
-        "vecenv-serial": lambda fn, g: GymLike(vpz.make(fn, g, backend="serial")),
-        "vecenv-process": lambda fn, g: GymLike(vpz.make(fn, g, backend="process", num_workers=2)),
-        "vecenv-auto": lambda fn, g: GymLike(vpz.make(fn, g)),
-        "supersuit": lambda fn, g: GymLike(ss.concat_vec_envs_v1(
-            ss.pettingzoo_env_to_vec_env_v1(fn()), g, num_cpus=2, base_class="gymnasium")),
+        "vecenv-serial": lambda fn, g: vpz.make(fn, g, backend="serial"),
+        "vecenv-process": lambda fn, g: vpz.make(fn, g, backend="process", num_workers=2),
+        "vecenv-auto": lambda fn, g: vpz.make(fn, g),
+        "supersuit": lambda fn, g: ss.concat_vec_envs_v1(ss.pettingzoo_env_to_vec_env_v1(fn()), g, num_cpus=2,
+                                                         base_class="gymnasium"),
     }
     try:
-        from vecenv.bench.puffer import import_pufferlib
-
         import_pufferlib()
         found["pufferlib-mp"] = Puffer
     except ImportError as exc:
@@ -135,7 +119,7 @@ def measure(build: Callable[[Callable[[], Any], int], Any], env_fn: Callable[[],
     actions = [np.stack([space.sample() for _ in range(rows)]) for _ in range(16)]
     envs = build(env_fn, games)
     try:
-        envs.reset(0)
+        envs.reset(seed=0)
         for i in range(warmup):
             envs.step(actions[i % 16])
         load, steps, start = os.getloadavg()[0], 0, time.perf_counter()
@@ -145,7 +129,7 @@ def measure(build: Callable[[Callable[[], Any], int], Any], env_fn: Callable[[],
         elapsed = time.perf_counter() - start
     finally:
         envs.close()
-    layout = getattr(getattr(getattr(envs, "envs", None), "games", None), "layout", None)
+    layout = getattr(getattr(envs, "games", None), "layout", None)
     return {"game_steps_per_s": steps * games / elapsed, "load": load,
             **({"layout": layout.name} if layout is not None else {})}  # what backend="auto" chose
 
@@ -166,28 +150,20 @@ def main() -> None:
             print(f"round {r + 1} {env_name:14s} {name:15s} {m['game_steps_per_s']:9.1f} game steps/s "
                   f"(load {m['load']:.1f}{chosen})", flush=True)
 
-        results[env_name] = interleave(names, args.rounds, lambda name, fn=env_fn, g=g: measure(
+        results[env_name] = by = interleave(names, args.rounds, lambda name, fn=env_fn, g=g: measure(
             everyone[name], fn, g, args.seconds), log)
-    report(results, found)
+        # against SuperSuit and PufferLib: the median over rounds of the ratio within a round (the
+        # two measured minutes apart, not tens of minutes)
+        print(f"\n{env_name} ({g} games), game steps/s, {args.rounds} rounds\n"
+              "| contender | median [min-max] | x supersuit (per round) | x pufferlib-mp (per round) |\n|---|---:|---:|---:|")
+        for name, ms in by.items():
+            values = [m["game_steps_per_s"] for m in ms]
+            cells = [spread([v / q["game_steps_per_s"] for v, q in zip(values, by[peer], strict=True)], ".2f")
+                     if peer in by else "-" for peer in ("supersuit", "pufferlib-mp")]
+            print(f"| {name} | {spread(values)} | {cells[0]} | {cells[1]} |")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"games": {k: v[1] for k, v in found.items()}, "results": results}, indent=1))
-
-
-def report(results: dict[str, dict[str, list[dict[str, Any]]]], games: dict) -> None:
-    """Medians and spreads, and each contender against SuperSuit and PufferLib: the median over
-    rounds of the ratio within a round (the two measured minutes apart, not tens of minutes)."""
-    for env_name, by in results.items():
-        print(f"\n{env_name} ({games[env_name][1]} games), game steps/s, {len(next(iter(by.values())))} rounds\n"
-              "| contender | median | min-max | x supersuit (per round) | x pufferlib-mp (per round) |\n"
-              "|---|---:|---:|---:|---:|")
-        for name, ms in by.items():
-            values, cells = [m["game_steps_per_s"] for m in ms], []
-            for peer in ("supersuit", "pufferlib-mp"):
-                ratios = [v / q["game_steps_per_s"] for v, q in zip(values, by[peer], strict=True)] if peer in by else []
-                cells.append(f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})" if ratios else "-")
-            print(f"| {name} | {statistics.median(values):.0f} | {min(values):.0f}-{max(values):.0f} | "
-                  f"{cells[0]} | {cells[1]} |")
 
 
 if __name__ == "__main__":

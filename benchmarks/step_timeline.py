@@ -1,8 +1,5 @@
 """A step's life on the process backend (issue 63), from timestamps every process writes into
-one shared array: the caller's post, ring, wait and wake (``ProcessTransport.send``/``ready``
-wrapped here) and each env's start, end, CPU and resets (an env wrapper in its worker), as medians
-and p90 of each gap, the barrier's efficiency, the last finisher, run delay and steal time;
-``--batch-size`` does the same for async batches. Clock: ``time.monotonic`` in every process.
+one shared array (``time.monotonic``): docs/bench.md#many-cores-16-and-64-envs says what it prints.
 
     python benchmarks/step_timeline.py                      # the busy env, 64 envs
     python benchmarks/step_timeline.py --env cheetah --workers 16 --json cheetah.json
@@ -11,9 +8,9 @@ and p90 of each gap, the barrier's efficiency, the last finisher, run delay and 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
+import importlib
 import json
 import multiprocessing
 import os
@@ -27,7 +24,10 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-import vecenv
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import parser  # noqa: E402
+
+import vecenv  # noqa: E402
 from vecenv.engine.partition import split_envs
 from vecenv.system import usable_cores
 from vecenv.transports.process import default_workers
@@ -96,18 +96,13 @@ class Stamped(gym.Wrapper):
 
 def make_env(name: str, busy_us: float, timeline_args: tuple, index: int, worker: int, first: bool) -> gym.Env:
     if name == "stragglers":  # issue 63's waiting envs (benchmarks/stragglers.py's defaults)
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from stragglers import Costs, WaitEnv
 
-        return Stamped(WaitEnv(Costs(), 0, index), Timeline(*timeline_args), index, worker, first)
-    if name == "busy":
-        import vecenv.bench.envs  # noqa: F401  (registers vecenv/Busy-v0)
-    elif name == "pong":
-        import ale_py
-
-        gym.register_envs(ale_py)
-    kwargs = {"step_cost_us": busy_us} if name == "busy" else {}
-    return Stamped(gym.make(ENVS.get(name, name), **kwargs), Timeline(*timeline_args), index, worker, first)
+        env = WaitEnv(Costs(), 0, index)
+    else:  # the modules that register the busy env and Pong
+        importlib.import_module({"busy": "vecenv.bench.envs", "pong": "ale_py"}.get(name, "gymnasium"))
+        env = gym.make(ENVS.get(name, name), **({"step_cost_us": busy_us} if name == "busy" else {}))
+    return Stamped(env, Timeline(*timeline_args), index, worker, first)
 
 
 @contextlib.contextmanager
@@ -320,7 +315,7 @@ def report(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = parser(__doc__, json_name="")
     p.add_argument("--env", default="busy", help=f"one of {sorted([*ENVS, 'stragglers'])} or a registered id")
     p.add_argument("--num-envs", type=int, default=64)
     p.add_argument("--workers", type=int, default=None, help="default: ProcessVectorEnv's")
@@ -328,7 +323,6 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--warmup", type=int, default=200)
     p.add_argument("--busy-us", type=float, default=100.0, help="the busy env's step cost")
     p.add_argument("--batch-size", type=int, default=None, help="async batches of this many envs")
-    p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
     result = run(a.env, a.num_envs, a.workers, a.steps, a.warmup, a.busy_us, a.batch_size)
     print(report(result))
