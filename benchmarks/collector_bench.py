@@ -13,8 +13,8 @@ with ``--uneven``), collector / sync >= 1.25.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -22,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import parser, print_table, spread, table, write_json  # noqa: E402
+from _common import parser, print_table, rate, spread, table, write_json  # noqa: E402
 from shared_bench.contenders import make_policy, make_pong  # noqa: E402
 
 import vecenv  # noqa: E402
@@ -47,60 +47,52 @@ build = build_pong  # main() sets it
 
 def run_sync(n: int, steps: int, seconds: float, act) -> float:
     with build(n, None) as envs:
-        obs_buf = np.zeros((steps, n, *envs.single_observation_space.shape), envs.single_observation_space.dtype)
+        space = envs.single_observation_space
+        obs_buf = np.zeros((steps, n, *space.shape), space.dtype)
         actions_buf, rewards_buf = np.zeros((steps, n), np.int64), np.zeros((steps, n), np.float32)
         dones_buf = np.zeros((steps, n), np.bool_)
-        obs, _ = envs.reset(seed=0)
+        obs = envs.reset(seed=0)[0]
 
-        def rollout(obs):
+        def rollout() -> int:
+            nonlocal obs
             for t in range(steps):
                 obs_buf[t] = obs
                 actions_buf[t] = actions = act(obs)
                 obs, rewards_buf[t], term, trunc, _ = envs.step(actions)
                 dones_buf[t] = term | trunc
-            return obs
+            return steps * n
 
-        obs = rollout(obs)  # warm-up
-        count, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            obs = rollout(obs)
-            count += steps * n
-        return count / (time.perf_counter() - start)
+        return rate(rollout, seconds, warmup=1)
 
 
 def async_loop(envs, n: int, steps: int, seconds: float, act) -> float:
     obs, infos = envs.reset(seed=0)
     ids = infos["env_id"]
 
-    def run(count: int):
+    def rollout() -> int:
         nonlocal obs, ids
-        for _ in range(count // len(ids)):
+        for _ in range(steps * n // len(ids)):
             envs.send(act(obs), ids)
             obs, _, _, _, infos = envs.recv()
             ids = infos["env_id"]
+        return steps * n
 
-    run(steps * n)  # warm-up
-    count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        run(steps * n)
-        count += steps * n
-    sps = count / (time.perf_counter() - start)
-    try:  # the envs still out, received outside the clock (the collector pays this once per rollout)
+    sps = rate(rollout, seconds, warmup=1)
+    # the envs still out, received outside the clock (the collector pays this once per rollout)
+    with contextlib.suppress(gym.error.NoAsyncCallError):
         while True:
             envs.recv()
-    except gym.error.NoAsyncCallError:
-        pass
     return sps
 
 
 def collector(envs, n: int, steps: int, seconds: float, act) -> float:
     collect = vecenv.Collector(envs, lambda obs, ids: act(obs), steps=steps, seed=0).collect
-    collect()  # warm-up (and the reset)
-    count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+
+    def rollout() -> int:
         collect()
-        count += steps * n
-    return count / (time.perf_counter() - start)
+        return steps * n
+
+    return rate(rollout, seconds, warmup=1)  # the warm-up resets
 
 
 def run_async(n: int, steps: int, seconds: float, act, collector_first: bool) -> dict[str, float]:
