@@ -181,21 +181,6 @@ def test_sb3_bench_writes_every_table_it_prints(tmp_path):
     assert len(data["tables"][0]["rows"]) == 5
 
 
-@pytest.mark.timeout(180)
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="os.fork and sched_getaffinity")
-def test_protocol_floor_writes_what_it_prints(tmp_path):
-    out = tmp_path / "floor.json"
-    done = _script("probes/protocol_floor.py", "--envs-per-worker", "1", "--steps", "5", "--rounds", "2",
-                   "--json", str(out))
-    assert done.returncode == 0, done.stderr[-3000:]
-    data = _check_script_json(out, "protocol_floor.py", done)
-    rows = data["tables"][0]["rows"]
-    assert [r["contender"] for r in rows] == ["serial (this process)", "floor: block (pipes)",
-                                             "floor: yield (counters)", "floor: inline (counters)",
-                                             "vecenv process", "vecenv inline"]
-    assert all(len(r["us_per_step"]) == 2 for r in rows)
-
-
 @pytest.mark.timeout(120)
 def test_scaling_script_writes_both_results(tmp_path):
     """benchmarks/run_scaling.py runs its benches (cut down here) and writes their JSON."""
@@ -216,43 +201,6 @@ def test_scaling_script_writes_both_results(tmp_path):
         }
         waits = batched["settings"]["env_kwargs"].get("vecenv/VariableBusy-v0", {}).get("wait", False)
         assert waits == name.endswith("_wait.json")
-
-
-@pytest.mark.timeout(120)
-def test_thread_ceiling_measures_every_mode_against_serial():
-    """benchmarks/probes/thread_ceiling.py (cut down here) steps every mode and prints each one's
-    median against serial, serial itself at 1.00x."""
-    done = _script("probes/thread_ceiling.py", "--steps", "5", "--rounds", "1")
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:]}
-    assert set(rows) == {"serial", "free", "lockstep", "lockstep-own"}
-    assert "1.00x serial" in rows["serial"]
-
-
-@pytest.mark.timeout(180)
-def test_free_threading_benchmark_runs_the_plain_thread_ceiling_beside_the_contenders(tmp_path):
-    """benchmarks/probes/free_threading.py's idle scenario (cut down here) measures every contender and
-    the plain-thread ceiling in the same rounds, and says what share of the ceiling's gain the
-    thread backend reached: (thread/serial - 1) / (lockstep/plain serial - 1)."""
-    out = tmp_path / "ft.json"
-    done = _script("probes/free_threading.py", "--scenario", "idle", "--envs", "CartPole-v1", "--rounds", "1",
-                   "--seconds", "0.05", "--warmup", "1", "--json", str(out))
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = {r["contender"]: r for r in json.loads(out.read_text())["rows"]}
-    assert set(rows) == {"serial", "thread", "process", "inline", "plain-serial", "plain-free", "plain-lockstep",
-                         "ceiling"}
-    assert all(rows[k]["steps_per_s"] > 0 for k in rows if k != "ceiling")
-    assert rows["ceiling"]["ceiling_x"] > 0 and len(rows["ceiling"]["rounds"]) == 1
-    assert "ceiling: plain threads" in done.stdout
-
-    spec = importlib.util.spec_from_file_location("free_threading", BENCHMARKS / "probes" / "free_threading.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    reached = script._reached({"serial": [100.0, 100.0], "thread": [130.0, 100.0],
-                               "plain-serial": [200.0, 200.0], "plain-lockstep": [300.0, 202.0]})
-    assert reached["rounds"][0] == pytest.approx(0.6)  # 30% gain of a 50% ceiling
-    assert reached["rounds"][1] != reached["rounds"][1]  # a round with no ceiling to reach: NaN
-    assert reached["share"] == pytest.approx(0.6)
 
 
 @pytest.mark.timeout(180)

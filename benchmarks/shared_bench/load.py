@@ -72,11 +72,10 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
 
 
 @contextlib.contextmanager
-def busy_process(new_session: bool = False) -> Iterator[subprocess.Popen]:
-    """A process spinning on one core for the duration of the ``with`` block (``new_session``:
-    in a session, and so a scheduler autogroup, of its own)."""
+def busy_process() -> Iterator[subprocess.Popen]:
+    """A process spinning on one core for the duration of the ``with`` block."""
     proc = subprocess.Popen([sys.executable, "-c", BUSY_CODE, BUSY_MARK, str(os.getpid())],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, start_new_session=new_session)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
     _live.add(proc)
     try:
         assert proc.stdout is not None
