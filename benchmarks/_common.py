@@ -66,16 +66,14 @@ def rate(once: Callable[[], int], seconds: float, warmup: int = 0) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def table(title: str, rounds: dict[str, list[float]], baselines: Sequence[str] = (),
-          unit: str = "steps_per_s", **extra: Any) -> dict[str, Any]:
-    """A JSON table: every contender's rounds, median (None without rounds) and ratios to
-    ``baselines`` (``unit``: ``steps_per_s``, or ``us_per_step`` with no ratios)."""
+def table(title: str, rounds: dict[str, list[float]], baselines: Sequence[str] = (), **extra: Any) -> dict[str, Any]:
+    """A JSON table: every contender's rounds of steps/s, median (None without rounds) and ratios
+    to ``baselines``."""
     med = {name: statistics.median(r) if r else None for name, r in rounds.items()}
-    rows = [{"contender": name, unit: r, f"median_{unit}": med[name],
+    rows = [{"contender": name, "steps_per_s": r, "median_steps_per_s": med[name],
              "vs": {b: med[name] / med[b] for b in baselines if med.get(b) and med[name] is not None}}
             for name, r in rounds.items()]
-    return {"title": title, **extra, "unit": unit.replace("_per_", "/").replace("_", " "),
-            "baselines": list(baselines), "rows": rows}
+    return {"title": title, **extra, "unit": "steps/s", "baselines": list(baselines), "rows": rows}
 
 
 def print_table(tab: dict[str, Any]) -> None:
@@ -84,8 +82,7 @@ def print_table(tab: dict[str, Any]) -> None:
     print(f"\n## {tab['title']}\n| contender | {tab['unit']}: median [min-max] |"
           + "".join(f" × {b} |" for b in base) + "\n|---|---:|" + "---:|" * len(base))
     for row in tab["rows"]:
-        values = row.get("steps_per_s", row.get("us_per_step"))
-        print(f"| {row['contender']} | {spread(values, ',.1f' if 'us_per_step' in row else ',.0f')} |"
+        print(f"| {row['contender']} | {spread(row['steps_per_s'])} |"
               + "".join(f" {row['vs'][b]:.2f}× |" if b in row["vs"] else " – |" for b in base))
 
 

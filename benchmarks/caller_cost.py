@@ -1,13 +1,10 @@
 """The caller thread's CPU per vector step (``time.thread_time``), with envs that cost nothing:
-the serial part of every step on many cores.
+the serial part of every step on many cores. Rows: per env-step (2 workers, ``--envs-low`` to
+``--envs-high``; peers 8 to 32), per worker (2 to 16 workers, 64 envs), per step (64 envs in 16
+workers). vecenv blocks while waiting (``spin_us=0, yield_us=0``), as once a share outlasts the spin.
 
     python benchmarks/caller_cost.py                    # 5 rounds, every row
     python benchmarks/caller_cost.py --rounds 1 --quick # a smoke run
-
-Rows: per env-step ((CPU at ``--envs-high`` - at ``--envs-low``) / the difference, 2 workers);
-per worker ((CPU at 16 workers - at 2) / 14, 64 envs); per step (64 envs in 16 workers). vecenv
-blocks while waiting (``spin_us=0, yield_us=0``), as every step does once a worker's share
-outlasts the spin; peers with a process per env are measured at 8 and 32 envs.
 """
 
 from __future__ import annotations

@@ -27,10 +27,6 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def build(n: int, batch: int) -> vecenv.VectorEnv:
-    return vecenv.ProcessVectorEnv([BusyEnv] * n, batch_size=batch)
-
-
 def gpu_policy(obs: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """What a policy on the GPU does with each batch: its observations to the device first."""
     on_device = torch.as_tensor(obs).to(DEVICE)
@@ -71,7 +67,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name() if DEVICE.startswith('cuda') else DEVICE}")
 
     def measure(name: str) -> float:
-        with build(args.num_envs, args.batch_size) as envs:
+        with vecenv.ProcessVectorEnv([BusyEnv] * args.num_envs, batch_size=args.batch_size) as envs:
             return run(envs, args.steps, args.rollouts, name == "pinned")
 
     rates = interleave(["pinned", "pageable"], args.rounds, measure,

@@ -1,16 +1,12 @@
-"""vecenv's process backend against gymnasium's vector envs, in one process, interleaved rounds;
-with ``--before``/``--after``, two versions of vecenv side by side instead.
+"""vecenv's process backend against gymnasium's vector envs, in one process, interleaved rounds
+(env steps/s, medians; every round goes to ``--json``); or, with ``--before``/``--after``, two
+versions of vecenv, each measurement of ``vecenv.make(--env, --envs, backend)`` in a fresh
+interpreter with ``PYTHONPATH`` at one version's ``src``: steps/s and the caller's CPU per step.
 
     python benchmarks/process_bench.py                  # CartPole, the busy env, async batches; N=8
     python benchmarks/process_bench.py --rounds 7 --steps 4000 --only async
     git archive <commit> src | tar -x -C /tmp/before
     python benchmarks/process_bench.py --before /tmp/before/src --after src [--backends serial --rounds 9]
-
-Env steps per second (a batched step of N envs counts N), medians of the rounds; every round goes
-to ``--json`` (default results/process_bench.json). Two versions: each measurement runs
-``vecenv.make(--env, --envs, backend)`` in a fresh interpreter with ``PYTHONPATH`` at one
-version's ``src``, the versions alternating which goes first; steps/s and the caller thread's
-CPU per step, medians and spread.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """vecenv on real simulators beside gymnasium's, SB3's, EnvPool's and PufferLib's vector envs:
-``HalfCheetah-v5`` and ALE Pong (AtariPreprocessing, 4 stacked frames), N=8, random actions.
+run_shared.py's idle scenario on ``HalfCheetah-v5`` and Pong with the contenders below (any of
+its options works; ``pufferlib-mp-w1`` and ``pufferlib-mp-bK``: docs/bench.md#pufferlib).
 
     python benchmarks/run_real.py                    # ~5 min on 2 cores; results/real.json
     python benchmarks/run_real.py --scenario idle,busy --contenders gym-sync,vecenv-default,pufferlib-mp
     python benchmarks/run_real.py --quick            # a smoke test
-
-``run_shared.py`` with other defaults: the idle scenario, these two envs and the contenders
-below; any of its options works. PufferLib's contenders (``pufferlib-mp-w1``: one worker,
-``pufferlib-mp-bK``: batches of K) are described in docs/bench.md#pufferlib.
 """
 
 from __future__ import annotations

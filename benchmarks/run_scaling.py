@@ -1,11 +1,7 @@
-"""The many-core figures: 16 and 64 envs, and async batches (docs/bench.md#many-cores-16-and-64-envs).
+"""The many-core figures: 16 and 64 envs, and async batches (docs/bench.md#many-cores-16-and-64-envs);
+PufferLib's peers join where ``pufferlib.vector`` imports, EnvPool the first run where it is installed.
 
     python benchmarks/run_scaling.py [--out DIR] [vecenv bench options, e.g. --rounds 3]
-
-CartPole-v1 and the busy env at 16 and 64 envs (results/scaling.json, .png), then the variable-cost
-busy env at 48 envs, synchronous and in batches of the first 16 ready, burning CPU and sleeping
-(scaling_async_batch.json, scaling_async_batch_wait.json). PufferLib's peers join where
-``pufferlib.vector`` imports, EnvPool the first run where it is installed.
 """
 
 from __future__ import annotations

@@ -291,19 +291,18 @@ def report(result: dict) -> str:
     lines = [f"{lay['env']}: {lay['num_envs']} envs in {lay['workers']} workers on {lay['usable_cores']} usable "
              f"cores, {lay['steps']} {what}", "", f"{'gap':<52} {'median µs':>10} {'p90 µs':>10}"]
     lines += [f"{name:<52} {s['median_us']:>10.1f} {s['p90_us']:>10.1f}" for name, s in result["gaps"].items()]
-    lines += ["", f"the workers' busy share (their envs' own time / elapsed): {result['workers_busy_share']:.2f}"]
-    if lay["batch_size"]:
-        lines += [f"workers a batch came from, median: {result['workers_per_batch']:.0f}; recvs that had to "
-                  f"wait: {result['recvs_that_waited']:.1%}",
-                  f"returned envs that had reset: {result['returned_resets']:.1%}"]
-    else:
-        lines += [
-            f"barrier efficiency (mean / max group work), median: {result['barrier_efficiency']:.2f}",
-            f"step / slowest group's work, median: {result['step_over_slowest_group']:.2f}",
-            f"last to finish (worker: steps): {result['last_finisher']}",
-            f"steps with a reset: {result['steps_with_a_reset']:.1%}; the last finisher had one: "
-            f"{result['last_finisher_had_reset']:.1%}",
-        ]
+    lines.append("")
+    for label, key, fmt in (("the workers' busy share (their envs' own time / elapsed)", "workers_busy_share", ".2f"),
+                            ("workers a batch came from, median", "workers_per_batch", ".0f"),
+                            ("recvs that had to wait", "recvs_that_waited", ".1%"),
+                            ("returned envs that had reset", "returned_resets", ".1%"),
+                            ("barrier efficiency (mean / max group work), median", "barrier_efficiency", ".2f"),
+                            ("step / slowest group's work, median", "step_over_slowest_group", ".2f"),
+                            ("last to finish (worker: steps)", "last_finisher", ""),
+                            ("steps with a reset", "steps_with_a_reset", ".1%"),
+                            ("the last finisher had one", "last_finisher_had_reset", ".1%")):
+        if key in result:  # async batches have the first four, synchronous steps the others
+            lines.append(f"{label}: {result[key]:{fmt}}")
     lines += [
         f"caller's CPU per step (thread_time, stamping included): {result['caller_cpu_us_per_step']:.1f} µs",
         f"run delay per step (µs): caller {delay['caller']:.1f}, worker median {delay['worker_median']:.1f}, "

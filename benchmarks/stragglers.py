@@ -1,15 +1,10 @@
 """Stragglers on many workers (issue 63): vecenv's sync step and async batches against the
-free-running ceiling and a zero-overhead simulation of each readiness rule.
+free-running ceiling and a zero-overhead simulation of each readiness rule on the same cost
+streams (docs/bench.md, "Stragglers", says what each row is).
 
     python benchmarks/stragglers.py                       # 5 rounds of 2 s per row
     python benchmarks/stragglers.py --seconds 1 --rounds 3 --json out.json
     python benchmarks/stragglers.py --dist lognormal --spread 0.5 --reset-us 0
-
-Envs whose steps mostly wait (64 envs in 16 workers; 400 µs ± 25%, 6 ms resets, episodes of
-40-160 steps by default), so that 17 processes fit on few cores. Each round measures the ceiling
-(``--workers`` processes stepping their envs freely), vecenv's synchronous step, async batches of
-each ``--batch-sizes`` and gym's AsyncVectorEnv; :func:`simulate` replays each readiness rule on
-the same cost streams: measured ÷ ideal is what the code wastes, ideal ÷ ceiling what the design allows.
 """
 
 from __future__ import annotations

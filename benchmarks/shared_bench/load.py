@@ -10,7 +10,6 @@ import contextlib
 import ctypes
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
@@ -92,51 +91,44 @@ class ChildError(RuntimeError):
     """A two-runs child failed or did not answer in time."""
 
 
-def _pump(proc: subprocess.Popen, lines: queue.Queue) -> None:
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.put(line)
-    lines.put(None)
-
-
-def _expect(proc: subprocess.Popen, lines: queue.Queue, prefix: str, deadline: float) -> dict:
-    """The JSON after ``prefix`` on the child's next marked line (other lines are passed on)."""
-    while True:
-        try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            raise ChildError(f"child {proc.pid} said nothing in time (waiting for {prefix.strip()})") from None
-        if line is None:
-            raise ChildError(f"child {proc.pid} ended (exit code {proc.wait()}) before {prefix.strip()}")
-        if line.startswith(ERROR):
-            raise ChildError(f"child {proc.pid}: {line[len(ERROR):].strip()}")
-        if line.startswith(prefix):
-            return json.loads(line[len(prefix):])
-        sys.stdout.write(line)
+def _expect(proc: subprocess.Popen, prefix: str, deadline: float) -> dict:
+    """The JSON after ``prefix`` on the child's next marked line (other lines are passed on); a
+    child still silent at ``deadline`` (``time.monotonic``) is killed."""
+    late = threading.Event()
+    timer = threading.Timer(max(0.0, deadline - time.monotonic()), lambda: (late.set(), proc.kill()))
+    timer.start()
+    try:
+        for line in proc.stdout or ():
+            if line.startswith(ERROR):
+                raise ChildError(f"child {proc.pid}: {line[len(ERROR):].strip()}")
+            if line.startswith(prefix):
+                return json.loads(line[len(prefix):])
+            sys.stdout.write(line)
+    finally:
+        timer.cancel()
+    said = "said nothing in time" if late.is_set() else f"ended (exit code {proc.wait()})"
+    raise ChildError(f"child {proc.pid} {said} (waiting for {prefix.strip()})")
 
 
 def run_children(argvs: Sequence[Sequence[str]], build_timeout: float, seconds: float) -> list[dict]:
     """Start one child per argv at once; when all are built, give them one shared start time;
     return each child's result. Every child is ended before this returns."""
-    procs, queues = [], []
+    procs: list[subprocess.Popen] = []
     try:
         for argv in argvs:
-            proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    text=True, bufsize=1)
-            _live.add(proc)
-            procs.append(proc)
-            queues.append(queue.Queue())
-            threading.Thread(target=_pump, args=(proc, queues[-1]), daemon=True).start()
+            procs.append(subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                          bufsize=1))
+            _live.add(procs[-1])
         deadline = time.monotonic() + build_timeout
-        for proc, lines in zip(procs, queues, strict=True):
-            _expect(proc, lines, READY, deadline)
+        for proc in procs:
+            _expect(proc, READY, deadline)
         start_at = time.time() + 0.2
         for proc in procs:
             assert proc.stdin is not None
             proc.stdin.write(f"{start_at!r}\n")
             proc.stdin.flush()
         deadline = time.monotonic() + seconds + 60.0
-        return [_expect(p, q, RESULT, deadline) for p, q in zip(procs, queues, strict=True)]
+        return [_expect(proc, RESULT, deadline) for proc in procs]
     finally:
         for proc in procs:
             stop(proc, grace=5.0)
