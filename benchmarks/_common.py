@@ -66,6 +66,25 @@ def rate(once: Callable[[], int], seconds: float, warmup: int = 0) -> float:
     return steps / (time.perf_counter() - start)
 
 
+def drive(envs: Any, seconds: float, warmup_s: float = 0.3) -> tuple[float, float]:
+    """Env steps/s of stepping ``envs`` with random actions for ``seconds`` after ``warmup_s``
+    (in async batches where its ``batch_size`` is below ``num_envs``), by vecenv.bench's drivers,
+    and the caller thread's CPU µs per vector step; closes ``envs``."""
+    from vecenv.bench.contenders import BatchDriver, Driver, action_pool
+
+    rows = getattr(envs, "batch_size", None) or envs.num_envs
+    try:
+        driver = (BatchDriver if rows < envs.num_envs else Driver)(envs, action_pool(envs.single_action_space, rows, 0),
+                                                                  rows, None)
+        driver.reset(0)
+        driver.run(2**62, time.perf_counter() + warmup_s)
+        cpu, start = time.thread_time(), time.perf_counter()
+        calls = driver.run(2**62, start + seconds)
+        return calls * rows / (time.perf_counter() - start), (time.thread_time() - cpu) / calls * 1e6
+    finally:
+        envs.close()
+
+
 def table(title: str, rounds: dict[str, list[float]], baselines: Sequence[str] = (), **extra: Any) -> dict[str, Any]:
     """A JSON table: every contender's rounds of steps/s, median (None without rounds) and ratios
     to ``baselines``."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import platform
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
-from _common import env_fn, free_running, parser, spread  # noqa: E402
+from _common import drive, env_fn, free_running, parser, spread  # noqa: E402
 
 import vecenv  # noqa: E402
 from vecenv.system import usable_cores  # noqa: E402
@@ -58,35 +57,9 @@ def measure(layout: str, name: str, n: int, seconds: float) -> dict[str, Any]:
         shares = np.array_split(np.arange(n), min(usable_cores(), n))
         return {"steps_per_s": free_running([[env_fn(name)] * len(s) for s in shares], seconds), "caller_cpu_us": 0.0}
     envs = build(layout, name, n)
-    try:
-        batch = getattr(envs, "batch_size", None) or n
-        ids = envs.reset(seed=0)[1].get("env_id")
-        actions = [np.asarray(envs.action_space.sample())[:batch] for _ in range(16)]
-        calls = 0
-
-        def once() -> int:
-            nonlocal ids
-            if batch < n:
-                envs.send(actions[calls % 16], ids)
-                ids = envs.recv()[4]["env_id"]
-                return len(ids)
-            envs.step(actions[calls % 16])
-            return n
-
-        warm = time.perf_counter()
-        while time.perf_counter() - warm < 0.3:
-            once()
-            calls += 1
-        steps, calls, cpu, t0 = 0, 0, time.thread_time(), time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            steps += once()
-            calls += 1
-        wall, cpu = time.perf_counter() - t0, time.thread_time() - cpu
-        chosen = getattr(envs, "layout", None)
-        return {"steps_per_s": steps / wall, "caller_cpu_us": cpu / calls * 1e6,
-                **({"chose": f"{chosen.name} x{chosen.num_workers}"} if chosen else {})}
-    finally:
-        envs.close()
+    chosen = getattr(envs, "layout", None)
+    rate, cpu = drive(envs, seconds)
+    return {"steps_per_s": rate, "caller_cpu_us": cpu, **({"chose": f"{chosen.name} x{chosen.num_workers}"} if chosen else {})}
 
 
 def main(argv: list[str] | None = None) -> int:

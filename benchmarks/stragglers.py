@@ -26,7 +26,7 @@ import numpy as np
 import vecenv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import free_running, parser, rate, spread, write_json  # noqa: E402
+from _common import drive, free_running, parser, spread, write_json  # noqa: E402
 
 #: fork where there is one: every process runs this file's envs without importing it again (a
 #: forkserver, Python 3.14's default on Linux, could not import it when it was loaded by path)
@@ -204,28 +204,9 @@ def simulate(rule: str, units: list[np.ndarray], workers: int, batch_size: int |
 def measured(name: str, fns: list, workers: int, seconds: float) -> float:
     """Env steps/s of one vector env: ``sync``, ``b=N`` (async batches of N) or ``gym-async``."""
     if name == "gym-async":
-        envs = gym.vector.AsyncVectorEnv(fns, context=CONTEXT)
-    else:
-        batch = int(name[2:]) if name.startswith("b=") else None
-        envs = vecenv.ProcessVectorEnv(fns, num_workers=workers, batch_size=batch, context=CONTEXT)
-    try:
-        infos = envs.reset(seed=0)[1]
-        ids = infos["env_id"] if name.startswith("b=") else None
-        actions = np.zeros(len(fns) if ids is None else len(ids), np.int64)
-
-        def once() -> int:
-            nonlocal ids
-            if ids is None:
-                envs.step(actions)
-                return len(actions)
-            envs.send(actions, ids)
-            ids = envs.recv()[4]["env_id"]
-            return len(ids)
-
-        rate(once, 0.2)  # a warm-up
-        return rate(once, seconds)
-    finally:
-        envs.close()
+        return drive(gym.vector.AsyncVectorEnv(fns, context=CONTEXT), seconds, 0.2)[0]
+    batch = int(name[2:]) if name.startswith("b=") else None
+    return drive(vecenv.ProcessVectorEnv(fns, num_workers=workers, batch_size=batch, context=CONTEXT), seconds, 0.2)[0]
 
 
 # ==================================================================== the run
