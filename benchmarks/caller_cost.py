@@ -85,10 +85,8 @@ def rows(quick: bool, envs_low: int, envs_high: int,
     for kind in KINDS:
         table.append((f"vecenv process, per env-step, {kind}", _vecenv,
                       [(envs_low, 2), (envs_high, 2)], kind))
-    infos = "17 floats + 4 infos"
-    table.append(("vecenv process, per worker, 4 floats, 64 envs", _vecenv, [(64, 2), (64, 16)], "4 floats"))
-    table.append((f"vecenv process, per worker, {infos}, 64 envs", _vecenv, [(64, 2), (64, 16)], infos))
-    for kind in ("4 floats", infos):  # the whole step at issue 63's layout
+    for kind in ("4 floats", "17 floats + 4 infos"):  # issue 63's layout: per worker, and the whole step
+        table.append((f"vecenv process, per worker, {kind}, 64 envs", _vecenv, [(64, 2), (64, 16)], kind))
         table.append((f"vecenv process, per step, {kind}, 64 envs in 16 workers", _vecenv, [(64, 16)], kind))
     if not peers_too:
         return table
@@ -107,7 +105,7 @@ def rows(quick: bool, envs_low: int, envs_high: int,
 
 def main(argv: list[str] | None = None) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import parser, spread
+    from _common import interleave, parser, spread
 
     p = parser(__doc__, rounds=5)
     p.add_argument("--envs-low", type=int, default=8)
@@ -115,22 +113,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--quick", action="store_true", help="fewer steps and peers (a smoke run)")
     p.add_argument("--no-peers", action="store_true", help="vecenv's rows only")
     args = p.parse_args(argv)
-    table = rows(args.quick, args.envs_low, args.envs_high, not args.no_peers)
-    samples: dict[str, list[float]] = {name: [] for name, *_ in table}
+    table = {name: row for name, *row in rows(args.quick, args.envs_low, args.envs_high, not args.no_peers)}
     budget = 0.2 if args.quick else 1.0  # vector steps scaled so each point takes ~budget s
-    for r in range(args.rounds):
-        print(f"round {r + 1} of {args.rounds}", flush=True)
-        for name, build, points, kind in table:
-            cpu = []
-            for n, workers in points:
-                steps = max(20, int(budget / (2e-5 * n + 1e-4)))
-                cpu.append(cpu_per_step(build, n, kind, workers, steps))
-            if len(points) == 1:  # the caller's CPU per vector step
-                samples[name].append(cpu[0] * 1e6)
-                continue
-            (n0, w0), (n1, w1) = points
-            per = (n1 - n0) if n1 != n0 else (w1 - w0)
-            samples[name].append((cpu[1] - cpu[0]) / per * 1e6)
+
+    def sample(name: str) -> float:
+        """µs: per vector step at one point, or the difference per env (or worker) between two."""
+        build, points, kind = table[name]
+        cpu = [cpu_per_step(build, n, kind, w, max(20, int(budget / (2e-5 * n + 1e-4)))) for n, w in points]
+        (n0, w0), (n1, w1) = points[0], points[-1]
+        return (cpu[-1] - cpu[0]) / ((n1 - n0) or (w1 - w0)) * 1e6 if len(cpu) > 1 else cpu[0] * 1e6
+
+    samples = interleave(list(table), args.rounds, sample,
+                         lambda r, name, us: print(f"round {r + 1}: {name} {us:.2f} µs", flush=True))
     print(f"{'caller CPU (µs)':<66} median [min-max]")
     for name, values in samples.items():
         print(f"{name:<66} {spread(values, '.2f')}")

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # beside this script (not automatic everywhere)
-
 from _common import bench  # noqa: E402
 
 if __name__ == "__main__":

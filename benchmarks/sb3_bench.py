@@ -10,6 +10,7 @@ to ``--json`` (default results/sb3_bench.json). Needs SB3.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 from functools import partial
 from pathlib import Path
@@ -36,14 +37,12 @@ CONTENDERS = {
 def measure(make, fns, seconds: float) -> float:
     with contextlib.closing(make(fns)) as venv:
         venv.reset()
-        rng, n = np.random.default_rng(0), venv.num_envs
-        actions, k = [rng.integers(0, venv.action_space.n, n) for _ in range(64)], 0
+        rng = np.random.default_rng(0)
+        actions = itertools.cycle([rng.integers(0, venv.action_space.n, venv.num_envs) for _ in range(64)])
 
         def once() -> int:
-            nonlocal k
-            venv.step(actions[k % 64])
-            k += 1
-            return n
+            venv.step(next(actions))
+            return venv.num_envs
 
         return rate(once, seconds, warmup=5)
 

@@ -5,7 +5,6 @@ loop on batches of K. Also CleanRL's Atari CNN, the policy scenario's."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import re
 import sys
 import warnings
@@ -18,6 +17,7 @@ import numpy as np
 
 from vecenv.bench import contenders as bench
 from vecenv.bench.contenders import Driver, action_pool, first_line
+from vecenv.bench.contenders import _installed as installed
 from vecenv.bench.envs import EnvTarget
 
 #: the targets measured when none are named
@@ -78,14 +78,6 @@ KNOWN = {
                    envpool_kwargs={**_PONG, "reward_clip": False}, ale_kwargs={**_PONG, "reward_clipping": False},
                    needs=("ale_py",), image=True),
 }
-
-
-def installed(module: str) -> bool:
-    """Whether ``module`` can be imported here (without importing it)."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def target(name: str) -> Target:
