@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from functools import partial
 from pathlib import Path
 
 import gymnasium as gym
@@ -33,20 +34,12 @@ CONTENDERS = ("sync", "async-loop", "collector")
 UNEVEN = {"min_cost_us": 100, "max_cost_us": 2000, "wait": True}
 
 
-def build_pong(n: int, batch_size: int | None):
-    return vecenv.make(make_pong, n, batch_size=batch_size)
-
-
-def build_uneven(n: int, batch_size: int | None):
-    return vecenv.make("vecenv.bench:vecenv/VariableBusy-v0", n, backend="process", num_workers=n,
-                       batch_size=batch_size, env_kwargs=UNEVEN)
-
-
-build = build_pong  # main() sets it
+#: the vector env of a round, ``build(num_envs, batch_size=B or None)``: Pong, or main()'s --uneven envs
+build = partial(vecenv.make, make_pong)
 
 
 def run_sync(n: int, steps: int, seconds: float, act) -> float:
-    with build(n, None) as envs:
+    with build(n, batch_size=None) as envs:
         space = envs.single_observation_space
         obs_buf = np.zeros((steps, n, *space.shape), space.dtype)
         actions_buf, rewards_buf = np.zeros((steps, n), np.int64), np.zeros((steps, n), np.float32)
@@ -98,7 +91,7 @@ def collector(envs, n: int, steps: int, seconds: float, act) -> float:
 def run_async(n: int, steps: int, seconds: float, act, collector_first: bool) -> dict[str, float]:
     """The hand-written loop and the collector on one build of the async vector env, one after the
     other: a build's luck (where its workers run on a shared machine) is the same for both."""
-    with build(n, n // 2) as envs:
+    with build(n, batch_size=n // 2) as envs:
         order = [("collector", collector), ("async-loop", async_loop)]
         return {name: run(envs, n, steps, seconds, act) for name, run in (order if collector_first else order[::-1])}
 
@@ -110,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--uneven", action="store_true", help="the uneven-env scenario instead of Pong")
     args = p.parse_args(argv)
     global build
-    build = build_uneven if args.uneven else build_pong
+    if args.uneven:
+        build = partial(vecenv.make, "vecenv.bench:vecenv/VariableBusy-v0", backend="process",
+                        num_workers=args.num_envs, env_kwargs=UNEVEN)
     act = (lambda obs: np.zeros(len(obs), np.int64)) if args.uneven else make_policy(6, seed=0)
     results: dict[str, list[float]] = {name: [] for name in CONTENDERS}
     n, steps, seconds = args.num_envs, args.steps, args.seconds

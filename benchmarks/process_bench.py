@@ -26,12 +26,12 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.vector.utils import batch_space
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # beside this script (not automatic everywhere)
 from _common import interleave, parser, print_table, spread, table, write_json  # noqa: E402
 
 import vecenv
+from vecenv.bench.contenders import action_pool
 
 #: vecenv.make arguments per backend name (two versions)
 BACKENDS: dict[str, dict] = {
@@ -49,9 +49,7 @@ def run(make, steps: int, batched: bool = False, warmup: int = 50, policy_us: fl
     returned), after ``warmup`` untimed; ``policy_us``: a policy's CPU between steps."""
     with contextlib.closing(make()) as envs:
         rows = envs.batch_size if batched else envs.num_envs
-        space = batch_space(envs.single_action_space, rows)
-        space.seed(0)
-        actions = [space.sample() for _ in range(16)]
+        actions = action_pool(envs.single_action_space, rows, 0, 16)
         ids = envs.reset(seed=0)[1].get("env_id")
         for k in range(-warmup, steps):
             if k == 0:
