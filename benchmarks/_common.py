@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import itertools
 import json
 import multiprocessing
 import statistics
@@ -66,7 +65,8 @@ def rate(once: Callable[[], int], seconds: float, warmup: int = 0) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def drive(envs: Any, seconds: float, warmup_s: float = 0.3) -> tuple[float, float]:
+def drive(envs: Any, seconds: float, warmup_s: float = 0.3, before_clock: Callable[[], Any] | None = None
+          ) -> tuple[float, float]:
     """Env steps/s of stepping ``envs`` with random actions for ``seconds`` after ``warmup_s``
     (in async batches where its ``batch_size`` is below ``num_envs``), by vecenv.bench's drivers,
     and the caller thread's CPU µs per vector step; closes ``envs``."""
@@ -78,6 +78,8 @@ def drive(envs: Any, seconds: float, warmup_s: float = 0.3) -> tuple[float, floa
                                                                   rows, None)
         driver.reset(0)
         driver.run(2**62, time.perf_counter() + warmup_s)
+        if before_clock is not None:
+            before_clock()
         cpu, start = time.thread_time(), time.perf_counter()
         calls = driver.run(2**62, start + seconds)
         return calls * rows / (time.perf_counter() - start), (time.thread_time() - cpu) / calls * 1e6
@@ -108,19 +110,7 @@ def print_table(tab: dict[str, Any]) -> None:
 def _free_run(fns: list[Callable[[], Any]], seconds: float, start: Any, out: Any) -> None:
     import gymnasium as gym
 
-    envs = gym.vector.SyncVectorEnv(fns)
-    envs.reset(seed=0)
-    actions = itertools.cycle([envs.action_space.sample() for _ in range(16)])
-
-    def once() -> int:
-        envs.step(next(actions))
-        return len(fns)
-
-    for _ in range(20):
-        once()
-    start.wait()
-    out.put(rate(once, seconds))
-    envs.close()
+    out.put(drive(gym.vector.SyncVectorEnv(fns), seconds, 0.1, before_clock=start.wait)[0])
 
 
 def free_running(groups: Sequence[list[Callable[[], Any]]], seconds: float, context: str | None = None) -> float:
