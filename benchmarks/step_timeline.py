@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import parser  # noqa: E402
 
 import vecenv  # noqa: E402
+from vecenv.bench.contenders import action_pool
 from vecenv.engine.partition import split_envs
 from vecenv.system import usable_cores
 from vecenv.transports.process import default_workers
@@ -237,9 +238,7 @@ def run(env: str, num_envs: int, workers: int | None, steps: int, warmup: int, b
         with instrumented(tl), vecenv.ProcessVectorEnv(fns, num_workers=n_workers, batch_size=batch,
                                                        context=CONTEXT) as envs:
             ids = envs.reset(seed=0)[1].get("env_id")
-            space = envs.single_action_space
-            space.seed(0)
-            actions = np.array([space.sample() for _ in range(batch or num_envs)])
+            actions = action_pool(envs.single_action_space, batch or num_envs, 0, 1)[0]
             calls, sent_by = np.ones(num_envs, int), np.full(num_envs, -1)  # the reset was call 0
             batches = []
             for i in range(warmup + steps):

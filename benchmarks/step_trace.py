@@ -16,12 +16,8 @@ import numpy as np
 
 import vecenv
 
-LAYOUTS: dict[str, dict] = {
-    "process": {"backend": "process", "num_workers": 2},
-    "inline": {"backend": "process", "num_workers": 2, "inline": True},
-    "thread": {"backend": "thread", "num_workers": 2},
-    "serial": {"backend": "serial"},
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from process_bench import BACKENDS as LAYOUTS  # noqa: E402  (vecenv.make's arguments per layout)
 
 PACKAGE_DIR = str(Path(vecenv.__file__).parent)
 

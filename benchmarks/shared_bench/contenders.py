@@ -180,16 +180,13 @@ def build(name: str, t: Target, n: int, seed: int = 0) -> Driver:
             envs = envpool.make(t.envpool_task, env_type="gymnasium", num_envs=n, batch_size=rows, seed=seed,
                                 **t.envpool_kwargs)
         actions = action_pool(envs.action_space, rows, seed)
-        if batch:
-            return bench.BatchDriver(envs, actions, rows, None, _envpool_reset)
-        return Driver(envs, actions, n, None, lambda e, s: e.reset())
+        return (bench.BatchDriver(envs, actions, rows, None, _envpool_reset) if batch
+                else Driver(envs, actions, n, None, lambda e, s: e.reset()))
     from ale_py.vector_env import AtariVectorEnv
 
     envs = AtariVectorEnv(t.ale_game, n, batch_size=batch or 0, **t.ale_kwargs)
     actions = action_pool(envs.single_action_space, rows, seed)
-    if batch:
-        return bench.BatchDriver(envs, actions, rows, None, with_ids=False)
-    return Driver(envs, actions, n, None)
+    return bench.BatchDriver(envs, actions, rows, None, with_ids=False) if batch else Driver(envs, actions, n, None)
 
 
 # ==================================================================== the policy scenario

@@ -39,10 +39,8 @@ def stop(proc: subprocess.Popen, grace: float = 0.0) -> None:
     try:
         if proc.poll() is None and grace > 0:
             proc.terminate()
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                pass
         if proc.poll() is None:
             proc.kill()
         proc.wait(5)
