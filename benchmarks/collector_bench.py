@@ -4,11 +4,9 @@
     python benchmarks/collector_bench.py --uneven             # envs of uneven cost, no policy
 
 ``sync``: ``vecenv.make``'s default, obs -> policy -> step, storing (T, N) arrays; ``async-loop``:
-batches of N/2 by hand (send the batch just computed, recv the next), storing nothing: the
-ceiling; ``collector``: ``vecenv.Collector(envs, policy, steps=128).collect()`` on that vector
-env (the same build as async-loop in a round). Medians of interleaved rounds after an uncounted
-warm-up round, and the ratios issue 65 sets targets for: collector / async-loop >= 0.95 (>= 0.9
-with ``--uneven``), collector / sync >= 1.25.
+batches of N/2 by hand, storing nothing: the ceiling; ``collector``: ``vecenv.Collector(envs,
+policy, steps=128).collect()`` on that build. Issue 65's targets: collector / async-loop >= 0.95
+(>= 0.9 with ``--uneven``), collector / sync >= 1.25 (docs/collector.md#speed).
 """
 
 from __future__ import annotations

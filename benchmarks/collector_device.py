@@ -18,13 +18,8 @@ import torch
 import vecenv
 from vecenv.bench.envs import BusyEnv
 
-#: where the rollouts go (``--device``)
-DEVICE = "cuda"
-
-
-def sync() -> None:
-    if DEVICE.startswith("cuda"):
-        torch.cuda.synchronize()
+#: where the rollouts go (``--device``), and how to wait for it
+DEVICE, sync = "cuda", torch.cuda.synchronize
 
 
 def gpu_policy(obs: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -43,10 +38,9 @@ def run(envs: vecenv.VectorEnv, steps: int, rollouts: int, pinned: bool) -> floa
     for _ in range(rollouts):
         rollout = collector.collect()
         if not pinned:
-            moved = [torch.as_tensor(a).to(DEVICE) for a in
-                     (rollout.observations, rollout.actions, rollout.rewards, rollout.terminations,
-                      rollout.truncations, rollout.next_observations)]
-            assert len(moved) == 6
+            for a in (rollout.observations, rollout.actions, rollout.rewards, rollout.terminations,
+                      rollout.truncations, rollout.next_observations):
+                torch.as_tensor(a).to(DEVICE)
         sync()
     return rollouts * steps * envs.num_envs / (time.perf_counter() - start)
 
@@ -62,8 +56,8 @@ def main() -> None:
     p.add_argument("--rollouts", type=int, default=3)
     p.add_argument("--device", default="cuda", help="cuda, or cpu for a smoke run")
     args = p.parse_args()
-    global DEVICE
-    DEVICE = args.device
+    global DEVICE, sync
+    DEVICE, sync = args.device, torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name() if DEVICE.startswith('cuda') else DEVICE}")
 
     def measure(name: str) -> float:

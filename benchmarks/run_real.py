@@ -15,12 +15,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import run_shared  # noqa: E402
+from _common import RESULTS  # noqa: E402
 
 CONTENDERS = ("gym-sync", "gym-async", "vecenv-default", "vecenv-thread", "vecenv-process", "sb3-dummy",
               "sb3-subproc", "vecenv-sb3-subproc", "envpool", "pufferlib-serial", "pufferlib-mp",
               "pufferlib-async")
 DEFAULTS = {"--scenario": "idle", "--envs": "HalfCheetah-v5,Pong", "--contenders": ",".join(CONTENDERS),
-            "--json": str(run_shared.RESULTS / "real.json")}
+            "--json": str(RESULTS / "real.json")}
 
 
 def main(argv: list[str] | None = None) -> int:

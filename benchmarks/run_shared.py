@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, interleave, table, write_json  # noqa: E402
+from _common import interleave, parser, table, write_json  # noqa: E402
 from shared_bench import contenders, load  # noqa: E402
 from shared_bench.contenders import PolicyLoop, Target, first_line  # noqa: E402
 
@@ -47,7 +47,7 @@ def _list(values: list[str] | None) -> list[str]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = parser(__doc__, json_name="shared.json")
     p.add_argument("--scenario", action="append", metavar="{" + ",".join([*SCENARIOS, "all"]) + "}",
                    help="scenarios to run, repeatable or comma-separated (default: all)")
     p.add_argument("--envs", action="append", help="targets, comma-separated (default: "
@@ -60,10 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, help="seconds per measurement (default 2.0)")
     p.add_argument("--warmup", type=int, help="steps before the clock (default 20)")
     p.add_argument("--seed", type=int, default=0, help="reset and action seed (default 0)")
-    p.add_argument("--json", type=Path, default=RESULTS / "shared.json",
-                   help="where every round goes (default benchmarks/results/shared.json)")
-    p.add_argument("--quick", action="store_true",
-                   help="a smoke test: 1 round of 0.3 s, 3 warmup steps (unless given)")
+    p.add_argument("--quick", action="store_true", help="a smoke test: 1 round of 0.3 s, 3 warmup steps (unless given)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--after-busy", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)

@@ -1,10 +1,8 @@
-"""vecenv.sb3's VecEnvs against Stable-Baselines3's own, in one process, interleaved rounds.
+"""vecenv.sb3's VecEnvs against Stable-Baselines3's own, in one process, interleaved rounds (env
+steps/s, medians; every round goes to ``--json``). Needs SB3.
 
     python benchmarks/sb3_bench.py              # CartPole-v1 and the busy env, N=8
     python benchmarks/sb3_bench.py --rounds 7 --seconds 1
-
-Env steps per second (a vector step of N envs counts N), medians of the rounds; every round goes
-to ``--json`` (default results/sb3_bench.json). Needs SB3.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ loop on batches of K. Also CleanRL's Atari CNN, the policy scenario's."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import sys
@@ -197,10 +198,8 @@ def make_policy(n_actions: int, seed: int = 0) -> Callable[[np.ndarray], np.ndar
     from torch import nn
 
     torch.set_num_threads(1)
-    try:
+    with contextlib.suppress(RuntimeError):  # already set, or torch already ran parallel work
         torch.set_num_interop_threads(1)
-    except RuntimeError:  # already set, or torch already ran parallel work
-        pass
     torch.manual_seed(seed)
     net = nn.Sequential(
         nn.Conv2d(4, 32, 8, stride=4), nn.ReLU(),
@@ -237,20 +236,16 @@ class PolicyLoop:
         self.envs, self.act, self.obs = envs, act, None
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.envs, name)
+        call = getattr(self.envs, name)
+        if name not in ("reset", "step", "recv"):
+            return call
 
-    def _keep(self, out: Any) -> Any:
-        self.obs = out[0] if isinstance(out, tuple) else out
-        return out
+        def kept(*args: Any, **kwargs: Any) -> Any:
+            out = call(*args, **kwargs)
+            self.obs = out[0] if isinstance(out, tuple) else out
+            return out
 
-    def reset(self, *args: Any, **kwargs: Any) -> Any:
-        return self._keep(self.envs.reset(*args, **kwargs))
-
-    def step(self, actions: Any) -> Any:
-        return self._keep(self.envs.step(actions))
-
-    def recv(self) -> Any:
-        return self._keep(self.envs.recv())
+        return kept
 
     def __len__(self) -> int:
         return 1
