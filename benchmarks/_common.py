@@ -129,14 +129,6 @@ def free_running(groups: Sequence[list[Callable[[], Any]]], seconds: float, cont
     return total
 
 
-def env_fn(name: str) -> Callable[[], Any]:
-    """A picklable factory of env ``name``: ``Pong`` (as CleanRL trains it) or a gymnasium id
-    (``vecenv/Busy-v0`` too): run_shared.py's targets."""
-    from shared_bench.contenders import target
-
-    return target(name).env_fn
-
-
 def write_json(path: Path, script: str, settings: dict[str, Any], tables: list[dict],
                machine: dict[str, Any] | None = None) -> None:
     """A script's run: every round of every table, its settings, the machine and the versions."""

@@ -26,7 +26,6 @@ from shared_bench.contenders import make_policy, make_pong  # noqa: E402
 
 import vecenv  # noqa: E402
 
-CONTENDERS = ("sync", "async-loop", "collector")
 #: --uneven: envs that sleep a random 0.1-2 ms per step (stragglers that wait, not burn a core),
 #: one per worker process, and a policy that costs nothing: the collector against free running
 UNEVEN = {"min_cost_us": 100, "max_cost_us": 2000, "wait": True}
@@ -105,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         build = partial(vecenv.make, "vecenv.bench:vecenv/VariableBusy-v0", backend="process",
                         num_workers=args.num_envs, env_kwargs=UNEVEN)
     act = (lambda obs: np.zeros(len(obs), np.int64)) if args.uneven else make_policy(6, seed=0)
-    results: dict[str, list[float]] = {name: [] for name in CONTENDERS}
+    results: dict[str, list[float]] = {name: [] for name in ("sync", "async-loop", "collector")}
     n, steps, seconds = args.num_envs, args.steps, args.seconds
     run_sync(n, steps, 0.5, act)  # a warm-up round, not counted: imports, auto's probe, the first workers
     run_async(n, steps, 0.5, act, True)
@@ -114,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         got.update(run_async(n, steps, seconds, act, collector_first=r % 4 < 2))
         if r % 2:
             got["sync"] = run_sync(n, steps, seconds, act)
-        for name in CONTENDERS:
+        for name in results:
             results[name].append(got[name])
         print(f"round {r + 1}/{args.rounds}  " + "  ".join(f"{k} {v:,.0f}" for k, v in got.items()) + " steps/s",
               flush=True)

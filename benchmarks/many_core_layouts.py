@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
-from _common import drive, env_fn, free_running, parser, spread  # noqa: E402
+from _common import drive, free_running, parser, spread  # noqa: E402
+from shared_bench.contenders import target  # noqa: E402  (Pong as CleanRL trains it, or a gymnasium id)
 
 import vecenv  # noqa: E402
 from vecenv.system import usable_cores  # noqa: E402
@@ -35,7 +36,7 @@ LAYOUTS = ("gym-sync", "ceiling", "process", "inline", "workers-1", "affinity", 
 
 def build(layout: str, name: str, n: int) -> Any:
     """The vector env ``layout`` names, of ``n`` envs ``name``."""
-    fns, cores = [env_fn(name)] * n, usable_cores()
+    fns, cores = [target(name).env_fn] * n, usable_cores()
     rest = list(range(1, cores))
     options: dict[str, dict[str, Any]] = {
         "process": {}, "inline": {"inline": True}, "workers-1": {"num_workers": cores - 1},
@@ -55,7 +56,7 @@ def measure(layout: str, name: str, n: int, seconds: float) -> dict[str, Any]:
     ``auto``, the layout it chose); the ceiling's caller only waits."""
     if layout == "ceiling":
         shares = np.array_split(np.arange(n), min(usable_cores(), n))
-        return {"steps_per_s": free_running([[env_fn(name)] * len(s) for s in shares], seconds), "caller_cpu_us": 0.0}
+        return {"steps_per_s": free_running([[target(name).env_fn] * len(s) for s in shares], seconds), "caller_cpu_us": 0.0}
     envs = build(layout, name, n)
     chosen = getattr(envs, "layout", None)
     rate, cpu = drive(envs, seconds)

@@ -1,12 +1,9 @@
-"""PettingZoo games vectorized: vecenv.pettingzoo, SuperSuit's ``concat_vec_envs_v1`` and
-PufferLib's PettingZoo emulation, in game steps per second (a game step: every agent of one game).
+"""PettingZoo games vectorized: vecenv.pettingzoo, SuperSuit's ``concat_vec_envs_v1`` (2 CPUs) and
+PufferLib's PettingZoo emulation (2 workers, where pufferlib-core is installed), beside a plain
+loop, in game steps/s (every agent of one game); interleaved rounds, each contender's per-round
+ratio to SuperSuit and PufferLib. Needs pettingzoo[butterfly], mpe2, supersuit.
 
     python benchmarks/pettingzoo_bench.py --rounds 5 --seconds 2 --json benchmarks/results/pettingzoo/bench.json
-
-Contenders: ``loop`` (a plain loop over the ParallelEnvs, for scale), ``vecenv-serial``,
-``vecenv-process`` (2 workers), ``vecenv-auto``, ``supersuit`` (2 CPUs), ``pufferlib-mp`` (2
-workers; skipped without pufferlib-core). Interleaved rounds; medians, spreads and each
-contender's per-round ratio to SuperSuit and PufferLib. Needs pettingzoo[butterfly], mpe2, supersuit.
 """
 
 from __future__ import annotations

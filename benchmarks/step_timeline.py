@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-import json
 import multiprocessing
 import os
 import sys
@@ -20,12 +19,13 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from unittest import mock
 
 import gymnasium as gym
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import parser  # noqa: E402
+from _common import parser, write_json  # noqa: E402
 
 import vecenv  # noqa: E402
 from vecenv.bench.contenders import action_pool
@@ -126,11 +126,8 @@ def instrumented(tl: Timeline) -> Iterator[None]:
         tl.caller[k, WOKE] = time.monotonic()
         return done
 
-    ProcessTransport.send, ProcessTransport.ready = stamped_send, stamped_ready  # type: ignore[method-assign]
-    try:
+    with mock.patch.object(ProcessTransport, "send", stamped_send), mock.patch.object(ProcessTransport, "ready", stamped_ready):
         yield
-    finally:
-        ProcessTransport.send, ProcessTransport.ready = send, ready  # type: ignore[method-assign]
 
 
 def steal_jiffies() -> tuple[int, int] | None:
@@ -272,11 +269,9 @@ def run(env: str, num_envs: int, workers: int | None, steps: int, warmup: int, b
     finally:
         os.unlink(path)
     result["caller_cpu_us_per_step"] = caller_cpu * 1e6  # stamping included
-    result["run_delay_us_per_step"] = {
-        "caller": caller_delay / steps,
-        "worker_median": float(np.median(delays)) if delays.size else float("nan"),
-        "worker_p90": float(np.percentile(delays, 90)) if delays.size else float("nan"),
-    }
+    worker = _stats(delays * 1e-6)  # the delays are µs already
+    result["run_delay_us_per_step"] = {"caller": caller_delay / steps, "worker_median": worker["median_us"],
+                                       "worker_p90": worker["p90_us"]}
     if steal and steal_after and steal_after[1] > steal[1]:
         result["steal_share"] = (steal_after[0] - steal[0]) / (steal_after[1] - steal[1])
     result["layout"] = {"env": env, "num_envs": num_envs, "workers": n_workers, "steps": steps,
@@ -325,7 +320,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = run(a.env, a.num_envs, a.workers, a.steps, a.warmup, a.busy_us, a.batch_size)
     print(report(result))
     if a.json:
-        a.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_json(a.json, "step_timeline.py", vars(a), [result])
     return result
 
 

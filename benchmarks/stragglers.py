@@ -26,7 +26,7 @@ import numpy as np
 import vecenv
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import drive, free_running, parser, spread, write_json  # noqa: E402
+from _common import drive, free_running, interleave, parser, spread, write_json  # noqa: E402
 
 #: fork where there is one: every process runs this file's envs without importing it again (a
 #: forkserver, Python 3.14's default on Linux, could not import it when it was loaded by path)
@@ -238,12 +238,12 @@ def main(argv: list[str] | None = None) -> dict:
             sim[f"{rule} b={b}"] = simulate(rule, units, a.workers, b)
 
     rows = ["sync"] + [f"b={b}" for b in batches] + ([] if a.no_gym else ["gym-async"])
-    rates: dict[str, list[float]] = {r: [] for r in ["ceiling", *rows]}
-    for r in range(a.rounds):
-        print(f"round {r + 1} of {a.rounds}", file=sys.stderr, flush=True)
-        rates["ceiling"].append(free_running(groups, a.seconds, CONTEXT))
-        for row in rows:
-            rates[row].append(measured(row, fns, a.workers, a.seconds))
+
+    def one(row: str) -> float:
+        return free_running(groups, a.seconds, CONTEXT) if row == "ceiling" else measured(row, fns, a.workers, a.seconds)
+
+    rates = interleave(["ceiling", *rows], a.rounds, one,
+                       lambda r, row, v: print(f"round {r + 1}: {row} {v:,.0f} steps/s", file=sys.stderr, flush=True))
     shares = {row: [v / c for v, c in zip(rates[row], rates["ceiling"], strict=True)] for row in rows}
 
     print(f"\n{a.num_envs} envs, {a.workers} workers; {costs}; medians of {a.rounds} rounds [min-max]\n")

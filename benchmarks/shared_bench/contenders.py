@@ -136,11 +136,10 @@ def unavailable(name: str, t: Target, num_envs: int) -> str | None:
             return (bench.peer_unavailable(c.backend) if c.kind == "peer" else None) or c.supports(t, num_envs)
         except Exception as exc:  # e.g. PufferLib's own import fails
             return first_line(exc)
-    if "sb3" in base and not installed("stable_baselines3"):
-        return "stable-baselines3 is not installed (pip install 'vecenv[sb3]')"
-    if base == "envpool":
-        if not installed("envpool"):
-            return "envpool is not installed (pip install envpool)"
+    if "sb3" in base or base == "envpool":  # the modules vecenv.bench's SB3 and EnvPool peers need
+        missing = bench.peer_unavailable("envpool" if base == "envpool" else "sb3-dummy")
+        if missing or base != "envpool":
+            return missing
         import envpool
 
         if t.envpool_task not in envpool.list_all_envs():
