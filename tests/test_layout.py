@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import vecenv
-from helpers import needs_processes
+from helpers import FAST_START, needs_processes
 from vecenv import layout as L
 from vecenv.layout import EnvProbe, Layout, MachineCosts, allowed_layouts, choose, decide
 from vecenv.system import gil_enabled
@@ -62,6 +62,34 @@ def test_on_many_cores_a_group_per_core_steps_one_group_in_the_caller():
     # a machine of 8 cores or fewer was calibrated at a group per core: nothing is added
     eight = decide(EnvProbe(step_us=500.0), replace(SIXTEEN_CORES, cores=8), 64, cores=8)
     assert (eight.inline, eight.predicted_us["process×8"]) == (False, pytest.approx(60 + 4 * 7 + 8 * 503))
+
+
+def test_async_batches_leave_the_caller_a_core_for_its_own_work():
+    # the caller computes the next actions while the workers step: one worker fewer than cores
+    assert L.rule.default_workers(8, 2, batches=True) == 1
+    assert L.rule.default_workers(8, 4, batches=True) == 3
+    assert L.rule.default_workers(8, 2) == 2  # a synchronous step's caller waits: a worker per core
+    assert L.rule.default_workers(8, 2, caller_steps=True, batches=True) == 2  # threads, inline
+    assert L.rule.default_workers(8, 1, batches=True) == 1
+    assert decide(EnvProbe(step_us=500.0), TWO_CORES, 8, cores=2, allowed=["process"], batches=True).num_workers == 1
+    # auto with batch_size (the process layout is the only one a GIL build allows)
+    assert L.rule.batches(8, {"batch_size": 4}) and not L.rule.batches(8, {"batch_size": 8})
+    assert L.fixed("process", 8, None, 4, "", batches=True).num_workers == 3
+    # an env that waits still gets more workers than cores
+    waiting = decide(EnvProbe(step_us=2000.0, cpu_share=0.05), TWO_CORES, 16, cores=2, allowed=["process"],
+                     batches=True)
+    assert waiting.num_workers == 16
+
+
+@needs_processes
+@pytest.mark.timeout(60)
+def test_an_explicit_process_backend_with_async_batches_leaves_the_caller_a_core(monkeypatch):
+    monkeypatch.setattr(vecenv.backends, "usable_cores", lambda: 3)
+    fns = [partial(gym.make, "CartPole-v1")] * 4
+    with vecenv.ProcessVectorEnv(fns, batch_size=2, context=FAST_START) as envs:
+        assert envs.num_workers == 2
+    with vecenv.ProcessVectorEnv(fns, batch_size=4, context=FAST_START) as envs:  # whole batches
+        assert envs.num_workers == 3
 
 
 def test_an_env_that_waits_gets_more_workers_than_cores():

@@ -155,8 +155,9 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
     Args:
         env_fns: one callable per env.
         num_workers: env groups, one per worker process (default: the usable cores, at most
-            ``len(env_fns)``; on more than 8 cores one fewer, so the caller keeps a core, unless
-            ``inline``).
+            ``len(env_fns)``; one fewer on more than 8 cores or with async batches, so the caller
+            keeps a core for its own work, unless ``inline``). Envs that wait rather than compute
+            want more: up to one per env.
         batch_size: for async batches: :meth:`recv` returns the first ``batch_size`` envs to
             finish (with ``infos["env_id"]``).
         context: multiprocessing start method or context (default: the platform's).
@@ -243,7 +244,9 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
         transport = ProcessTransport(context, daemon, spin_us=spin_us, yield_us=yield_us,
                                      start_timeout=_start_timeout(start_timeout), mechanism=mechanism,
                                      inline=inline, cores=cores)
-        groups = num_workers or default_workers(_count(env_fns), usable_cores(), caller_steps=inline)
+        n = _count(env_fns)
+        groups = num_workers or default_workers(n, usable_cores(), caller_steps=inline,
+                                                batches=batch_size not in (None, n))
         super().__init__(env_fns, transport, num_workers=groups,
                          batch_size=batch_size, copy=copy, observation_mode=observation_mode,
                          autoreset_mode=autoreset_mode, **failure)
