@@ -73,7 +73,7 @@ def test_async_batches_leave_the_caller_a_core_for_its_own_work():
     assert L.rule.default_workers(8, 1, batches=True) == 1
     assert decide(EnvProbe(step_us=500.0), TWO_CORES, 8, cores=2, allowed=["process"], batches=True).num_workers == 1
     # auto with batch_size (the process layout is the only one a GIL build allows)
-    assert L.rule.batches(8, {"batch_size": 4}) and not L.rule.batches(8, {"batch_size": 8})
+    assert L.rule.async_batches(8, {"batch_size": 4}) and not L.rule.async_batches(8, {"batch_size": 8})
     assert L.fixed("process", 8, None, 4, "", batches=True).num_workers == 3
     # an env that waits still gets more workers than cores
     waiting = decide(EnvProbe(step_us=2000.0, cpu_share=0.05), TWO_CORES, 16, cores=2, allowed=["process"],

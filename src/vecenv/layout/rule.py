@@ -259,7 +259,7 @@ def _reason(kind: str, w: int, probe: EnvProbe, predicted: dict[str, float], cor
 
 
 # ==================================================================== constraints and override
-def batches(num_envs: int, backend_kwargs: Mapping[str, Any]) -> bool:
+def async_batches(num_envs: int, backend_kwargs: Mapping[str, Any]) -> bool:
     """Whether the backend arguments ask for async batches (``batch_size`` below ``num_envs``)."""
     return backend_kwargs.get("batch_size") not in (None, num_envs)
 
@@ -271,7 +271,7 @@ def allowed_layouts(backend_kwargs: Mapping[str, Any], num_envs: int, cores: int
             return ["process"], "the arguments need worker processes"
         return ["serial"], "only one core is usable"
     threads = [] if gil_enabled() else ["thread"]  # a step holds the GIL: threads cannot pay off
-    if batches(num_envs, backend_kwargs):
+    if async_batches(num_envs, backend_kwargs):
         return [*threads, "process"], "async batches need workers that finish independently"
     if backend_kwargs.get("step_timeout") is not None:
         return ["process"], "step_timeout needs every env in a worker process"
@@ -296,4 +296,4 @@ def forced(num_envs: int, backend_kwargs: Mapping[str, Any]) -> Layout | None:
     if value not in choices:
         raise ValueError(f"{FORCE_VAR}={value!r}: expected one of {list(choices)} or 'auto'")
     return fixed(value, num_envs, backend_kwargs.get("num_workers"), usable_cores(), f"forced by {FORCE_VAR}",
-                 batches=batches(num_envs, backend_kwargs))
+                 batches=async_batches(num_envs, backend_kwargs))

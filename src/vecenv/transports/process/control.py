@@ -83,11 +83,9 @@ MANY_CORES = 8
 def default_workers(num_envs: int, cores: int, *, caller_steps: bool = False, batches: bool = False) -> int:
     """Env groups a layout gets when ``num_workers`` is not given: a group per usable core, at most
     ``num_envs``. Worker processes leave the caller a core (cores − 1) on more than
-    :data:`MANY_CORES` cores, so that waits can spin (:func:`spins`): 16 workers and the caller
-    measured 1.07–1.42× slower than 15 on 16 cores (docs/measurements/2026-11-28-16core-device-layouts.md);
-    and with async ``batches``, whose caller computes the next actions while the workers step: on
-    2 cores, 1 worker ran Pong with a CNN policy 1.39× the synchronous default where 2 ran it 1.23×
-    (docs/measurements/2026-11-29-2core-epyc-quiet-recheck.md). A layout whose ``caller_steps`` a
+    :data:`MANY_CORES` cores, so that waits can spin (:func:`spins`), and with async ``batches``,
+    whose caller computes the next actions while the workers step (docs/process.md, "Constructor" and
+    "Async batches: when they pay off", gives the measurements). A layout whose ``caller_steps`` a
     group itself (inline, threads) keeps a group per core."""
     keep = 1 if (cores > MANY_CORES or batches) and not caller_steps else 0
     return max(1, min(num_envs, cores - keep))
