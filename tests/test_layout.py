@@ -66,18 +66,18 @@ def test_on_many_cores_a_group_per_core_steps_one_group_in_the_caller():
 
 def test_async_batches_leave_the_caller_a_core_for_its_own_work():
     # the caller computes the next actions while the workers step: one worker fewer than cores
-    assert L.rule.default_workers(8, 2, batches=True) == 1
-    assert L.rule.default_workers(8, 4, batches=True) == 3
-    assert L.rule.default_workers(8, 2) == 2  # a synchronous step's caller waits: a worker per core
-    assert L.rule.default_workers(8, 2, caller_steps=True, batches=True) == 2  # threads, inline
-    assert L.rule.default_workers(8, 1, batches=True) == 1
-    assert decide(EnvProbe(step_us=500.0), TWO_CORES, 8, cores=2, allowed=["process"], batches=True).num_workers == 1
+    assert L.rule.default_workers(8, 2, batch_size=4) == 1
+    assert L.rule.default_workers(8, 4, batch_size=4) == 3
+    assert L.rule.default_workers(8, 2) == L.rule.default_workers(8, 2, batch_size=8) == 2  # a synchronous
+    # step's caller waits: a worker per core
+    assert L.rule.default_workers(8, 2, caller_steps=True, batch_size=4) == 2  # threads, inline
+    assert L.rule.default_workers(8, 1, batch_size=4) == 1
+    assert decide(EnvProbe(step_us=500.0), TWO_CORES, 8, cores=2, allowed=["process"], batch_size=4).num_workers == 1
     # auto with batch_size (the process layout is the only one a GIL build allows)
-    assert L.rule.async_batches(8, {"batch_size": 4}) and not L.rule.async_batches(8, {"batch_size": 8})
-    assert L.fixed("process", 8, None, 4, "", batches=True).num_workers == 3
+    assert L.fixed("process", 8, None, 4, "", batch_size=4).num_workers == 3
     # an env that waits still gets more workers than cores
     waiting = decide(EnvProbe(step_us=2000.0, cpu_share=0.05), TWO_CORES, 16, cores=2, allowed=["process"],
-                     batches=True)
+                     batch_size=4)
     assert waiting.num_workers == 16
 
 

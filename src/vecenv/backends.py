@@ -244,9 +244,8 @@ class ProcessVectorEnv(VectorEnv, gym.vector.VectorEnv):
         transport = ProcessTransport(context, daemon, spin_us=spin_us, yield_us=yield_us,
                                      start_timeout=_start_timeout(start_timeout), mechanism=mechanism,
                                      inline=inline, cores=cores)
-        n = _count(env_fns)
-        groups = num_workers or default_workers(n, usable_cores(), caller_steps=inline,
-                                                batches=batch_size not in (None, n))
+        groups = num_workers or default_workers(_count(env_fns), usable_cores(), caller_steps=inline,
+                                                batch_size=batch_size)
         super().__init__(env_fns, transport, num_workers=groups,
                          batch_size=batch_size, copy=copy, observation_mode=observation_mode,
                          autoreset_mode=autoreset_mode, **failure)

@@ -31,7 +31,6 @@ from vecenv.layout.rule import (
     Layout,
     MachineCosts,
     allowed_layouts,
-    async_batches,
     contended,
     decide,
     fixed,
@@ -66,9 +65,9 @@ def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str
         return layout
     cores = usable_cores()
     allowed, narrowed = allowed_layouts(backend_kwargs, n, cores)
-    workers, batched = backend_kwargs.get("num_workers"), async_batches(n, backend_kwargs)
+    workers, batch_size = backend_kwargs.get("num_workers"), backend_kwargs.get("batch_size")
     if len(allowed) == 1 and allowed[0] != "serial":
-        return fixed(allowed[0], n, workers, cores, narrowed, batches=batched)
+        return fixed(allowed[0], n, workers, cores, narrowed, batch_size=batch_size)
     if "serial" in allowed and script_rerun_line(backend_kwargs.get("context")) is not None:
         allowed, narrowed = ["serial"], (
             "worker processes would run this script again: it creates the vector env outside "
@@ -82,13 +81,13 @@ def choose(env_fns: Sequence[Callable[[], gym.Env]], backend_kwargs: Mapping[str
     except Exception as exc:  # the backend builds the envs again and reports the failure as the env's
         kind = "process" if "process" in allowed else allowed[0]
         return fixed(kind, n, workers, cores, f"the env could not be probed here ({type(exc).__name__}: {exc})",
-                     batches=batched)
+                     batch_size=batch_size)
     costs = machine_costs()
     others, runs = most(before, others_busy()), other_runs()
     if not contended(cores, others):
         keep_probe(env_fns[0], probe)
     if runs:  # another run may be between steps right now: it counts as a busy core at least
         others = max(others or 0.0, float(runs))
-    layout = decide(probe, costs, n, cores, allowed=allowed, num_workers=workers, others=others, batches=batched)
+    layout = decide(probe, costs, n, cores, allowed=allowed, num_workers=workers, others=others, batch_size=batch_size)
     reason = f"{layout.reason}; {runs} other vecenv run(s) on this machine" if runs else layout.reason
     return replace(layout, reason=reason, calibration=describe_costs(costs))

@@ -129,12 +129,13 @@ class Layout:
 # ==================================================================== the rule
 def decide(probe: EnvProbe, costs: MachineCosts, num_envs: int, cores: int, *,
            allowed: Sequence[str] = ("serial", "process", "inline"), num_workers: int | None = None,
-           others: float | None = 0.0, batches: bool = False) -> Layout:
+           others: float | None = 0.0, batch_size: int | None = None) -> Layout:
     """The fastest of the ``allowed`` layouts for ``num_envs`` copies of the probed env.
 
     ``num_workers`` fixes the groups of process and inline layouts; ``others`` is
-    :func:`vecenv.layout.others_busy` (docs/auto.md gives the contended rule); ``batches``: async
-    batches, whose caller computes while the workers step (:func:`default_workers`).
+    :func:`vecenv.layout.others_busy` (docs/auto.md gives the contended rule); ``batch_size``
+    below ``num_envs`` asks for async batches, whose caller computes while the workers step
+    (:func:`default_workers`).
 
     Examples:
         With made-up machine costs: a cheap step stays in the calling process, an expensive
@@ -158,9 +159,10 @@ def decide(probe: EnvProbe, costs: MachineCosts, num_envs: int, cores: int, *,
         'serial'
     """
     busy = others if others is not None and contended(cores, others) else 0.0
-    predicted = _predict(probe, costs, num_envs, cores, allowed, num_workers, busy, batches)
+    predicted = _predict(probe, costs, num_envs, cores, allowed, num_workers, busy, batch_size)
     if not predicted:
-        return fixed(allowed[0], num_envs, num_workers, cores, "the only layout the arguments allow", batches=batches)
+        return fixed(allowed[0], num_envs, num_workers, cores, "the only layout the arguments allow",
+                     batch_size=batch_size)
     # the simplest layout within TIE of the fastest; on a busy machine, serial unless one with
     # workers beats it by CONTENDED_MARGIN
     best, serial = min(predicted.values()), predicted.get("serial")
@@ -170,11 +172,11 @@ def decide(probe: EnvProbe, costs: MachineCosts, num_envs: int, cores: int, *,
         key = min((k for k in predicted if predicted[k] <= best * (1 + TIE)),
                   key=lambda k: (_ORDER.index(_shape(k)[0]), predicted[k]))
         kind, w = _shape(key)
-    return fixed(kind, num_envs, w, cores, _reason(kind, w, probe, predicted, cores, busy), predicted, batches)
+    return fixed(kind, num_envs, w, cores, _reason(kind, w, probe, predicted, cores, busy), predicted, batch_size)
 
 
 def _predict(probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: Sequence[str],
-             num_workers: int | None, busy: float, batches: bool = False) -> dict[str, float]:
+             num_workers: int | None, busy: float, batch_size: int | None = None) -> dict[str, float]:
     """Predicted µs per batched step of each candidate (``serial``, ``process×W``, ...)."""
     work = probe.step_us + costs.per_env_us
     # the busy programs keep their cores: this run shares what is left (at least a fair share)
@@ -190,7 +192,7 @@ def _predict(probe: EnvProbe, costs: MachineCosts, n: int, cores: int, allowed: 
         one an explicit backend gets), and more for an env that waits."""
         if num_workers is not None:
             return [min(num_workers, n)]
-        base = default_workers(n, cores, caller_steps=kind != "process", batches=batches)
+        base = default_workers(n, cores, caller_steps=kind != "process", batch_size=batch_size)
         if probe.cpu_share < WAITING_SHARE:  # the cores are not the limit: as many as the waiting allows
             most = max(cores, int(cores / max(probe.cpu_share, 1e-3)))
             return sorted({base, min(n, MAX_WAITING_WORKERS, most)})
@@ -234,10 +236,10 @@ def _shape(key: str) -> tuple[str, int]:
 
 
 def fixed(kind: str, n: int, workers: int | None, cores: int, reason: str,
-          predicted: Mapping[str, float] | None = None, batches: bool = False) -> Layout:
+          predicted: Mapping[str, float] | None = None, batch_size: int | None = None) -> Layout:
     """The ``kind`` layout with ``workers`` groups (default: :func:`default_workers`, as the
     explicit backend's); ``inline`` is the process backend's."""
-    groups = workers or default_workers(n, cores, caller_steps=kind != "process", batches=batches)
+    groups = workers or default_workers(n, cores, caller_steps=kind != "process", batch_size=batch_size)
     w = 1 if kind == "serial" else max(1, min(n, groups))
     return Layout("process" if kind == "inline" else kind, w, kind == "inline", reason, predicted or {})
 
@@ -259,11 +261,6 @@ def _reason(kind: str, w: int, probe: EnvProbe, predicted: dict[str, float], cor
 
 
 # ==================================================================== constraints and override
-def async_batches(num_envs: int, backend_kwargs: Mapping[str, Any]) -> bool:
-    """Whether the backend arguments ask for async batches (``batch_size`` below ``num_envs``)."""
-    return backend_kwargs.get("batch_size") not in (None, num_envs)
-
-
 def allowed_layouts(backend_kwargs: Mapping[str, Any], num_envs: int, cores: int) -> tuple[list[str], str]:
     """The layouts the user's backend keyword arguments allow, and why when they narrow it."""
     if cores <= 1:
@@ -271,7 +268,7 @@ def allowed_layouts(backend_kwargs: Mapping[str, Any], num_envs: int, cores: int
             return ["process"], "the arguments need worker processes"
         return ["serial"], "only one core is usable"
     threads = [] if gil_enabled() else ["thread"]  # a step holds the GIL: threads cannot pay off
-    if async_batches(num_envs, backend_kwargs):
+    if backend_kwargs.get("batch_size") not in (None, num_envs):
         return [*threads, "process"], "async batches need workers that finish independently"
     if backend_kwargs.get("step_timeout") is not None:
         return ["process"], "step_timeout needs every env in a worker process"
@@ -296,4 +293,4 @@ def forced(num_envs: int, backend_kwargs: Mapping[str, Any]) -> Layout | None:
     if value not in choices:
         raise ValueError(f"{FORCE_VAR}={value!r}: expected one of {list(choices)} or 'auto'")
     return fixed(value, num_envs, backend_kwargs.get("num_workers"), usable_cores(), f"forced by {FORCE_VAR}",
-                 batches=async_batches(num_envs, backend_kwargs))
+                 batch_size=backend_kwargs.get("batch_size"))

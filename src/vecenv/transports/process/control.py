@@ -80,13 +80,15 @@ def spins(num_workers: int, cores: int) -> bool:
 MANY_CORES = 8
 
 
-def default_workers(num_envs: int, cores: int, *, caller_steps: bool = False, batches: bool = False) -> int:
+def default_workers(num_envs: int, cores: int, *, caller_steps: bool = False, batch_size: int | None = None) -> int:
     """Env groups a layout gets when ``num_workers`` is not given: a group per usable core, at most
     ``num_envs``. Worker processes leave the caller a core (cores − 1) on more than
-    :data:`MANY_CORES` cores, so that waits can spin (:func:`spins`), and with async ``batches``,
+    :data:`MANY_CORES` cores, so that waits can spin (:func:`spins`), and with async batches (a
+    ``batch_size`` below ``num_envs``),
     whose caller computes the next actions while the workers step (docs/process.md, "Constructor" and
     "Async batches: when they pay off", gives the measurements). A layout whose ``caller_steps`` a
     group itself (inline, threads) keeps a group per core."""
+    batches = batch_size is not None and batch_size < num_envs
     keep = 1 if (cores > MANY_CORES or batches) and not caller_steps else 0
     return max(1, min(num_envs, cores - keep))
 
