@@ -32,7 +32,7 @@ class TorchBuffers:
         if self.cuda and not torch.cuda.is_available():
             raise ValueError(f"Collector(device={device!r}): torch sees no CUDA device here; use device='cpu' "
                              "or device=None (numpy arrays)")
-        self.tensors: dict[int, Any] = {}  # id(host array) -> (host tensor, device tensor)
+        self.tensors: dict[int, Any] = {}  # id(host array) -> (that array, its host tensor, its device tensor)
         self.event: Any = None
 
     def host(self, shape: tuple, dtype: Any) -> np.ndarray:
