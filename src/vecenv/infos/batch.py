@@ -29,6 +29,15 @@ class InfoEntry(NamedTuple):
     final_info: dict | None = None
 
 
+class _Plan(NamedTuple):
+    """How a chunk's columns batch: each one's view of its records, the dtype gymnasium batches
+    it into, and its mask's key."""
+
+    views: list[np.ndarray]
+    dtypes: list[np.dtype]
+    mask_keys: list[str]
+
+
 class InfoColumns(Sequence):
     """The infos of the envs ``envs``, every one with the keys ``keys`` and values of the types
     ``types`` (each a type the codec reads as a column), as one record per env in ``records``:
@@ -43,22 +52,23 @@ class InfoColumns(Sequence):
                  records: np.ndarray, all_records: np.ndarray | None = None) -> None:
         self.envs, self.keys, self.types, self.records, self.all_records = envs, keys, types, records, all_records
         self._entries: list[InfoEntry] | None = None
-        self._batch_dtypes: list[np.dtype] | None = None
+        self._plan: _Plan | None = None
 
     def reread(self) -> InfoColumns:
-        """The same envs' infos read anew from the same records (a later step's values when the
-        records are a view of shared memory), without this one's unpacked entries."""
-        again = InfoColumns(self.envs, self.keys, self.types, self.records, self.all_records)
-        again._batch_dtypes = self.batch_dtypes()  # found once, on this chunk, for every rereading
-        return again
+        """This chunk, to be read anew from its records (a later step's values when they are a
+        view of shared memory): the entries unpacked from them before are dropped."""
+        self._entries = None
+        return self
 
-    def batch_dtypes(self) -> list[np.dtype]:
-        """The dtype gymnasium batches each column into, in the order of ``keys`` (found once)."""
-        if self._batch_dtypes is None:
-            fields = self.records.dtype
-            self._batch_dtypes = [info_type(kind).batch_dtype(kind, fields[key])
-                                  for key, kind in zip(self.keys, self.types, strict=True)]
-        return self._batch_dtypes
+    def plan(self) -> _Plan:
+        """How to batch these columns (found once, kept by rereads)."""
+        if self._plan is None:
+            records, keys = self.records, self.keys
+            self._plan = _Plan([records[key] for key in keys],
+                               [info_type(kind).batch_dtype(kind, records.dtype[key])
+                                for key, kind in zip(keys, self.types, strict=True)],
+                               [f"_{key}" for key in keys])
+        return self._plan
 
     def __len__(self) -> int:
         return len(self.envs)
@@ -214,18 +224,23 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
             if chunk.keys != keys or chunk.types != types or chunk.records.dtype != dtype:
                 return None
         chunks = sorted(chunks, key=lambda chunk: int(chunk.envs[0]))
-    batched = first.batch_dtypes()
+    plan = first.plan()
+    batched, mask_keys = plan.dtypes, plan.mask_keys
     if _in_env_order(chunks, n):
-        present = np.empty(n, dtype=np.bool_)
-        present.fill(True)
+        masks = np.empty((len(keys), n), dtype=np.bool_)  # one block: a row per key
+        masks.fill(True)
         source = _one_source(chunks, n)
+        if source is first.records:
+            columns = [view.astype(kind) for view, kind in zip(plan.views, batched, strict=True)]
+        elif source is not None:
+            columns = [source[key].astype(kind) for key, kind in zip(keys, batched, strict=True)]
+        else:
+            columns = [np.concatenate([c.records[key] for c in chunks], dtype=kind)
+                       for key, kind in zip(keys, batched, strict=True)]
         infos: dict[str, Any] = {}
-        for key, kind in zip(keys, batched, strict=True):
-            if source is not None:
-                infos[key] = source[key].astype(kind)
-            else:
-                infos[key] = np.concatenate([c.records[key] for c in chunks], dtype=kind)
-            infos[f"_{key}"] = present.copy()
+        for i, key in enumerate(keys):
+            infos[key] = columns[i]
+            infos[mask_keys[i]] = masks[i]
         return infos
     present = np.zeros(n, dtype=np.bool_)
     for chunk in chunks:

@@ -184,7 +184,7 @@ class InfoReader:
         #: as that chunk again, without building its parts again
         self._uniform: list[tuple[bytes, InfoColumns] | None] = [None for _ in partition]
         #: the same for every env at once, when every worker's rows hold one columnar schema
-        self._uniform_all: tuple[bytes, InfoColumns] | None = None
+        self._uniform_all: tuple[bytes, StepReply] | None = None
         self._no_ids = bytes(area.ids.nbytes)
         #: (worker, schema id) -> one id per distinct schema across workers (-1: none), and
         #: those schemas: rows of several workers read as one chunk when they share one
@@ -248,7 +248,8 @@ class InfoReader:
         ids = self.area.ids.tobytes()
         every = self._uniform_all
         if every is not None and ids == every[0]:
-            return StepReply(every[1].reread(), None)
+            every[1].entries.reread()
+            return every[1]
         if ids == self._no_ids:  # no env returned an info in the rows
             return NO_INFOS
         uniform = [u for u in self._uniform if u is not None]
@@ -264,8 +265,8 @@ class InfoReader:
         assert every_env is not None  # a worker's uniform chunk is read in place
         chunk = InfoColumns(np.arange(n), first.keys, first.types, every_env[:n], every_env)
         chunk.envs.flags.writeable = False
-        self._uniform_all = (ids, chunk)
-        return StepReply(chunk.reread(), None)
+        self._uniform_all = (ids, StepReply(chunk, None))
+        return self._uniform_all[1]
 
     def take(self, worker: int, reply: RowsReply) -> StepReply:
         """``reply`` as a :class:`StepReply`: the entries it carried, and those in the rows

@@ -107,6 +107,8 @@ class ControlBlock:
 
     def __init__(self, buffer: memoryview, offset: int, num_workers: int) -> None:
         self.rows = np.frombuffer(buffer, np.int64, num_workers * Field.SIZE, offset).reshape(num_workers, Field.SIZE)
+        #: each field's column over every worker (views, for the reads and writes of every step)
+        self.columns = tuple(self.rows[:, field] for field in range(Field.SIZE))
         after = offset + self.rows.nbytes
         #: the word sleeping workers wait on
         self.bell_word = np.frombuffer(buffer, np.int32, 1, after)
@@ -134,10 +136,10 @@ class ControlBlock:
     def finished(self, workers: Collection[int], dead: Collection[int], every: bool = False) -> list[int]:
         """Those of ``workers`` that are ``dead`` (first), then those whose last command is done,
         in the order they finished (one loop: this runs on every wait of every step). ``every``:
-        nothing until all are done or one is dead."""
+        nothing until all are done or one is dead (then in no particular order)."""
+        if every and not dead and len(workers) == len(self.rows):  # a whole step: one comparison
+            return list(workers) if self.columns[CMD].tolist() == self.columns[DONE].tolist() else []
         cmd, finished, stamp = self.rows[:, :3].T.tolist()  # CMD, DONE, STAMP: one snapshot
-        if every and not dead and len(workers) == len(cmd):  # a whole step: one comparison
-            return sorted(workers, key=stamp.__getitem__) if cmd == finished else []
         done, ended = [], []
         for w in workers:
             if w in dead:
@@ -175,7 +177,7 @@ class ControlBlock:
 
     def published(self) -> int:
         """Envs published so far, every worker's count summed."""
-        return int(self.rows[:, Field.PUBLISHED].sum())
+        return int(self.columns[Field.PUBLISHED].sum())
 
     def caller_waits_for_count(self, w: int) -> bool:
         """After ``w`` published an env (and a fence): whether the caller sleeps and wants a
@@ -192,7 +194,7 @@ class ControlBlock:
         flag = self.rows[w, Field.CALLER_SLEEPS]
         if flag != Sleep.ALL:
             return bool(flag)
-        rows = self.rows[self.rows[:, Field.CALLER_SLEEPS] == Sleep.ALL]
+        rows = self.rows[self.columns[Field.CALLER_SLEEPS] == Sleep.ALL]
         return bool((rows[:, CMD] == rows[:, DONE]).all())
 
 
@@ -209,6 +211,10 @@ _WAKE_OP, _ADD_ONE, _ONE = ctypes.c_int(5), ctypes.c_int((1 << 28) | (1 << 12)),
 
 class _Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+#: the timeouts of the naps a wait takes (1, 2, 4, ... ms), made once (the kernel only reads them)
+_NAPS = {1 << k: _Timespec(0, (1 << k) * 1_000_000) for k in range(10)}
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -257,5 +263,5 @@ class Bell:
 
     def wait(self, seen: int, timeout_ms: int) -> None:
         """Sleep until a ring, ``timeout_ms``, or at once if the word is no longer ``seen``."""
-        ts = _Timespec(timeout_ms // 1000, (timeout_ms % 1000) * 1_000_000)
+        ts = _NAPS.get(timeout_ms) or _Timespec(timeout_ms // 1000, (timeout_ms % 1000) * 1_000_000)
         self._syscall(_NUMBER, self._address, _WAIT, ctypes.c_int(seen), ctypes.byref(ts), None, _ZERO)

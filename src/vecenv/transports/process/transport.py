@@ -47,10 +47,10 @@ class ProcessTransport(Starting):
         here while they run theirs."""
         ctrl, bell, here = self.ctrl, self._bell, None
         if type(commands) is WholeRound and self._posts_at_once:  # every worker steps all its envs
-            rows = ctrl.rows
             self._unrung = True
-            rows[:, Field.OP] = Op.STEP  # each row's operation, then its counter: the commit
-            rows[:, Field.CMD] += 1
+            ops, counters = ctrl.columns[Field.OP], ctrl.columns[Field.CMD]
+            ops.fill(Op.STEP)  # each row's operation, then its counter: the commit
+            counters += 1
             commands = ()
         for worker, command in commands:
             if worker in self.dead:
@@ -80,7 +80,7 @@ class ProcessTransport(Starting):
         if self._unrung:
             self._unrung = False
             control.fence()
-            if bell is not None and (not control.TSO or any(ctrl.rows[:, Field.WORKER_SLEEPS].tolist())):
+            if bell is not None and (not control.TSO or any(ctrl.columns[Field.WORKER_SLEEPS].tolist())):
                 bell.ring()
         if here is not None:
             self._run_inline(ctrl, here)
@@ -143,12 +143,12 @@ class ProcessTransport(Starting):
         ctrl, infos = self.ctrl, self._infos
         if self.dead or not control.TSO:
             return None
-        kinds = ctrl.rows[:, Field.REPLY].tolist()  # every worker finished (the caller waited)
+        kinds = ctrl.columns[Field.REPLY].tolist()  # every worker finished (the caller waited)
         if Reply.MESSAGE in kinds:
             return None
         reply = infos.take_every()
         if reply is not None and Reply.INFOS in kinds:
-            ctrl.rows[:, Field.REPLY] = Reply.IN_MEMORY  # taken
+            ctrl.columns[Field.REPLY].fill(Reply.IN_MEMORY)  # taken
         return reply
 
     def infos_at(self, envs: np.ndarray, positions: list[int]) -> tuple[Any, list]:
@@ -216,12 +216,12 @@ class ProcessTransport(Starting):
         """Block for a reply (``every``: for all of them, or a death; woken once, by the last to
         finish): declare it, re-check, then bounded naps on the caller's bell (looking for
         deaths between them) or polls on the sockets and sentinels."""
-        ctrl, k = self.ctrl, self.inline_worker
-        if k in workers and ctrl.outstanding(k):  # never running now: its command was cut short
+        ctrl, k, dead = self.ctrl, self.inline_worker, self.dead
+        if k >= 0 and k in workers and ctrl.outstanding(k):  # never running now: its command was cut short
             ctrl.drop(k)
-        live = [w for w in workers if w not in self.dead and w != k]
-        rows = ctrl.rows
-        flags = slice(None) if len(live) == len(rows) else live  # the rows whose flag is set
+        live = list(workers) if not dead and k < 0 else [w for w in workers if w not in dead and w != k]
+        sleeps = ctrl.columns[Field.CALLER_SLEEPS]
+        flags = slice(None) if len(live) == len(sleeps) else live  # the rows whose flag is set
         mode = Sleep.ALL if every else Sleep.ANY if wanted is None else Sleep.COUNT
         bell = self._caller_bell
         # on the bell, deaths and exit codes are looked at between naps
@@ -230,12 +230,12 @@ class ProcessTransport(Starting):
         def declare(flag: int) -> None:
             if flag and wanted is not None:  # the count first, then what is still wanted
                 ctrl.want[0] = ctrl.published() + wanted()
-            rows[flags, Field.CALLER_SLEEPS] = mode if flag else Sleep.AWAKE
+            sleeps[flags] = mode if flag else Sleep.AWAKE
 
         def check() -> list[int] | bool:
             if not exact:
                 self._look_at_exit_codes(live)
-            return self._done(workers, every) or (wanted is not None and wanted() <= 0)
+            return ctrl.finished(workers, dead, every) or (wanted is not None and wanted() <= 0)
 
         go_on = lambda: self._closer in (None, threading.get_ident())  # noqa: E731
         if bell is not None:
