@@ -183,8 +183,9 @@ class InfoReader:
         #: and the chunk read then: the usual step is recognised by one comparison and handed over
         #: as that chunk again, without building its parts again
         self._uniform: list[tuple[bytes, InfoColumns] | None] = [None for _ in partition]
-        #: the same for every env at once, when every worker's rows hold one columnar schema
-        self._uniform_all: tuple[bytes, StepReply] | None = None
+        #: the same for every env at once (and the reply that hands it over), when every worker's rows
+        #: hold one columnar schema
+        self._uniform_all: tuple[bytes, InfoColumns, StepReply] | None = None
         self._no_ids = bytes(area.ids.nbytes)
         #: (worker, schema id) -> one id per distinct schema across workers (-1: none), and
         #: those schemas: rows of several workers read as one chunk when they share one
@@ -248,8 +249,8 @@ class InfoReader:
         ids = self.area.ids.tobytes()
         every = self._uniform_all
         if every is not None and ids == every[0]:
-            every[1].entries.reread()
-            return every[1]
+            every[1].reread()
+            return every[2]
         if ids == self._no_ids:  # no env returned an info in the rows
             return NO_INFOS
         uniform = [u for u in self._uniform if u is not None]
@@ -265,8 +266,9 @@ class InfoReader:
         assert every_env is not None  # a worker's uniform chunk is read in place
         chunk = InfoColumns(np.arange(n), first.keys, first.types, every_env[:n], every_env)
         chunk.envs.flags.writeable = False
-        self._uniform_all = (ids, StepReply(chunk, None))
-        return self._uniform_all[1]
+        reply = StepReply(chunk, None)
+        self._uniform_all = (ids, chunk, reply)
+        return reply
 
     def take(self, worker: int, reply: RowsReply) -> StepReply:
         """``reply`` as a :class:`StepReply`: the entries it carried, and those in the rows
