@@ -61,18 +61,20 @@ def _peer(cls: Callable) -> Callable:
 _gym_async, _gym_sync = _peer(gym.vector.AsyncVectorEnv), _peer(gym.vector.SyncVectorEnv)
 
 
-def cpu_per_step(build: Callable, n: int, kind: str, workers: int, steps: int) -> float:
-    """The caller thread's CPU seconds per vector step, after a warm-up."""
+def cpu_per_step(build: Callable, n: int, kind: str, workers: int, seconds: float) -> float:
+    """The caller thread's CPU seconds per vector step over ``seconds`` of stepping, after a
+    warm-up of a fifth of that (a count of steps would make a fast point's run short)."""
     envs = build(n, kind, workers)
     try:
         envs.reset()
         step = envs.step  # gymnasium's and SB3's step both take one action per env
         actions = np.zeros(n, dtype=np.int64)
-        for _ in range(max(20, steps // 10)):
-            step(actions)
-        start = time.thread_time()
-        for _ in range(steps):
-            step(actions)
+        for phase in (seconds / 5, seconds):
+            end, steps, start = time.perf_counter() + phase, 0, time.thread_time()
+            while steps < 20 or time.perf_counter() < end:
+                for _ in range(10):
+                    step(actions)
+                steps += 10
         return (time.thread_time() - start) / steps
     finally:
         envs.close()
@@ -114,12 +116,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-peers", action="store_true", help="vecenv's rows only")
     args = p.parse_args(argv)
     table = {name: row for name, *row in rows(args.quick, args.envs_low, args.envs_high, not args.no_peers)}
-    budget = 0.2 if args.quick else 1.0  # vector steps scaled so each point takes ~budget s
+    budget = 0.2 if args.quick else 1.0  # seconds of stepping at each point
 
     def sample(name: str) -> float:
         """µs: per vector step at one point, or the difference per env (or worker) between two."""
         build, points, kind = table[name]
-        cpu = [cpu_per_step(build, n, kind, w, max(20, int(budget / (2e-5 * n + 1e-4)))) for n, w in points]
+        cpu = [cpu_per_step(build, n, kind, w, budget) for n, w in points]
         (n0, w0), (n1, w1) = points[0], points[-1]
         return (cpu[-1] - cpu[0]) / ((n1 - n0) or (w1 - w0)) * 1e6 if len(cpu) > 1 else cpu[0] * 1e6
 

@@ -60,7 +60,7 @@ def test_caller_cost_null_env_and_cpu_per_step():
     if multiprocessing.get_start_method() == "fork":  # spawned workers cannot import the script
         builders.append(caller_cost._vecenv)
     for build in builders:
-        cpu = caller_cost.cpu_per_step(build, 4, "4 floats", 2, steps=20)
+        cpu = caller_cost.cpu_per_step(build, 4, "4 floats", 2, seconds=0.02)
         assert 0 <= cpu < 0.1  # (Windows' thread clock moves in 15.6 ms ticks)
     names = [row[0] for row in caller_cost.rows(True, 8, 16, peers_too=False)]
     assert "vecenv process, per worker, 17 floats + 4 infos, 64 envs" in names  # issue 63's goals
