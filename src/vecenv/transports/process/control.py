@@ -84,10 +84,10 @@ def default_workers(num_envs: int, cores: int, *, caller_steps: bool = False, ba
     """Env groups a layout gets when ``num_workers`` is not given: a group per usable core, at most
     ``num_envs``. Worker processes leave the caller a core (cores − 1) on more than
     :data:`MANY_CORES` cores, so that waits can spin (:func:`spins`), and with async batches (a
-    ``batch_size`` below ``num_envs``),
-    whose caller computes the next actions while the workers step (docs/process.md, "Constructor" and
-    "Async batches: when they pay off", gives the measurements). A layout whose ``caller_steps`` a
-    group itself (inline, threads) keeps a group per core."""
+    ``batch_size`` below ``num_envs``), whose caller computes the next actions while the workers
+    step (docs/process.md, "Constructor" and "Async batches: when they pay off", gives the
+    measurements). A layout whose ``caller_steps`` a group itself (inline, threads) keeps a group
+    per core."""
     batches = batch_size is not None and batch_size < num_envs
     keep = 1 if (cores > MANY_CORES or batches) and not caller_steps else 0
     return max(1, min(num_envs, cores - keep))
@@ -213,10 +213,6 @@ class _Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
 
-#: the timeouts of the naps a wait takes (1, 2, 4, ... ms), made once (the kernel only reads them)
-_NAPS = {1 << k: _Timespec(0, (1 << k) * 1_000_000) for k in range(10)}
-
-
 def _libc() -> ctypes.CDLL | None:
     if not sys.platform.startswith("linux") or platform.machine().lower() not in _SYSCALL:
         return None
@@ -263,5 +259,5 @@ class Bell:
 
     def wait(self, seen: int, timeout_ms: int) -> None:
         """Sleep until a ring, ``timeout_ms``, or at once if the word is no longer ``seen``."""
-        ts = _NAPS.get(timeout_ms) or _Timespec(timeout_ms // 1000, (timeout_ms % 1000) * 1_000_000)
+        ts = _Timespec(timeout_ms // 1000, (timeout_ms % 1000) * 1_000_000)
         self._syscall(_NUMBER, self._address, _WAIT, ctypes.c_int(seen), ctypes.byref(ts), None, _ZERO)

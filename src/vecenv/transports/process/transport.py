@@ -219,7 +219,7 @@ class ProcessTransport(Starting):
         ctrl, k, dead = self.ctrl, self.inline_worker, self.dead
         if k >= 0 and k in workers and ctrl.outstanding(k):  # never running now: its command was cut short
             ctrl.drop(k)
-        live = list(workers) if not dead and k < 0 else [w for w in workers if w not in dead and w != k]
+        live = [w for w in workers if w not in dead and w != k]
         sleeps = ctrl.columns[Field.CALLER_SLEEPS]
         flags = slice(None) if len(live) == len(sleeps) else live  # the rows whose flag is set
         mode = Sleep.ALL if every else Sleep.ANY if wanted is None else Sleep.COUNT
