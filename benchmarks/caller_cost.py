@@ -3,12 +3,21 @@ the serial part of every step on many cores. Rows: per env-step (2 workers, ``--
 ``--envs-high``; peers 8 to 32), per worker (2 to 16 workers, 64 envs), per step (64 envs in 16
 workers). vecenv blocks while waiting (``spin_us=0, yield_us=0``), as once a share outlasts the spin.
 
+Two rows say what the machine allows (Linux): the *floor*, the same handshake with nothing else
+(16 processes asleep on one futex word; a step bumps their counters, wakes them with one ring
+and sleeps until the last one rings back: no envs, no results), and each per-step figure again
+with the caller on a core of its own and its workers on the others, as on a machine with more
+cores than workers, where the workers no longer preempt the caller and evict its caches.
+
     python benchmarks/caller_cost.py                    # 5 rounds, every row
     python benchmarks/caller_cost.py --rounds 1 --quick # a smoke run
 """
 
 from __future__ import annotations
 
+import mmap
+import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -47,6 +56,10 @@ class NullEnv(gym.Env):
         infos = {key: 0.5 for key in self._keys}
         return self._obs, 1.0, False, self._t >= 1000, infos
 
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
 
 def _vecenv(n: int, kind: str, workers: int) -> gym.vector.VectorEnv:
     return vecenv.make(lambda: NullEnv(kind), n, backend="process", num_workers=workers,
@@ -59,6 +72,112 @@ def _peer(cls: Callable) -> Callable:
 
 
 _gym_async, _gym_sync = _peer(gym.vector.AsyncVectorEnv), _peer(gym.vector.SyncVectorEnv)
+
+
+class Floor:
+    """The process transport's handshake alone: ``workers`` processes asleep on one futex word
+    (:class:`vecenv.transports.process.control.Bell`); a step bumps every command counter, rings
+    once and sleeps on a word of its own until the last worker to finish rings it."""
+
+    def __init__(self, workers: int) -> None:
+        from vecenv.transports.process.control import Bell
+
+        self._memory = mmap.mmap(-1, 4 * 4096)  # shared with the forked workers
+        self.cmd = np.frombuffer(self._memory, np.int64, workers, 0)
+        self.done = np.frombuffer(self._memory, np.int64, workers, 4096)
+        self.sleeps = np.frombuffer(self._memory, np.int64, 1, 8192)
+        self.bell = Bell(np.frombuffer(self._memory, np.int32, 1, 2 * 4096 + 64))
+        self.caller_bell = Bell(np.frombuffer(self._memory, np.int32, 1, 3 * 4096))
+        context = multiprocessing.get_context("fork")
+        self.processes = [context.Process(target=self._work, args=(w,), daemon=True) for w in range(workers)]
+        for process in self.processes:
+            process.start()
+
+    def _work(self, w: int) -> None:
+        from vecenv.transports.process.control import fence
+
+        cmd, done, bell, last = self.cmd, self.done, self.bell, 0
+        while True:
+            seen = bell.seen()
+            command = int(cmd[w])
+            if command < 0:
+                return
+            if command == last:
+                bell.wait(seen, 50)
+                continue
+            last = done[w] = command
+            fence()
+            if self.sleeps[0] and (cmd == done).all():
+                self.caller_bell.ring_one()
+
+    def reset(self) -> None:
+        pass
+
+    def step(self, _actions: np.ndarray) -> None:
+        from vecenv.transports.process.control import fence
+
+        self.cmd += 1
+        self.bell.ring()
+        self.sleeps[0] = 1
+        fence()
+        while True:
+            seen = self.caller_bell.seen()
+            if (self.cmd == self.done).all():
+                break
+            self.caller_bell.wait(seen, 50)
+        self.sleeps[0] = 0
+
+    @property
+    def pids(self) -> list[int]:
+        return [process.pid for process in self.processes]
+
+    def close(self) -> None:
+        self.cmd[:] = -1
+        self.bell.ring()
+        for process in self.processes:
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+
+
+def _floor(_n: int, _kind: str, workers: int) -> Floor:
+    return Floor(workers)
+
+
+def _own_core(build: Callable) -> Callable:
+    """``build`` with the caller on the first usable core and its workers on the others (their
+    pids: :attr:`Floor.pids`, or each env's ``pid``); the caller gets every core back on close."""
+
+    def built(n: int, kind: str, workers: int) -> object:
+        envs = build(n, kind, workers)
+        cores = sorted(os.sched_getaffinity(0))
+        pids = envs.pids if isinstance(envs, Floor) else set(envs.get_attr("pid"))
+        for pid in pids:
+            os.sched_setaffinity(pid, cores[1:])
+        os.sched_setaffinity(0, cores[:1])
+        close = envs.close
+
+        def close_and_restore() -> None:
+            try:
+                close()
+            finally:
+                os.sched_setaffinity(0, cores)
+
+        envs.close = close_and_restore
+        return envs
+
+    return built
+
+
+def own_core_possible() -> bool:
+    """Whether the rows with the caller on a core of its own can run: Linux, 2 usable cores or more."""
+    return hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
+
+
+def floor_possible() -> bool:
+    from vecenv.transports.process.control import bell_available
+
+    return bell_available() and "fork" in multiprocessing.get_all_start_methods()
 
 
 def cpu_per_step(build: Callable, n: int, kind: str, workers: int, seconds: float) -> float:
@@ -90,6 +209,14 @@ def rows(quick: bool, envs_low: int, envs_high: int,
     for kind in ("4 floats", "17 floats + 4 infos"):  # issue 63's layout: per worker, and the whole step
         table.append((f"vecenv process, per worker, {kind}, 64 envs", _vecenv, [(64, 2), (64, 16)], kind))
         table.append((f"vecenv process, per step, {kind}, 64 envs in 16 workers", _vecenv, [(64, 16)], kind))
+        if own_core_possible():
+            table.append((f"vecenv process, per step, {kind}, 64 envs in 16 workers, caller's own core",
+                          _own_core(_vecenv), [(64, 16)], kind))
+    if floor_possible():  # what the machine allows the same handshake
+        table.append(("floor: the handshake alone, per step, 16 workers", _floor, [(64, 16)], "4 floats"))
+        if own_core_possible():
+            table.append(("floor: the handshake alone, per step, 16 workers, caller's own core", _own_core(_floor),
+                          [(64, 16)], "4 floats"))
     if not peers_too:
         return table
     peers = [("gym AsyncVectorEnv", _gym_async), ("gym SyncVectorEnv", _gym_sync)]
@@ -127,9 +254,10 @@ def main(argv: list[str] | None = None) -> None:
 
     samples = interleave(list(table), args.rounds, sample,
                          lambda r, name, us: print(f"round {r + 1}: {name} {us:.2f} µs", flush=True))
-    print(f"{'caller CPU (µs)':<66} median [min-max]")
+    width = max(map(len, samples))
+    print(f"{'caller CPU (µs)':<{width}} median [min-max]")
     for name, values in samples.items():
-        print(f"{name:<66} {spread(values, '.2f')}")
+        print(f"{name:<{width}} {spread(values, '.2f')}")
 
 
 if __name__ == "__main__":

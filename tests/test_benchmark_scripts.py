@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import multiprocessing
+import os
 import statistics
 import subprocess
 import sys
@@ -65,6 +66,26 @@ def test_caller_cost_null_env_and_cpu_per_step():
     names = [row[0] for row in caller_cost.rows(True, 8, 16, peers_too=False)]
     assert "vecenv process, per worker, 17 floats + 4 infos, 64 envs" in names  # issue 63's goals
     assert "vecenv process, per step, 17 floats + 4 infos, 64 envs in 16 workers" in names
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(sys.platform != "linux", reason="the floor's bell is a Linux futex, its workers forked")
+def test_caller_cost_floor_steps_its_workers_and_own_core_gives_every_core_back():
+    caller_cost = _load("caller_cost")
+    floor = caller_cost.Floor(3)
+    try:
+        for _ in range(20):
+            floor.step(None)
+        assert floor.done.tolist() == [20, 20, 20]  # each worker answered each step
+    finally:
+        floor.close()
+    assert not any(process.is_alive() for process in floor.processes)
+    cores = os.sched_getaffinity(0)
+    if caller_cost.own_core_possible():
+        assert caller_cost.cpu_per_step(caller_cost._own_core(caller_cost._floor), 4, "4 floats", 2, 0.02) > 0
+    assert os.sched_getaffinity(0) == cores
+    names = [row[0] for row in caller_cost.rows(True, 8, 16, peers_too=False)]
+    assert "floor: the handshake alone, per step, 16 workers" in names
 
 
 @pytest.mark.timeout(120)
