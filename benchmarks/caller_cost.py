@@ -113,7 +113,7 @@ class Floor:
     def reset(self) -> None:
         pass
 
-    def step(self, _actions: np.ndarray) -> None:
+    def step(self, _actions: object) -> None:
         from vecenv.transports.process.control import fence
 
         self.cmd += 1
