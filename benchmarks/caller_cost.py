@@ -96,7 +96,7 @@ class Floor:
     def _work(self, w: int) -> None:
         from vecenv.transports.process.control import fence
 
-        cmd, done, bell, last = self.cmd, self.done, self.bell, 0
+        cmd, done, bell, last, caller = self.cmd, self.done, self.bell, 0, os.getppid()
         while True:
             seen = bell.seen()
             command = int(cmd[w])
@@ -104,6 +104,8 @@ class Floor:
                 return
             if command == last:
                 bell.wait(seen, 50)
+                if bell.seen() == seen and os.getppid() != caller:  # a nap ran out: the caller is gone
+                    return
                 continue
             last = done[w] = command
             fence()
@@ -125,6 +127,8 @@ class Floor:
             if (self.cmd == self.done).all():
                 break
             self.caller_bell.wait(seen, 50)
+            if self.caller_bell.seen() == seen and not all(process.is_alive() for process in self.processes):
+                raise RuntimeError("Floor.step: a worker process ended; every worker must answer each step")
         self.sleeps[0] = 0
 
     @property
@@ -151,10 +155,15 @@ def _own_core(build: Callable) -> Callable:
     def built(n: int, kind: str, workers: int) -> object:
         envs = build(n, kind, workers)
         cores = sorted(os.sched_getaffinity(0))
-        pids = envs.pids if isinstance(envs, Floor) else set(envs.get_attr("pid"))
-        for pid in pids:
-            os.sched_setaffinity(pid, cores[1:])
-        os.sched_setaffinity(0, cores[:1])
+        try:
+            pids = envs.pids if isinstance(envs, Floor) else set(envs.get_attr("pid"))
+            for pid in pids:
+                os.sched_setaffinity(pid, cores[1:])
+            os.sched_setaffinity(0, cores[:1])
+        except BaseException:
+            envs.close()
+            os.sched_setaffinity(0, cores)
+            raise
         close = envs.close
 
         def close_and_restore() -> None:

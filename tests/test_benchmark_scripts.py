@@ -77,6 +77,10 @@ def test_caller_cost_floor_steps_its_workers_and_own_core_gives_every_core_back(
         for _ in range(20):
             floor.step(None)
         assert floor.done.tolist() == [20, 20, 20]  # each worker answered each step
+        floor.processes[1].kill()
+        floor.processes[1].join(5)
+        with pytest.raises(RuntimeError, match="a worker process ended"):  # a bounded wait, not a hang
+            floor.step(None)
     finally:
         floor.close()
     assert not any(process.is_alive() for process in floor.processes)
