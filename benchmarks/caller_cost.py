@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 
 import vecenv
+from vecenv.transports.process.control import Bell, bell_available, fence
 
 #: observation kinds: (space, info keys the env returns every step)
 KINDS: dict[str, tuple[gym.spaces.Space, tuple[str, ...]]] = {
@@ -80,8 +81,6 @@ class Floor:
     once and sleeps on a word of its own until the last worker to finish rings it."""
 
     def __init__(self, workers: int) -> None:
-        from vecenv.transports.process.control import Bell
-
         self._memory = mmap.mmap(-1, 4 * 4096)  # shared with the forked workers
         self.cmd = np.frombuffer(self._memory, np.int64, workers, 0)
         self.done = np.frombuffer(self._memory, np.int64, workers, 4096)
@@ -94,8 +93,6 @@ class Floor:
             process.start()
 
     def _work(self, w: int) -> None:
-        from vecenv.transports.process.control import fence
-
         cmd, done, bell, last, caller = self.cmd, self.done, self.bell, 0, os.getppid()
         while True:
             seen = bell.seen()
@@ -116,8 +113,6 @@ class Floor:
         pass
 
     def step(self, _actions: object) -> None:
-        from vecenv.transports.process.control import fence
-
         self.cmd += 1
         self.bell.ring()
         self.sleeps[0] = 1
@@ -184,8 +179,6 @@ def own_core_possible() -> bool:
 
 
 def floor_possible() -> bool:
-    from vecenv.transports.process.control import bell_available
-
     return bell_available() and "fork" in multiprocessing.get_all_start_methods()
 
 

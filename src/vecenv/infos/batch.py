@@ -246,12 +246,12 @@ def batch_columns(chunks: list[InfoColumns], n: int) -> dict[str, Any] | None:
     for chunk in chunks:
         present[chunk.envs] = True
     infos = {}
-    for key, kind in zip(keys, batched, strict=True):
+    for key, kind, mask_key in zip(keys, batched, mask_keys, strict=True):
         column: np.ndarray = np.zeros((n, *first.records[key].shape[1:]), dtype=kind)
         for chunk in chunks:
             column[chunk.envs] = chunk.records[key]
         infos[key] = column
-        infos[f"_{key}"] = present.copy()
+        infos[mask_key] = present.copy()
     return infos
 
 
